@@ -1,0 +1,52 @@
+"""Regenerates the small input files the example pipelines read (deterministic).
+
+    python pipelines/data/make_data.py
+"""
+
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+HERE = Path(__file__).parent
+
+
+def chirp_wav(path: Path, fs: int = 48000, seconds: float = 1.5) -> None:
+    """Mono 16-bit WAV: a 50 Hz -> 20 kHz chirp plus a 60 Hz hum and a little noise."""
+    t = np.arange(int(fs * seconds)) / fs
+    f0, f1 = 50.0, 20000.0
+    phase = 2 * np.pi * (f0 * t + (f1 - f0) / (2 * seconds) * t**2)
+    rng = np.random.default_rng(1)
+    x = 0.5 * np.sin(phase) + 0.2 * np.sin(2 * np.pi * 60 * t) + 0.01 * rng.standard_normal(t.size)
+    sf.write(path, x.astype(np.float32), fs, subtype="PCM_16")
+
+
+def iq_cs16(path: Path, fs: float = 1.024e6, n: int = 32768) -> None:
+    """Interleaved int16 IQ: three carriers at -200, +64 and +300 kHz plus noise."""
+    t = np.arange(n) / fs
+    rng = np.random.default_rng(2)
+    z = (0.3 * np.exp(2j * np.pi * -200e3 * t) + 0.2 * np.exp(2j * np.pi * 64e3 * t)
+         + 0.1 * np.exp(2j * np.pi * 300e3 * t))
+    z += 0.01 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    iq = np.empty(2 * n, np.int16)
+    iq[0::2] = np.round(z.real * 32767)
+    iq[1::2] = np.round(z.imag * 32767)
+    iq.tofile(path)
+
+
+def beam_weights(path: Path, elements: int = 8, beams: int = 5, nfft: int = 256, fs: float = 48000.0,
+                 spacing_m: float = 0.04, c: float = 343.0) -> None:
+    """Per-bin delay-and-sum weights (bins, beams, elements) for a uniform linear array."""
+    angles = np.linspace(-60, 60, beams) * np.pi / 180
+    freqs = np.fft.fftfreq(nfft, 1 / fs)                   # full FFT order: complex input
+    pos = np.arange(elements) * spacing_m
+    delays = pos[None, :] * np.sin(angles)[:, None] / c     # (beams, elements) seconds
+    w = np.exp(2j * np.pi * freqs[:, None, None] * delays[None, :, :]) / elements
+    np.save(path, w.astype(np.complex64))
+
+
+if __name__ == "__main__":
+    chirp_wav(HERE / "chirp_hum.wav")
+    iq_cs16(HERE / "three_carriers.cs16")
+    beam_weights(HERE / "beam_weights.npy")
+    print("wrote", *sorted(p.name for p in HERE.iterdir() if p.suffix != ".py"))

@@ -1,0 +1,45 @@
+"""The CPU backend: each stage's NumPy/SciPy processor, called in order."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import StreamFault
+
+if TYPE_CHECKING:
+    from ..pipeline import Pipeline, SpecChain
+    from . import BackendChoice
+
+
+class CpuEngine:
+    def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice"):
+        self.choice = choice
+        self.chain = chain
+        self._procs = [st.cpu(spec) for st, spec in zip(pipeline.stages, chain.specs[:-1])]
+        self._in_shape = chain.input.block_shape
+        self._in_dtype = chain.input.np_dtype
+        self._blocks = 0
+        self._closed = False
+
+    def process(self, block: np.ndarray, final: bool = False) -> np.ndarray:
+        if self._closed:
+            raise StreamFault("the CPU engine is closed")
+        if block.dtype != self._in_dtype:
+            block = block.astype(self._in_dtype)
+        x = block
+        for proc in self._procs:
+            x = proc.process(x, final)
+        self._blocks += 1
+        return x
+
+    def reset(self) -> None:
+        for proc in self._procs:
+            proc.reset()
+
+    def counters(self) -> dict[str, int]:
+        return {"blocks": self._blocks}
+
+    def close(self) -> None:
+        self._closed = True

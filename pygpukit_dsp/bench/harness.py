@@ -1,0 +1,301 @@
+"""Timing loop, correctness check and report for ``gk-stream bench``."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..io.base import StreamFormat
+
+if TYPE_CHECKING:
+    from ..pipeline import Pipeline, SpecChain
+
+ROUND_BLOCKS = 250      # blocks per implementation per round (interleaving against drift)
+CHECK_BLOCKS = 6        # blocks compared against the project's output
+CHECK_RTOL = 2e-3       # ||baseline - project|| / ||project||, float32 arithmetic
+
+
+@dataclass
+class ImplResult:
+    name: str
+    kind: str                        # "project" | "baseline"
+    status: str = "ok"               # "ok" | "skipped" | "mismatch" | "failed"
+    reason: str = ""
+    latency_us: dict[str, float] = field(default_factory=dict)  # p50 p99 p999 max mean min
+    samples_per_s: float = 0.0
+    max_rel_err: float | None = None
+    first_block_us: float | None = None
+    raw_us: list[float] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("raw_us")
+        return d
+
+
+@dataclass
+class BenchReport:
+    pipeline: str
+    mode: str
+    backend: str
+    backend_reason: str
+    input_spec: str
+    output_spec: str
+    blocks: int
+    warmup: int
+    samples_per_block: int
+    machine: str
+    results: list[ImplResult]
+
+    def project(self) -> ImplResult:
+        return self.results[0]
+
+    def ratios(self) -> dict[str, dict[str, float]]:
+        """project / baseline for p50 and p99 (below 1.0: the project is faster)."""
+        proj = self.project()
+        out: dict[str, dict[str, float]] = {}
+        if proj.status != "ok":
+            return out
+        for r in self.results[1:]:
+            if r.status == "ok":
+                out[r.name] = {k: proj.latency_us[k] / r.latency_us[k] for k in ("p50", "p99")
+                               if r.latency_us.get(k)}
+        return out
+
+    def markdown(self) -> str:
+        lines = [
+            f"### {self.pipeline}: {self.mode} benchmark, backend={self.backend} ({self.backend_reason})",
+            "",
+            f"{self.input_spec} -> {self.output_spec}; {self.blocks} timed blocks after {self.warmup} "
+            f"warm-up; {self.machine}",
+            "",
+            "| implementation | p50 us | p99 us | p99.9 us | max us | Msamples/s | p50 ratio | p99 ratio | check |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        ratios = self.ratios()
+        for r in self.results:
+            if r.status in ("skipped", "failed"):
+                lines.append(f"| {r.name} | | | | | | | | {r.status}: {r.reason} |")
+                continue
+            lat = r.latency_us
+            rt = ratios.get(r.name, {})
+            check = "reference" if r.kind == "project" else (
+                f"ok (rel err {r.max_rel_err:.1e})" if r.status == "ok" else f"{r.status}: {r.reason}")
+            lines.append(
+                f"| {r.name} | {lat['p50']:.1f} | {lat['p99']:.1f} | {lat['p999']:.1f} | {lat['max']:.1f} | "
+                f"{r.samples_per_s / 1e6:.2f} | "
+                f"{_ratio(rt.get('p50'))} | {_ratio(rt.get('p99'))} | {check} |")
+        lines.append("")
+        lines.append("Ratios are project / baseline (below 1.00x: the project is faster).")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "results"}
+        d["results"] = [r.to_dict() for r in self.results]
+        d["ratios"] = self.ratios()
+        return d
+
+
+def _ratio(v: float | None) -> str:
+    return f"{v:.2f}x" if v is not None else ""
+
+
+def _percentiles(us: np.ndarray) -> dict[str, float]:
+    return {
+        "p50": float(np.percentile(us, 50)), "p99": float(np.percentile(us, 99)),
+        "p999": float(np.percentile(us, 99.9)), "max": float(us.max()), "min": float(us.min()),
+        "mean": float(us.mean()),
+    }
+
+
+def machine_description() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        import os
+
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        import os
+
+        cores = os.cpu_count() or 0
+    text = f"{platform.system()} {cpu}, {cores} cores, Python {sys.version.split()[0]}"
+    try:
+        from ..capabilities import capabilities
+
+        gpus = [g for g in capabilities().get("gpus", []) if g.get("usable")]
+        if gpus:
+            text += f", GPU {gpus[0]['name']}"
+    except Exception:  # the description is informative only; never fail a benchmark for it
+        pass
+    return text
+
+
+def _input_blocks(pipeline: "Pipeline", chain: "SpecChain", n: int) -> list[np.ndarray]:
+    """``n`` consecutive full blocks from the pipeline's source (or seeded noise without one)."""
+    spec = chain.input
+    blocks: list[np.ndarray] = []
+    if pipeline.source is not None:
+        src = pipeline.source
+        src.open(StreamFormat(spec.sample_rate, spec.channels, spec.dtype))
+        try:
+            while len(blocks) < n:
+                parts, have = [], 0
+                while have < spec.block_size:
+                    chunk = np.asarray(src.read(spec.block_size - have))
+                    if chunk.shape[1] == 0:
+                        break
+                    parts.append(chunk)
+                    have += chunk.shape[1]
+                if have < spec.block_size:
+                    break
+                blocks.append(np.ascontiguousarray(np.concatenate(parts, axis=1), spec.np_dtype))
+        finally:
+            src.close()
+    if not blocks:
+        rng = np.random.default_rng(1)
+        shape = spec.block_shape
+        for _ in range(n):
+            x = rng.standard_normal(shape)
+            if spec.is_complex:
+                x = x + 1j * rng.standard_normal(shape)
+            blocks.append(np.ascontiguousarray(x, spec.np_dtype))
+    return blocks
+
+
+def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int = 2000,
+              warmup: int = 200, compare: list[str] | None = None, plot: str | None = None,
+              progress: bool = False, mode: str = "latency", pool: int = 32) -> BenchReport:
+    from ..backends import choose_backend, open_backend
+    from .baselines import BASELINES, BaselineSkipped, build_baseline
+
+    compare = compare or []
+    unknown = [c for c in compare if c not in BASELINES]
+    if unknown:
+        from ..stages.base import did_you_mean
+
+        raise ConfigError(f"unknown baseline '{unknown[0]}'",
+                          hint=did_you_mean(unknown[0], sorted(BASELINES)) or
+                          f"baselines: {', '.join(sorted(BASELINES))}")
+    if plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ConfigError("--plot needs matplotlib", hint="pip install 'pygpukit-dsp[plot]'") from None
+    if mode != "latency":
+        from .throughput import run_throughput_bench
+
+        return run_throughput_bench(pipeline, backend=backend, blocks=blocks, warmup=warmup,
+                                    compare=compare, mode=mode, progress=progress)
+
+    chain = pipeline.specs(_source_format(pipeline))
+    choice = choose_backend(pipeline, chain, backend or pipeline.backend)
+    # distinct input blocks, cycled; at most ~256 MiB of them (W2 blocks are 128 MiB each)
+    pool = max(1, min(pool, blocks, (256 << 20) // max(1, chain.input.block_nbytes)))
+    inputs = _input_blocks(pipeline, chain, pool)
+    spb = int(np.prod(chain.input.block_shape))
+
+    impls: list[tuple[ImplResult, Any]] = []
+    project = open_backend(pipeline, chain, choice.name)
+    impls.append((ImplResult(name=f"pygpukit-dsp ({choice.name})", kind="project"), project))
+    for name in compare:
+        try:
+            impls.append((ImplResult(name=name, kind="baseline"), build_baseline(name, pipeline, chain)))
+        except BaselineSkipped as exc:
+            impls.append((ImplResult(name=name, kind="baseline", status="skipped", reason=str(exc)), None))
+
+    try:
+        _check_outputs(impls, inputs)
+        runnable = [(r, impl) for r, impl in impls if r.status == "ok"]
+        for r, impl in runnable:  # warm-up (compiles, caches, clocks)
+            t0 = time.perf_counter_ns()
+            impl.process(inputs[0])
+            r.first_block_us = (time.perf_counter_ns() - t0) / 1e3
+            for i in range(warmup):
+                impl.process(inputs[i % len(inputs)])
+        samples: dict[str, list[int]] = {r.name: [] for r, _ in runnable}
+        done = 0
+        t_report = time.perf_counter()
+        while done < blocks:
+            n = min(ROUND_BLOCKS, blocks - done)
+            for r, impl in runnable:
+                _time_blocks(impl.process, inputs, done, n, samples[r.name])
+            done += n
+            if progress and time.perf_counter() - t_report > 0.5:
+                t_report = time.perf_counter()
+                sys.stderr.write(f"\rbench {pipeline.name}: {done}/{blocks} blocks")
+                sys.stderr.flush()
+        if progress:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+        for r, _ in runnable:
+            us = np.asarray(samples[r.name], dtype=np.float64) / 1e3
+            r.raw_us = us.tolist()
+            r.latency_us = _percentiles(us)
+            r.samples_per_s = spb / (r.latency_us["mean"] * 1e-6)
+    finally:
+        for _, impl in impls:
+            if impl is not None:
+                impl.close()
+
+    report = BenchReport(
+        pipeline=pipeline.name, mode="latency", backend=choice.name, backend_reason=choice.reason,
+        input_spec=chain.input.describe(), output_spec=chain.output.describe(), blocks=blocks,
+        warmup=warmup, samples_per_block=spb, machine=machine_description(),
+        results=[r for r, _ in impls])
+    if plot:
+        from .plot import plot_latency
+
+        plot_latency(report, plot)
+    return report
+
+
+def _source_format(pipeline: "Pipeline") -> StreamFormat:
+    if pipeline.source is None:
+        return StreamFormat()
+    fmt = pipeline.source.open(StreamFormat(pipeline.sample_rate, pipeline.channels, pipeline.dtype))
+    pipeline.source.close()
+    return fmt
+
+
+def _time_blocks(fn: Callable[[np.ndarray], Any], inputs: list[np.ndarray], start: int, n: int,
+                 out: list[int]) -> None:
+    perf = time.perf_counter_ns
+    k = len(inputs)
+    for i in range(start, start + n):
+        x = inputs[i % k]
+        t0 = perf()
+        fn(x)
+        out.append(perf() - t0)
+
+
+def _check_outputs(impls: list[tuple[ImplResult, Any]], inputs: list[np.ndarray]) -> None:
+    """Run CHECK_BLOCKS blocks from reset through each implementation and compare with the project."""
+    n = min(CHECK_BLOCKS, len(inputs))
+    ref_r, ref = impls[0]
+    ref.reset()
+    ref_out = [np.array(ref.process(inputs[i]), copy=True) for i in range(n)]
+    ref.reset()
+    for r, impl in impls[1:]:
+        if r.status != "ok":
+            continue
+        try:
+            impl.reset()
+            err = 0.0
+            for i in range(n):
+                y = np.asarray(impl.process(inputs[i]))
+                if y.shape != ref_out[i].shape:
+                    raise ValueError(f"output shape {y.shape} != project's {ref_out[i].shape}")
+                denom = float(np.linalg.norm(ref_out[i])) or 1.0
+                err = max(err, float(np.linalg.norm(y - ref_out[i])) / denom)
+            impl.reset()
+        except Exception as exc:  # a baseline that breaks is reported, not fatal
+            r.status, r.reason = "failed", f"{type(exc).__name__}: {exc}"
+            continue
+        r.max_rel_err = err
+        if not err <= CHECK_RTOL:
+            r.status, r.reason = "mismatch", f"relative error {err:.2e} > {CHECK_RTOL:.0e}"

@@ -1,0 +1,309 @@
+"""gk-stream: run, validate and benchmark pipelines; list stages and devices.
+
+Exit codes: 0 ok, 1 runtime error, 2 configuration error (no traceback for either;
+set GK_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def _err(msg: str) -> None:
+    print(f"gk-stream: {msg}", file=sys.stderr)
+
+
+class _LiveLine:
+    """A one-line progress display on a terminal (stderr); silent otherwise."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._last_len = 0
+        self._latest: dict[str, str] = {}
+
+    def __call__(self, p) -> None:  # p: runner.Progress
+        if not self.enabled:
+            return
+        total = f"/{p.total_blocks}" if p.total_blocks else ""
+        self._latest[p.pipeline] = (
+            f"[{p.pipeline}] blocks {p.blocks}{total}  {p.samples_per_s / 1e6:7.3f} Msamples/s  "
+            f"p50 {p.p50_us:7.1f} us  p99 {p.p99_us:7.1f} us  max {p.max_us:7.1f} us  misses {p.misses}")
+        line = "  |  ".join(self._latest.values())
+        pad = max(0, self._last_len - len(line))
+        sys.stderr.write("\r" + line + " " * pad)
+        sys.stderr.flush()
+        self._last_len = len(line)
+
+    def clear(self) -> None:
+        if self.enabled and self._last_len:
+            sys.stderr.write("\r" + " " * self._last_len + "\r")
+            sys.stderr.flush()
+            self._last_len = 0
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .pipeline import Pipeline
+    from .session import Session
+
+    pipelines = _select(Pipeline.load_all(args.file), args.pipeline)
+    live = _LiveLine(sys.stderr.isatty() and not args.quiet)
+    session = Session(pipelines, backend=args.backend)
+    try:
+        summaries = session.run(blocks=args.blocks, duration=args.duration, progress=live)
+    finally:
+        live.clear()
+    for s in summaries:
+        print(s.format())
+    if len(summaries) > 1:
+        print("streams:")
+        for s in summaries:
+            print(f"  {s.pipeline:<16} class {s.qos_class:<11} deadline {s.deadline_us:9.1f} us  "
+                  f"p99 {s.latency_us.get('p99', 0):9.1f} us  misses {s.deadline_misses}")
+    if args.stats_json:
+        data: Any = [s.to_dict() for s in summaries]
+        _write_json(args.stats_json, data[0] if len(data) == 1 else data)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .io.base import StreamFormat
+    from .pipeline import Pipeline
+
+    pipelines = Pipeline.load_all(args.file)
+    for p in pipelines:
+        fmt = StreamFormat()
+        if p.source is not None:
+            fmt = p.source.open(StreamFormat(p.sample_rate, p.channels, p.dtype))
+            p.source.close()
+        chain = p.specs(fmt)
+        print(f"pipeline {p.name}: ok")
+        src = p.source.type if p.source is not None else "(none)"
+        print(f"  source {src:<12} -> {chain.input.describe()}")
+        for st, spec in zip(p.stages, chain.specs[1:]):
+            print(f"  {st.name:<12} ({st.type}) -> {spec.describe()}")
+        snk = p.sink.type if p.sink is not None else "(none)"
+        print(f"  sink   {snk}")
+    return 0
+
+
+def cmd_stages(args: argparse.Namespace) -> int:
+    from .stages import STAGES
+    from .stages.base import did_you_mean
+
+    names = sorted(STAGES)
+    if args.name:
+        if args.name not in STAGES:
+            from .errors import ConfigError
+
+            raise ConfigError(f"unknown stage type '{args.name}'",
+                              hint=did_you_mean(args.name, names) or f"known: {', '.join(names)}")
+        names = [args.name]
+    for name in names:
+        cls = STAGES[name]
+        print(f"{name}: {cls.summary}")
+        for pname, field in cls.Params.model_fields.items():
+            shown = field.alias or pname
+            default = "required" if field.is_required() else f"default {field.get_default()!r}"
+            desc = field.description or ""
+            print(f"    {shown:<18} {_type_name(field.annotation):<22} {default:<22} {desc}")
+    return 0
+
+
+def _type_name(ann: Any) -> str:
+    text = getattr(ann, "__name__", None) or repr(ann)
+    text = str(text).replace("typing.", "").replace("numpy.ndarray", "array")
+    text = text.replace("Annotated[ndarray", "array").replace("<class '", "").replace("'>", "")
+    if text.startswith("array"):
+        return "array"
+    return text if len(text) <= 22 else text[:19] + "..."
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from .capabilities import capabilities, cuda_usable
+    from .io.audio_device import audio_host_apis
+
+    caps = capabilities()
+    if args.json:
+        ok, why = cuda_usable()
+        apis, reason = audio_host_apis()
+        print(json.dumps({"capabilities": caps, "auto": {"backend": "cuda" if ok else "cpu", "why": why},
+                          "audio": {"host_apis": apis, "reason": reason}}, indent=2, default=str))
+        return 0
+    for lib in ("driver", "nvrtc", "cufft", "cublas"):
+        info = caps.get(lib, {})
+        if info.get("found"):
+            print(f"{lib:<7} found   {info.get('version', '')}  {info.get('path', '')}")
+        else:
+            print(f"{lib:<7} missing {info.get('reason', '')}")
+    gpus = caps.get("gpus", [])
+    if not gpus:
+        print("gpus    none")
+    for g in gpus:
+        mem = g.get("memory_bytes", 0) / 2**30
+        state = "usable" if g.get("usable") else f"not usable: {g.get('reason', '')}"
+        print(f"gpu {g.get('index')}   {g.get('name')}  SM {g.get('sm')}  {mem:.1f} GiB  "
+              f"{g.get('multiprocessors', '?')} SMs  {state}")
+    apis, reason = audio_host_apis()
+    if reason:
+        print(f"audio   unavailable: {reason}")
+    for api in apis:
+        print(f"audio   {api.get('name')}: {len(api.get('devices', []))} devices")
+    ok, why = cuda_usable()
+    print(f"auto    -> backend={'cuda' if ok else 'cpu'}: {why}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import run_bench
+    from .pipeline import Pipeline
+
+    pipelines = _select(Pipeline.load_all(args.file), args.pipeline)
+    if len(pipelines) != 1:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; bench takes one",
+                          hint="pick one with --pipeline NAME")
+    compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else []
+    report = run_bench(pipelines[0], backend=args.backend, blocks=args.blocks, warmup=args.warmup,
+                       compare=compare, plot=args.plot, progress=not args.quiet and sys.stderr.isatty(),
+                       mode=args.mode)
+    print(report.markdown())
+    if args.json:
+        _write_json(args.json, report.to_dict())
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown() + "\n")
+    return 0
+
+
+# ----------------------------------------------------------------------------- plumbing
+
+
+def _select(pipelines: list, name: str | None) -> list:
+    if name is None:
+        return pipelines
+    chosen = [p for p in pipelines if p.name == name]
+    if not chosen:
+        from .errors import ConfigError
+        from .stages.base import did_you_mean
+
+        names = [p.name for p in pipelines]
+        raise ConfigError(f"no pipeline named '{name}'",
+                          hint=did_you_mean(name, names) or f"pipelines: {', '.join(names)}")
+    return chosen
+
+
+def _write_json(path: str, data: Any) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gk-stream", description="Real-time DSP streaming pipelines on NVIDIA GPUs (and CPUs).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the pipeline(s) of a YAML file")
+    run.add_argument("file")
+    run.add_argument("--backend", choices=["auto", "cuda", "cpu"], help="override the YAML's backend")
+    limit = run.add_mutually_exclusive_group()
+    limit.add_argument("--blocks", type=_positive_int, help="stop after N blocks")
+    limit.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds of signal")
+    run.add_argument("--pipeline", metavar="NAME", help="run only this pipeline of the file")
+    run.add_argument("--stats-json", metavar="PATH", help="write the run summary as JSON")
+    run.add_argument("--quiet", action="store_true", help="no live progress line")
+    run.set_defaults(fn=cmd_run)
+
+    val = sub.add_parser("validate", help="check a YAML file and print each pipeline's specs")
+    val.add_argument("file")
+    val.set_defaults(fn=cmd_validate)
+
+    st = sub.add_parser("stages", help="the stage catalog, with parameters and defaults")
+    st.add_argument("name", nargs="?", help="show one stage")
+    st.set_defaults(fn=cmd_stages)
+
+    dev = sub.add_parser("devices", help="GPUs, CUDA libraries, audio host APIs, and what auto picks")
+    dev.add_argument("--json", action="store_true")
+    dev.set_defaults(fn=cmd_devices)
+
+    b = sub.add_parser("bench", help="latency benchmark against NumPy/CuPy/PyTorch baselines")
+    b.add_argument("file")
+    b.add_argument("--backend", choices=["auto", "cuda", "cpu"])
+    b.add_argument("--blocks", type=_positive_int, default=2000, help="timed blocks (default 2000)")
+    b.add_argument("--warmup", type=int, default=200, help="untimed warm-up blocks (default 200)")
+    b.add_argument("--compare", metavar="LIST", help="baselines, e.g. numpy,cupy,torch,torch-graph")
+    b.add_argument("--mode", choices=["latency", "resident", "streamed"], default="latency",
+                   help="latency: one block at a time through host memory (default); "
+                        "resident: input already on the GPU, transfers excluded; "
+                        "streamed: throughput from pinned host memory")
+    b.add_argument("--pipeline", metavar="NAME")
+    b.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    b.add_argument("--markdown", metavar="PATH", help="write the Markdown table to a file")
+    b.add_argument("--plot", metavar="PNG", help="latency histogram plot (needs matplotlib)")
+    b.add_argument("--quiet", action="store_true")
+    b.set_defaults(fn=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .errors import GkError
+
+    try:
+        return int(args.fn(args) or 0)
+    except GkError as exc:
+        _err(f"error: {exc}")
+        if os.environ.get("GK_DEBUG"):
+            traceback.print_exc()
+        summary = getattr(exc, "summary", None)
+        if summary is not None:
+            print(summary.format())
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except (OSError, MemoryError) as exc:
+        _err(f"error: {exc}")
+        if os.environ.get("GK_DEBUG"):
+            traceback.print_exc()
+        return 1
+    except Exception as exc:  # a bug: say so plainly, traceback only on request
+        _err(f"internal error: {type(exc).__name__}: {exc} (set GK_DEBUG=1 for a traceback, "
+             "and please report it)")
+        if os.environ.get("GK_DEBUG"):
+            traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

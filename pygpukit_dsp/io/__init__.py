@@ -1,0 +1,17 @@
+"""Sources and sinks. Importing this package registers every type in SOURCES and SINKS."""
+
+from .base import SINKS, SOURCES, Sink, Source, StreamFormat, sink_class, source_class
+from .synth import SynthSource
+from .audiofile import AudioFileSink, AudioFileSource
+from .rawiq import RawIqSink, RawIqSource
+from .arrays import NumpySink, NumpySource
+from .null import NullSink, NullSource
+from .callback import CallbackSink, CallbackSource
+from .audio_device import AudioDeviceSink, AudioDeviceSource
+
+__all__ = [
+    "SINKS", "SOURCES", "Sink", "Source", "StreamFormat", "sink_class", "source_class",
+    "SynthSource", "AudioFileSource", "AudioFileSink", "RawIqSource", "RawIqSink",
+    "NumpySource", "NumpySink", "NullSource", "NullSink", "CallbackSource", "CallbackSink",
+    "AudioDeviceSource", "AudioDeviceSink",
+]

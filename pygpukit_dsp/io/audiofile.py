@@ -1,0 +1,178 @@
+"""``file``: audio files (WAV, FLAC, OGG... whatever libsndfile reads) through soundfile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+from pydantic import Field
+
+from ..errors import ConfigError, StreamFault
+from ..signal import SignalSpec
+from ..stages.base import did_you_mean
+from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
+from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, mismatch,
+                      need_time_domain, not_open)
+
+_DEFAULT_SUBTYPES = {"WAV": "FLOAT", "FLAC": "PCM_24"}
+
+
+def _sf_error(exc: Exception) -> str:
+    return str(exc).strip() or type(exc).__name__
+
+
+class AudioFileSourceParams(IoParams):
+    path: ExistingFile = Field(description="audio file to read (relative to the YAML file's folder)")
+    rate: Rate = Field("asap", description="asap | realtime (pace reads at the file's sample rate)")
+
+
+@register_source
+class AudioFileSource(Counters, Source):
+    """Reads an audio file as float32 ``(channels, n)`` blocks; sample rate and channels come from the file."""
+
+    type = "file"
+    Params = AudioFileSourceParams
+    summary = "audio file (WAV, FLAC, OGG...) via soundfile"
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self.realtime = self.params.rate == "realtime"
+        self._file: sf.SoundFile | None = None
+        self._pacer: Pacer | None = None
+        self._init_counters()
+
+    @property
+    def full_path(self) -> Path:
+        return self.resolve_path(self.params.path)
+
+    def open(self, request: StreamFormat) -> StreamFormat:
+        self.close()  # opening again starts from the beginning
+        path = self.full_path
+        what = f"file '{self.params.path}'"
+        if request.dtype not in (None, "float32"):
+            raise ConfigError(f"{what} holds real float32 samples but the pipeline requests dtype "
+                              f"{request.dtype}", where=self.where,
+                              hint="remove 'dtype' from the pipeline or set it to float32")
+        try:
+            f = sf.SoundFile(str(path))
+        except Exception as exc:  # soundfile raises LibsndfileError/RuntimeError/TypeError
+            raise ConfigError(f"cannot read audio file {path}: {_sf_error(exc)}", where=self.where,
+                              path=("path",), hint="check that it is an audio file libsndfile can read "
+                                                   "(WAV, FLAC, OGG...)") from None
+        try:
+            if request.sample_rate is not None and float(request.sample_rate) != float(f.samplerate):
+                raise mismatch(what, "sample_rate", f.samplerate, f"{request.sample_rate:g}",
+                               where=self.where,
+                               hint="remove 'sample_rate' from the pipeline (the file sets it) or add a "
+                                    "'resample' stage after the source")
+            if request.channels is not None and request.channels != f.channels:
+                raise mismatch(what, "channels", f.channels, request.channels, where=self.where)
+        except ConfigError:
+            f.close()
+            raise
+        self._file = f
+        self._pacer = Pacer(f.samplerate) if self.realtime else None
+        return StreamFormat(sample_rate=float(f.samplerate), channels=f.channels, dtype="float32",
+                            length=int(f.frames))
+
+    def read(self, n: int) -> np.ndarray:
+        if self._file is None:
+            raise not_open(f"file source '{self.params.path}'", "read")
+        try:
+            data = self._file.read(int(n), dtype="float32", always_2d=True)
+        except Exception as exc:
+            raise StreamFault(f"reading {self.full_path} failed: {_sf_error(exc)}") from exc
+        block = np.ascontiguousarray(data.T)
+        self._counts["samples"] += block.shape[1]
+        if self._pacer is not None and block.shape[1]:
+            self._pacer.wait_until(self._counts["samples"])
+        return block
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class AudioFileSinkParams(IoParams):
+    path: PathStr = Field(description="file to write; the extension picks the format (.wav, .flac, .ogg...)")
+    subtype: str | None = Field(
+        None, description="sample format, e.g. FLOAT, PCM_16, PCM_24 (default: FLOAT for .wav, "
+                          "PCM_24 for .flac, libsndfile's default otherwise)")
+
+
+@register_sink
+class AudioFileSink(Counters, Sink):
+    """Writes a real float32 time-domain signal to an audio file; ``close()`` finalises the header."""
+
+    type = "file"
+    Params = AudioFileSinkParams
+    summary = "audio file (WAV, FLAC, OGG...) via soundfile"
+    _counter_names = Counters._counter_names + ("clipped",)
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self.format, self.subtype = self._choose_format()
+        self._file: sf.SoundFile | None = None
+        self._spec: SignalSpec | None = None
+        self._init_counters()
+
+    def _choose_format(self) -> tuple[str, str]:
+        path = Path(self.params.path)
+        formats = sf.available_formats()
+        fmt = path.suffix[1:].upper()
+        if fmt not in formats:
+            known = ", ".join("." + f.lower() for f in ("WAV", "FLAC", "OGG", "AIFF") if f in formats)
+            raise ConfigError(f"file sink: cannot tell the audio format from '{path.name}'", path=("path",),
+                              hint=f"use an extension such as {known}")
+        if self.params.subtype is None:
+            return fmt, _DEFAULT_SUBTYPES.get(fmt) or sf.default_subtype(fmt)
+        subtype = self.params.subtype.upper()
+        allowed = sorted(sf.available_subtypes(fmt))
+        if not sf.check_format(fmt, subtype):
+            close = did_you_mean(subtype, allowed)
+            hint = (f"{close} " if close else "") + f"{fmt} takes: {', '.join(allowed)}"
+            raise ConfigError(f"file sink: subtype '{self.params.subtype}' is not available for {fmt} files",
+                              path=("subtype",), hint=hint)
+        return fmt, subtype
+
+    @property
+    def full_path(self) -> Path:
+        return self.resolve_path(self.params.path)
+
+    def open(self, spec: SignalSpec) -> None:
+        self.close()
+        what = f"file sink '{self.params.path}'"
+        need_time_domain(spec, what, dtype="float32", where=self.where)
+        if float(spec.sample_rate) != int(spec.sample_rate):
+            raise ConfigError(f"{what}: audio files need an integer sample rate, got {spec.sample_rate:g}",
+                              where=self.where, hint="resample to an integer rate before the sink")
+        path = self.full_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._file = sf.SoundFile(str(path), "w", samplerate=int(spec.sample_rate),
+                                      channels=spec.channels, subtype=self.subtype, format=self.format)
+        except Exception as exc:
+            raise ConfigError(f"{what}: cannot write a {self.format}/{self.subtype} file with "
+                              f"{spec.channels} channels at {spec.sample_rate:g} Hz: {_sf_error(exc)}",
+                              where=self.where) from None
+        self._spec = spec
+        self._clip_check = self.subtype.startswith(("PCM", "ULAW", "ALAW", "DPCM", "DWVW"))
+
+    def write(self, block: np.ndarray) -> None:
+        if self._file is None:
+            raise not_open(f"file sink '{self.params.path}'", "write")
+        block = check_block(block, self._spec, f"file sink '{self.params.path}'")
+        if self._clip_check:
+            self._counts["clipped"] += int(np.count_nonzero(np.abs(block) > 1.0))
+        try:
+            self._file.write(np.ascontiguousarray(block.T, dtype=np.float32))
+        except Exception as exc:
+            raise StreamFault(f"writing {self.full_path} failed: {_sf_error(exc)}") from exc
+        self._counts["samples"] += block.shape[1]
+
+    def close(self) -> None:
+        if self._file is not None:
+            f, self._file = self._file, None
+            f.close()

@@ -1,0 +1,260 @@
+"""Pipeline: a source, a chain of stages and a sink, with specs checked before anything runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .errors import ConfigError
+from .io.base import Sink, Source, StreamFormat
+from .qos import QoS
+from .signal import DTYPES, SignalSpec
+from .stages.base import Stage, stage_class, validate_params
+
+if TYPE_CHECKING:
+    from .runner import ProgressFn, RunSummary
+
+BACKENDS = ("auto", "cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class SpecChain:
+    """The spec of every edge: ``specs[0]`` is the input, ``specs[i+1]`` the output of stage i."""
+
+    specs: tuple[SignalSpec, ...]
+
+    @property
+    def input(self) -> SignalSpec:
+        return self.specs[0]
+
+    @property
+    def output(self) -> SignalSpec:
+        return self.specs[-1]
+
+
+class Pipeline:
+    """A streaming DSP pipeline.
+
+    Build it from Python::
+
+        from pygpukit_dsp import Pipeline, stages
+        p = Pipeline([stages.Fir(design={"numtaps": 129, "cutoff_hz": 4000}), stages.Stft(nfft=512, hop=256)],
+                     sample_rate=48000, channels=2, block_size=1024)
+        y = p.process(x)          # x: (2, n) float32 -> (2, frames, 257) complex64
+
+    or from YAML with :meth:`from_yaml`.
+    """
+
+    def __init__(self, stages: Iterable[Stage] = (), *, name: str = "pipeline",
+                 sample_rate: float | None = None, channels: int | None = None,
+                 block_size: int = 1024, dtype: str | None = None, backend: str = "auto",
+                 qos: QoS | dict | None = None, source: Source | None = None,
+                 sink: Sink | None = None, where: str | None = None, path: Path | None = None):
+        self.name = name
+        self.stages: list[Stage] = list(stages)
+        self.sample_rate = float(sample_rate) if sample_rate is not None else None
+        self.channels = int(channels) if channels is not None else None
+        self.block_size = int(block_size)
+        self.dtype = dtype
+        self.backend = backend
+        if qos is None:
+            qos = QoS()
+        elif isinstance(qos, dict):
+            qos = validate_params(QoS, qos, what=f"pipeline '{name}' qos")
+        self.qos: QoS = qos
+        self.source = source
+        self.sink = sink
+        self.where = where
+        self.path = path
+        self._check_fields()
+
+    # ------------------------------------------------------------------ building
+    def _check_fields(self) -> None:
+        where = self.where or f"pipeline '{self.name}'"
+        if self.block_size < 1:
+            raise ConfigError(f"block_size must be >= 1, got {self.block_size}", where=where)
+        if self.channels is not None and self.channels < 1:
+            raise ConfigError(f"channels must be >= 1, got {self.channels}", where=where)
+        if self.sample_rate is not None and not self.sample_rate > 0:
+            raise ConfigError(f"sample_rate must be > 0, got {self.sample_rate}", where=where)
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}", where=where)
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}",
+                              where=where)
+        seen: dict[str, Stage] = {}
+        for st in self.stages:
+            if not isinstance(st, Stage):
+                raise ConfigError(f"pipeline '{self.name}': {st!r} is not a Stage", where=where)
+            if st.name in seen:
+                raise ConfigError(f"pipeline '{self.name}' has two stages named '{st.name}'",
+                                  where=st.where or where, hint="give each stage a unique name")
+            seen[st.name] = st
+
+    def add(self, stage: Stage | str, **params: Any) -> "Pipeline":
+        """Append a stage (an instance, or a type name with parameters) and return self."""
+        if isinstance(stage, str):
+            stage = stage_class(stage)(**params)
+        elif params:
+            raise TypeError("parameters are only accepted with a stage type name")
+        self.stages.append(stage)
+        self._check_fields()
+        return self
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "Pipeline":
+        """Build from a :class:`pygpukit_dsp.spec.PipelineConfig`."""
+        return cls(cfg.stages, name=cfg.name, sample_rate=cfg.sample_rate, channels=cfg.channels,
+                   block_size=cfg.block_size, dtype=cfg.dtype, backend=cfg.backend, qos=cfg.qos,
+                   source=cfg.source, sink=cfg.sink, where=cfg.where, path=cfg.path)
+
+    @classmethod
+    def load_all(cls, path: str | Path) -> list["Pipeline"]:
+        """Every pipeline in a YAML file (one, or several under ``pipelines:``)."""
+        from .spec import load_file
+
+        return [cls.from_config(cfg) for cfg in load_file(path)]
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, name: str | None = None) -> "Pipeline":
+        """The pipeline in a YAML file; ``name`` picks one when the file holds several."""
+        pipelines = cls.load_all(path)
+        if name is None:
+            if len(pipelines) > 1:
+                names = ", ".join(p.name for p in pipelines)
+                raise ConfigError(f"{path} holds {len(pipelines)} pipelines ({names})",
+                                  hint="pass name= to pick one, or use Pipeline.load_all")
+            return pipelines[0]
+        for p in pipelines:
+            if p.name == name:
+                return p
+        from .stages.base import did_you_mean
+
+        names = [p.name for p in pipelines]
+        raise ConfigError(f"{path} has no pipeline named '{name}'",
+                          hint=did_you_mean(name, names) or f"pipelines: {', '.join(names)}")
+
+    # ------------------------------------------------------------------ serialising
+    def to_config(self) -> dict[str, Any]:
+        """The YAML document (version 1) of this pipeline as plain data."""
+        doc: dict[str, Any] = {"version": 1, "name": self.name}
+        if self.sample_rate is not None:
+            doc["sample_rate"] = int(self.sample_rate) if self.sample_rate.is_integer() else self.sample_rate
+        doc["block_size"] = self.block_size
+        if self.channels is not None:
+            doc["channels"] = self.channels
+        if self.dtype is not None:
+            doc["dtype"] = self.dtype
+        doc["backend"] = self.backend
+        qos = self.qos.to_config()
+        if qos:
+            doc["qos"] = qos
+        if self.source is not None:
+            doc["source"] = self.source.to_config()
+        doc["stages"] = [st.to_config() for st in self.stages]
+        if self.sink is not None:
+            doc["sink"] = self.sink.to_config()
+        return doc
+
+    def to_yaml(self) -> str:
+        from .spec import dump_yaml
+
+        return dump_yaml(self.to_config())
+
+    # ------------------------------------------------------------------ specs
+    def input_spec(self, fmt: StreamFormat | None = None) -> SignalSpec:
+        """The input spec from the pipeline's fields, with ``fmt`` (a source's format) filling blanks."""
+        fmt = fmt or StreamFormat()
+        where = self.where or f"pipeline '{self.name}'"
+
+        def pick(field: str, mine: Any, theirs: Any) -> Any:
+            if mine is not None and theirs is not None and mine != theirs:
+                raise ConfigError(f"pipeline '{self.name}' sets {field}={mine} but its source delivers "
+                                  f"{field}={theirs}", where=where,
+                                  hint=f"remove {field} from the pipeline or make them agree")
+            return mine if mine is not None else theirs
+
+        sample_rate = pick("sample_rate", self.sample_rate, fmt.sample_rate)
+        channels = pick("channels", self.channels, fmt.channels)
+        dtype = pick("dtype", self.dtype, fmt.dtype) or "float32"
+        if sample_rate is None:
+            raise ConfigError(f"pipeline '{self.name}' has no sample_rate", where=where,
+                              hint="set sample_rate, or use a source that knows it (a file)")
+        if channels is None:
+            raise ConfigError(f"pipeline '{self.name}' has no channel count", where=where,
+                              hint="set channels, or use a source that knows it")
+        return SignalSpec(sample_rate=float(sample_rate), channels=int(channels),
+                          block_size=self.block_size, dtype=dtype)
+
+    def propagate(self, spec_in: SignalSpec) -> SpecChain:
+        """Propagate ``spec_in`` through every stage; a mismatch names both stages."""
+        specs = [spec_in]
+        prev = "the source"
+        for st in self.stages:
+            try:
+                out = st.output_spec(specs[-1])
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"stage '{st.name}' ({st.type}) cannot take the output of {prev} "
+                    f"[{specs[-1].describe()}]: {exc.message}",
+                    where=exc.where or st.where or self.where, hint=exc.hint, path=exc.path) from None
+            specs.append(out)
+            prev = f"stage '{st.name}' ({st.type})"
+        return SpecChain(tuple(specs))
+
+    def specs(self, fmt: StreamFormat | None = None) -> SpecChain:
+        return self.propagate(self.input_spec(fmt))
+
+    # ------------------------------------------------------------------ running
+    def process(self, x: np.ndarray, *, backend: str | None = None) -> np.ndarray:
+        """Stream ``x`` (channels, n) through the pipeline block by block and return the output.
+
+        State is carried across blocks exactly as in a live stream; the last block may be
+        partial. Time-domain outputs are concatenated along samples, frames along frames.
+        The pipeline's source and sink are not used.
+        """
+        x = np.asarray(x)
+        if x.ndim == 1:
+            x = x[np.newaxis, :]
+        if x.ndim != 2:
+            raise ConfigError(f"process() takes an array of shape (channels, n), got shape {x.shape}")
+        dtype = "complex64" if np.iscomplexobj(x) else "float32"
+        if self.dtype == "float32" and dtype == "complex64":
+            raise ConfigError(f"pipeline '{self.name}' takes float32 input, got a complex array")
+        dtype = self.dtype or dtype
+        chain = self.specs(StreamFormat(channels=x.shape[0], dtype=dtype))
+        x = np.ascontiguousarray(x, dtype=chain.input.np_dtype)
+        from .backends import open_backend
+
+        engine = open_backend(self, chain, backend or self.backend)
+        try:
+            outs = []
+            n = x.shape[1]
+            bs = self.block_size
+            for start in range(0, max(n, 1), bs):
+                block = x[:, start:start + bs]
+                outs.append(engine.process(block, final=start + bs >= n))
+            axis = 1
+            return np.concatenate(outs, axis=axis) if outs else np.zeros(
+                chain.output.block_shape[:1] + (0,) + chain.output.block_shape[2:], chain.output.np_dtype)
+        finally:
+            engine.close()
+
+    def run(self, *, blocks: int | None = None, duration: float | None = None,
+            backend: str | None = None, progress: "ProgressFn | None" = None,
+            stop: Callable[[], bool] | None = None) -> "RunSummary":
+        """Run source -> stages -> sink until the source ends or a limit is reached."""
+        from .runner import StreamRunner
+
+        return StreamRunner(self, backend=backend).run(blocks=blocks, duration=duration,
+                                                      progress=progress, stop=stop)
+
+    def __repr__(self) -> str:
+        return f"Pipeline(name={self.name!r}, stages={[s.name for s in self.stages]})"
+
+
+def as_pipeline_list(obj: Pipeline | Sequence[Pipeline]) -> list[Pipeline]:
+    return [obj] if isinstance(obj, Pipeline) else list(obj)

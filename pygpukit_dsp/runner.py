@@ -1,0 +1,275 @@
+"""Runs one pipeline as a stream: source -> engine -> sink, with per-block accounting.
+
+Latency of a block is the host wall clock from the moment the block is handed to the
+engine until its output is available to the sink (DESIGN.md, W1). Blocks are never
+queued in that figure: the runner hands the next block only after the last one is out.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .errors import ConfigError, GkError, StreamFault
+from .io.base import StreamFormat
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
+
+
+def latency_histogram():
+    """The Rust HDR histogram (pygpukit_dsp_core) behind every latency figure."""
+    from pygpukit_dsp_core import LatencyHistogram
+
+    return LatencyHistogram()
+
+
+@dataclass
+class Progress:
+    """A snapshot handed to progress callbacks while a stream runs."""
+
+    pipeline: str
+    blocks: int
+    samples_in: int
+    elapsed_s: float
+    p50_us: float
+    p99_us: float
+    max_us: float
+    misses: int
+    total_blocks: int | None = None
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples_in / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass
+class RunSummary:
+    """Everything a run reports: backend and why, counts, latency percentiles, misses."""
+
+    pipeline: str
+    backend: str
+    backend_reason: str
+    qos_class: str
+    blocks: int
+    samples_in: int
+    samples_out: int
+    input_spec: str
+    output_spec: str
+    wall_s: float
+    deadline_us: float
+    deadline_misses: int
+    latency_us: dict[str, float]  # count, min, mean, p50, p90, p99, p999, max
+    source_stats: dict[str, int] = field(default_factory=dict)
+    sink_stats: dict[str, int] = field(default_factory=dict)
+    engine_counters: dict[str, int] = field(default_factory=dict)
+    ended_by: str = "source end"  # "source end" | "block limit" | "duration limit" | "interrupted" | "stop"
+    fault: str | None = None
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples_in / self.wall_s if self.wall_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["samples_per_s"] = self.samples_per_s
+        return d
+
+    def format(self) -> str:
+        lat = self.latency_us
+        lines = [
+            f"pipeline {self.pipeline}: backend={self.backend} ({self.backend_reason})",
+            f"  input  {self.input_spec}",
+            f"  output {self.output_spec}",
+            f"  blocks {self.blocks}, samples in {self.samples_in}, out {self.samples_out}, "
+            f"{self.wall_s:.3f} s wall, {self.samples_per_s / 1e6:.3f} Msamples/s; ended by {self.ended_by}",
+            f"  latency per block (us): p50 {lat.get('p50', 0):.1f}  p99 {lat.get('p99', 0):.1f}  "
+            f"p99.9 {lat.get('p999', 0):.1f}  max {lat.get('max', 0):.1f}",
+            f"  qos {self.qos_class}: deadline {self.deadline_us:.1f} us, deadline misses {self.deadline_misses}",
+        ]
+        issues = {f"source {k}": v for k, v in self.source_stats.items() if v and k != "samples"}
+        issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k != "samples"})
+        if issues:
+            lines.append("  " + ", ".join(f"{k} {v}" for k, v in issues.items()))
+        if self.fault:
+            lines.append(f"  FAULT: {self.fault}")
+        return "\n".join(lines)
+
+
+def _hist_us(hist) -> dict[str, float]:
+    s = hist.summary()
+    out = {k: (v / 1e3 if k != "count" else v) for k, v in s.items() if k in
+           ("count", "min", "mean", "p50", "p90", "p99", "p999", "max")}
+    return out
+
+
+def _samples(block: np.ndarray) -> int:
+    """Samples per channel (time) or frames (frames domain) in a block."""
+    return int(block.shape[1]) if block.ndim >= 2 else 0
+
+
+class StreamRunner:
+    """Opens a pipeline's source, engine and sink, and moves blocks through them."""
+
+    def __init__(self, pipeline: "Pipeline", *, backend: str | None = None):
+        if pipeline.source is None:
+            raise ConfigError(f"pipeline '{pipeline.name}' has no source", where=pipeline.where,
+                              hint="add a source (e.g. {type: synth}) or use Pipeline.process(array)")
+        self.pipeline = pipeline
+        self.requested_backend = backend or pipeline.backend
+        self.source = pipeline.source
+        self.sink = pipeline.sink
+        self.engine = None
+        try:
+            fmt = self.source.open(StreamFormat(pipeline.sample_rate, pipeline.channels, pipeline.dtype))
+            self.source_format = fmt
+            self.chain = pipeline.specs(fmt)
+            if self.sink is not None:
+                self.sink.open(self.chain.output)
+            from .backends import open_backend
+
+            self.engine = open_backend(pipeline, self.chain, self.requested_backend)
+        except BaseException:
+            self._close(quiet=True)
+            raise
+
+    def _read_block(self, bs: int, channels: int, dtype: np.dtype) -> np.ndarray:
+        """Read exactly ``bs`` samples unless the source ends; check what the source delivers."""
+        parts: list[np.ndarray] = []
+        have = 0
+        while have < bs:
+            try:
+                chunk = self.source.read(bs - have)
+            except GkError:
+                raise
+            except Exception as exc:  # a source failing mid-stream is a fault, never a silent end
+                raise StreamFault(f"source '{self.source.type}' failed: {exc}") from exc
+            chunk = np.asarray(chunk)
+            if chunk.ndim != 2 or chunk.shape[0] != channels or chunk.shape[1] > bs - have:
+                raise StreamFault(f"source '{self.source.type}' delivered shape {chunk.shape}; "
+                                  f"expected ({channels}, <= {bs - have})")
+            if chunk.shape[1] == 0:
+                break
+            parts.append(chunk)
+            have += chunk.shape[1]
+        if len(parts) == 1:
+            block = parts[0]
+        elif parts:
+            block = np.concatenate(parts, axis=1)
+        else:
+            block = np.zeros((channels, 0), dtype)
+        if block.dtype != dtype:
+            block = block.astype(dtype)
+        return np.ascontiguousarray(block)
+
+    def run(self, *, blocks: int | None = None, duration: float | None = None,
+            progress: ProgressFn | None = None, progress_interval_s: float = 0.25,
+            stop: Callable[[], bool] | None = None) -> RunSummary:
+        if blocks is not None and duration is not None:
+            raise ConfigError("give either blocks or duration, not both")
+        spec = self.chain.input
+        bs = spec.block_size
+        limit = blocks
+        ended_by = "source end"
+        if duration is not None:
+            if duration <= 0:
+                raise ConfigError(f"duration must be > 0 seconds, got {duration}")
+            limit = max(1, math.ceil(duration * spec.sample_rate / bs))
+        total = limit
+        if self.source_format.length is not None:
+            n_src = math.ceil(self.source_format.length / bs)
+            total = n_src if total is None else min(total, n_src)
+
+        deadline_s = self.pipeline.qos.deadline_s(spec.block_period)
+        deadline_ns = int(deadline_s * 1e9)
+        hist = latency_histogram()
+        misses = 0
+        n_blocks = samples_in = samples_out = 0
+        fault: str | None = None
+        t_start = time.perf_counter()
+        next_report = t_start + progress_interval_s
+        engine, sink = self.engine, self.sink
+        perf_ns = time.perf_counter_ns
+        try:
+            while limit is None or n_blocks < limit:
+                if stop is not None and stop():
+                    ended_by = "stop"
+                    break
+                block = self._read_block(bs, spec.channels, spec.np_dtype)
+                n = block.shape[1]
+                if n == 0:
+                    break
+                final = n < bs
+                t0 = perf_ns()
+                out = engine.process(block, final)
+                dt = perf_ns() - t0
+                hist.record(dt)
+                if dt > deadline_ns:
+                    misses += 1
+                n_blocks += 1
+                samples_in += n
+                samples_out += _samples(out)
+                if sink is not None:
+                    try:
+                        sink.write(out)
+                    except GkError:
+                        raise
+                    except Exception as exc:
+                        raise StreamFault(f"sink '{sink.type}' failed: {exc}") from exc
+                if progress is not None:
+                    now = time.perf_counter()
+                    if now >= next_report:
+                        next_report = now + progress_interval_s
+                        s = hist.summary()
+                        progress(Progress(self.pipeline.name, n_blocks, samples_in, now - t_start,
+                                          s["p50"] / 1e3, s["p99"] / 1e3, s["max"] / 1e3, misses, total))
+                if final:
+                    break
+            else:
+                ended_by = "duration limit" if duration is not None else "block limit"
+        except KeyboardInterrupt:
+            ended_by = "interrupted"
+        except StreamFault as exc:
+            fault = str(exc)
+            ended_by = "fault"
+        finally:
+            wall = time.perf_counter() - t_start
+            self._close()
+        summary = RunSummary(
+            pipeline=self.pipeline.name, backend=self.engine.choice.name,
+            backend_reason=self.engine.choice.reason, qos_class=self.pipeline.qos.cls,
+            blocks=n_blocks, samples_in=samples_in, samples_out=samples_out,
+            input_spec=spec.describe(), output_spec=self.chain.output.describe(), wall_s=wall,
+            deadline_us=deadline_s * 1e6, deadline_misses=misses, latency_us=_hist_us(hist),
+            source_stats=_stats(self.source), sink_stats=_stats(self.sink),
+            engine_counters=self.engine.counters(), ended_by=ended_by, fault=fault)
+        if fault is not None:
+            err = StreamFault(fault)
+            err.summary = summary  # type: ignore[attr-defined]
+            raise err
+        return summary
+
+    def _close(self, quiet: bool = False) -> None:
+        """Drain and finalise: the engine first, then the sink (flush), then the source."""
+        errors = []
+        for thing in (self.engine, self.sink, self.source):
+            if thing is None:
+                continue
+            try:
+                thing.close()
+            except Exception as exc:  # keep closing the rest, then report
+                errors.append(f"{type(thing).__name__}: {exc}")
+        if errors and not quiet:
+            raise StreamFault("while closing: " + "; ".join(errors))
+
+
+def _stats(obj: Any) -> dict[str, int]:
+    fn = getattr(obj, "stats", None)
+    return dict(fn()) if callable(fn) else {}

@@ -1,0 +1,154 @@
+"""resample: streaming rational resampling by up/down with a polyphase FIR (resample_poly's filter)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.signal as ssig
+from pydantic import Field, field_validator
+
+from ..signal import SignalSpec
+from ._common import require_domain, require_multiple
+from .base import RealArray, Stage, StageParams, register_stage
+
+
+class ResampleParams(StageParams):
+    up: int = Field(..., ge=1, description="Upsampling factor (reduced with down by their gcd).")
+    down: int = Field(..., ge=1, description="Downsampling factor. Output rate = rate * up / down.")
+    taps: int | RealArray | None = Field(
+        None, description="Anti-aliasing lowpass. Default: scipy.signal.resample_poly's own design, "
+        "firwin(20*max(up,down)+1, 1/max(up,down), window=('kaiser', 5.0)). An integer: that many "
+        "taps of the same design. A list: the filter coefficients, as resample_poly(window=list) "
+        "takes them. The filter is multiplied by up (the interpolation gain), as resample_poly does.")
+
+    @field_validator("taps")
+    @classmethod
+    def _taps(cls, v: int | np.ndarray | None) -> int | np.ndarray | None:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"taps must be >= 1 when given as a length, got {v}")
+        if isinstance(v, np.ndarray) and (v.ndim != 1 or v.size == 0):
+            raise ValueError(f"taps must be a 1-D list of coefficients, got shape {v.shape}")
+        return v
+
+    @property
+    def ratio(self) -> tuple[int, int]:
+        """(up, down) reduced by their gcd."""
+        g = math.gcd(self.up, self.down)
+        return self.up // g, self.down // g
+
+
+def resample_filter(up: int, down: int, taps: int | np.ndarray | None) -> tuple[np.ndarray, int]:
+    """(h, half_len) exactly as scipy.signal.resample_poly builds them for float64 input."""
+    max_rate = max(up, down)
+    if isinstance(taps, np.ndarray):
+        return taps.astype(np.float64) * up, (taps.size - 1) // 2
+    numtaps = 2 * 10 * max_rate + 1 if taps is None else int(taps)
+    h = ssig.firwin(numtaps, 1.0 / max_rate, window=("kaiser", 5.0)) * up
+    return h, (numtaps - 1) // 2
+
+
+class ResampleProcessor:
+    """Causal polyphase resampler: scipy.signal.upfirdn over (history + block).
+
+    The block start is always a multiple of ``down`` input samples (block_size is), and the
+    history kept is a multiple of ``down`` too, so every block maps to whole output samples.
+    """
+
+    def __init__(self, h_padded: np.ndarray, up: int, down: int, channels: int, block_size: int,
+                 dtype: np.dtype):
+        self.up, self.down = up, down
+        self.h = h_padded
+        self.dtype = np.dtype(dtype)
+        taps_per_phase = h_padded.size // up
+        self.hist = -(-(taps_per_phase - 1) // down) * down
+        self.skip = self.hist * up // down  # outputs of upfirdn that belong to the history
+        self.ext = np.zeros((channels, self.hist + block_size), dtype)
+
+    def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
+        m = x.shape[-1]
+        count = -(-m * self.up // self.down)
+        ext, hist = self.ext, self.hist
+        ext[:, hist:hist + m] = x
+        y = ssig.upfirdn(self.h, ext[:, :hist + m], self.up, self.down, axis=-1)
+        if hist:
+            ext[:, :hist] = ext[:, m:m + hist]
+        return y[:, self.skip:self.skip + count].astype(self.dtype)
+
+    def reset(self) -> None:
+        self.ext[...] = 0
+
+
+class IdentityProcessor:
+    def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
+        return x.copy()
+
+    def reset(self) -> None:
+        """up == down: a plain copy, no state."""
+
+
+@register_stage
+class Resample(Stage):
+    """Streaming rational resampler (rate * up / down), causal counterpart of resample_poly.
+
+    ``up``/``down`` are reduced by their gcd; ``block_size * up / down`` must be whole, i.e.
+    block_size must be a multiple of the reduced ``down``. Over a stream of ``N`` input
+    samples it emits ``ceil(N*up/down)`` outputs (a final partial block gives
+    ``ceil(m*up/down)``). The filter ``h`` is resample_poly's (see ``taps``), front-padded
+    with ``n_pre_pad = down - half_len % down`` zeros as resample_poly does, where
+    ``half_len = (len(h) - 1) // 2``. resample_poly is zero-phase; this stage is causal and
+    lags it by exactly ``D = (half_len + n_pre_pad) // down`` output samples
+    (:attr:`delay_out_samples`)::
+
+        ours[:, D:] == scipy.signal.resample_poly(x, up, down, axis=-1, window=h_or_default)[:, :len - D]
+
+    When the reduced ratio is 1/1 the stage copies its input (as resample_poly does), D = 0.
+    """
+
+    type = "resample"
+    summary = "Rational resampling by up/down (streaming polyphase, resample_poly's filter)"
+    Params = ResampleParams
+
+    @property
+    def ratio(self) -> tuple[int, int]:
+        return self.params.ratio
+
+    def filter(self) -> tuple[np.ndarray, int]:
+        """(h, half_len): the filter before padding, as resample_poly builds it."""
+        up, down = self.ratio
+        return resample_filter(up, down, self.params.taps)
+
+    @property
+    def delay_out_samples(self) -> int:
+        """D: this stage's output lags scipy.signal.resample_poly's by D output samples."""
+        up, down = self.ratio
+        if up == down:
+            return 0
+        _, half_len = self.filter()
+        n_pre_pad = down - half_len % down
+        return (half_len + n_pre_pad) // down
+
+    def padded_filter(self) -> np.ndarray:
+        up, down = self.ratio
+        h, half_len = self.filter()
+        n_pre_pad = down - half_len % down
+        total = n_pre_pad + h.size
+        hp = np.zeros(-(-total // up) * up)  # whole phases (zeros at the end change nothing)
+        hp[n_pre_pad:total] = h
+        return hp
+
+    def output_spec(self, spec: SignalSpec) -> SignalSpec:
+        require_domain(spec, "time", where=self.where)
+        up, down = self.ratio
+        reduced = f" (up/down = {self.params.up}/{self.params.down} reduced to {up}/{down})" \
+            if (up, down) != (self.params.up, self.params.down) else ""
+        require_multiple(spec, down, "down", where=self.where, note=reduced)
+        return spec.with_(sample_rate=spec.sample_rate * up / down, block_size=spec.block_size * up // down)
+
+    def cpu(self, spec: SignalSpec) -> ResampleProcessor | IdentityProcessor:
+        self.output_spec(spec)
+        up, down = self.ratio
+        if up == down:
+            return IdentityProcessor()
+        return ResampleProcessor(self.padded_filter(), up, down, spec.channels, spec.block_size,
+                                 spec.np_dtype)

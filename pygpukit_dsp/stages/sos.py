@@ -1,0 +1,138 @@
+"""sos: a streaming IIR filter as cascaded second-order sections (biquads)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import scipy.signal as ssig
+from pydantic import Field, field_validator, model_validator
+
+from ..errors import ConfigError
+from ..signal import SignalSpec
+from ._common import exactly_one, output_dtype, require_domain
+from .base import RealArray, Stage, StageParams, register_stage
+
+
+class SosDesign(StageParams):
+    kind: Literal["butter", "cheby1", "cheby2", "ellip", "bessel"] = Field(
+        "butter", description="Filter family (scipy.signal.iirfilter's ftype).")
+    order: int = Field(..., ge=1, le=64, description="Filter order (band filters get 2*order poles).")
+    cutoff_hz: float | list[float] = Field(
+        ..., description="Cutoff in Hz; [low, high] for bandpass/bandstop.")
+    btype: Literal["lowpass", "highpass", "bandpass", "bandstop"] = Field(
+        "lowpass", description="Band type.")
+    rp: float | None = Field(None, gt=0, description="Passband ripple in dB (cheby1, ellip).")
+    rs: float | None = Field(None, gt=0, description="Stopband attenuation in dB (cheby2, ellip).")
+
+    @field_validator("cutoff_hz")
+    @classmethod
+    def _cutoffs(cls, v: float | list[float]) -> float | list[float]:
+        edges = [v] if isinstance(v, (int, float)) else list(v)
+        if any(not math.isfinite(e) or e <= 0 for e in edges):
+            raise ValueError(f"cutoff frequencies must be > 0 Hz, got {v}")
+        if any(b <= a for a, b in zip(edges, edges[1:])):
+            raise ValueError(f"band edges must be strictly increasing, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SosDesign":
+        needs = {"cheby1": ("rp",), "cheby2": ("rs",), "ellip": ("rp", "rs")}.get(self.kind, ())
+        missing = [n for n in needs if getattr(self, n) is None]
+        if missing:
+            what = {"rp": "rp (passband ripple, dB, e.g. 1.0)", "rs": "rs (stopband attenuation, dB, "
+                    "e.g. 60.0)"}
+            raise ValueError(f"kind '{self.kind}' needs " + " and ".join(what[m] for m in missing))
+        n_edges = 1 if isinstance(self.cutoff_hz, (int, float)) else len(self.cutoff_hz)
+        want = 2 if self.btype in ("bandpass", "bandstop") else 1
+        if n_edges != want:
+            shape = "a list [low_hz, high_hz]" if want == 2 else "a single frequency"
+            raise ValueError(f"btype '{self.btype}' needs cutoff_hz as {shape}, got {self.cutoff_hz}")
+        return self
+
+    def sos(self, sample_rate: float) -> np.ndarray:
+        edges = [self.cutoff_hz] if isinstance(self.cutoff_hz, (int, float)) else self.cutoff_hz
+        if max(edges) >= sample_rate / 2:
+            raise ConfigError(f"design: cutoff_hz {self.cutoff_hz} is not below the Nyquist frequency",
+                              hint=f"cutoff frequencies must be below sample_rate/2 = {sample_rate / 2:g} Hz",
+                              path=("design", "cutoff_hz"))
+        wn = self.cutoff_hz if isinstance(self.cutoff_hz, (int, float)) else list(self.cutoff_hz)
+        try:
+            return ssig.iirfilter(self.order, wn, rp=self.rp, rs=self.rs, btype=self.btype,
+                                  ftype=self.kind, output="sos", fs=sample_rate)
+        except ValueError as exc:
+            raise ConfigError(f"design: {exc}", path=("design",)) from None
+
+
+class SosParams(StageParams):
+    sos: RealArray | None = Field(
+        None, description="Second-order sections, shape (n_sections, 6): rows [b0, b1, b2, 1, a1, "
+        "a2] as produced by scipy.signal (output='sos').")
+    design: SosDesign | None = Field(
+        None, description="Design with scipy.signal.iirfilter(output='sos') at the stream's sample rate.")
+
+    @field_validator("sos")
+    @classmethod
+    def _sos_shape(cls, v: np.ndarray | None) -> np.ndarray | None:
+        if v is None:
+            return v
+        if v.ndim == 1 and v.size == 6:
+            v = v[None, :]
+        if v.ndim != 2 or v.shape[1] != 6 or v.shape[0] == 0:
+            raise ValueError(f"sos must have shape (n_sections, 6), got shape {v.shape}")
+        if not np.all(v[:, 3] == 1.0):
+            raise ValueError("each section's a0 (column 3) must be 1: divide the row by its a0 "
+                             "(scipy.signal.sosfilt has the same rule)")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "SosParams":
+        exactly_one(self, ("sos", "design"))
+        return self
+
+
+class SosProcessor:
+    """scipy.signal.sosfilt with its state zi carried across blocks, in float64/complex128."""
+
+    def __init__(self, sos: np.ndarray, channels: int, is_complex: bool, out_dtype: str):
+        self.sos = np.asarray(sos, dtype=np.float64)
+        self.work = np.complex128 if is_complex else np.float64
+        self.out_dtype = out_dtype
+        self.zi = np.zeros((self.sos.shape[0], channels, 2), self.work)
+
+    def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
+        y, self.zi = ssig.sosfilt(self.sos, x.astype(self.work), axis=-1, zi=self.zi)
+        return y.astype(self.out_dtype)
+
+    def reset(self) -> None:
+        self.zi[...] = 0
+
+
+@register_stage
+class Sos(Stage):
+    """Streaming IIR filter in second-order sections.
+
+    The concatenated output equals ``scipy.signal.sosfilt(sos, x)`` over the whole signal:
+    the section state is carried from block to block in float64 (complex128 for complex
+    input) and the output is rounded to the stream dtype. Time-domain input only.
+    """
+
+    type = "sos"
+    summary = "IIR filter as second-order sections (explicit sos or butter/cheby/ellip/bessel design)"
+    Params = SosParams
+
+    def sos_for(self, spec: SignalSpec) -> np.ndarray:
+        """The sections used at ``spec.sample_rate``."""
+        if self.params.sos is not None:
+            return self.params.sos
+        return self.params.design.sos(spec.sample_rate)
+
+    def output_spec(self, spec: SignalSpec) -> SignalSpec:
+        require_domain(spec, "time", where=self.where)
+        self.sos_for(spec)
+        return spec.with_(dtype=output_dtype(spec.is_complex))
+
+    def cpu(self, spec: SignalSpec) -> SosProcessor:
+        out = self.output_spec(spec)
+        return SosProcessor(self.sos_for(spec), spec.channels, spec.is_complex, out.dtype)

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pygpukit_dsp.signal import SignalSpec
+from pygpukit_dsp.stages.elementwise import Db, Magnitude, Power
+
+from .conftest import assert_documented, config_error, rel_err, run_stage, signal
+
+
+@pytest.mark.parametrize("cls", [Power, Magnitude, Db])
+def test_documented(cls):
+    assert_documented(cls)
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+def test_power_and_magnitude_time(rng, complex_):
+    x = signal(rng, (2, 300), complex_)
+    spec = SignalSpec(1000, 2, 128, dtype="complex64" if complex_ else "float32")
+    p = run_stage(Power(), spec, x)
+    m = run_stage(Magnitude(), spec, x)
+    assert p.dtype == m.dtype == np.float32
+    assert rel_err(p, np.abs(x.astype(np.complex128)) ** 2) < 1e-6
+    assert rel_err(m, np.abs(x.astype(np.complex128))) < 1e-6
+
+
+def test_power_frames_domain(rng):
+    x = signal(rng, (1, 6, 5), complex_=True)
+    spec = SignalSpec(10, 1, 3, dtype="complex64", domain="frames", bins=5)
+    out_spec = Power().output_spec(spec)
+    assert out_spec == spec.with_(dtype="float32")
+    assert rel_err(run_stage(Power(), spec, x), np.abs(x) ** 2) < 1e-6
+
+
+@pytest.mark.parametrize("kind,scale", [("power", 10), ("amplitude", 20)])
+def test_db(rng, kind, scale):
+    x = np.abs(signal(rng, (2, 200))) + 1e-3
+    x[0, :5] = [0.0, -1.0, 1e-30, 2.0, 4.0]
+    stage = Db(kind=kind, ref=2.0, floor_db=-60.0)
+    out = run_stage(stage, SignalSpec(1000, 2, 64), x)
+    ref = scale * np.log10(np.maximum(x.astype(np.float64) / 2.0, 10 ** (-60 / scale)))
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
+    assert out[0, 0] == pytest.approx(-60.0) and out[0, 1] == pytest.approx(-60.0)
+    assert out[0, 3] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_db_defaults():
+    out = run_stage(Db(), SignalSpec(1, 1, 3), np.array([[1.0, 100.0, 0.0]], np.float32))
+    np.testing.assert_allclose(out, [[0.0, 20.0, -200.0]], atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["power", "amplitude"])
+def test_db_of_complex_is_the_level_of_the_amplitude(rng, kind):
+    x = signal(rng, (2, 7, 9), complex_=True)
+    spec = SignalSpec(10, 2, 7, dtype="complex64", domain="frames", bins=9)
+    assert Db(kind=kind).output_spec(spec).dtype == "float32"
+    out = run_stage(Db(kind=kind), spec, x)
+    ref = 20 * np.log10(np.abs(x.astype(np.complex128)))  # same dB level for either kind
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_db_param_rules():
+    assert "ref" in str(config_error(Db, ref=0))
+    assert "floor_db" in str(config_error(Db, floor_db=-500))
+    assert "kind" in str(config_error(Db, kind="energy"))
+    assert "did you mean 'floor_db'" in str(config_error(Db, flor_db=-10))
+
+
+def test_no_params_allowed():
+    assert "unknown parameter" in str(config_error(Power, gain=2))

@@ -1,0 +1,131 @@
+"""gk-stream through subprocess: exit codes, messages without tracebacks, outputs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_DRIVER = {"GK_LIBCUDA": "/nonexistent/libcuda.so.1"}
+
+
+def gk(*args, cwd=ROOT, env=None, timeout=120):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "pygpukit_dsp.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def test_run_demo_cpu_prints_summary_and_stats_json(tmp_path):
+    out = tmp_path / "stats.json"
+    r = gk("run", "pipelines/demo.yaml", "--backend", "cpu", "--stats-json", out)
+    assert r.returncode == 0, r.stderr
+    assert "backend=cpu (requested)" in r.stdout
+    assert "p99.9" in r.stdout and "deadline misses" in r.stdout
+    stats = json.loads(out.read_text())
+    assert stats["blocks"] == 235  # 5 s at 48 kHz in blocks of 1024: 234 full + 1 partial
+    assert stats["samples_in"] == 240000
+    assert stats["latency_us"]["count"] == 235
+
+
+def test_run_with_block_limit():
+    r = gk("run", "pipelines/demo.yaml", "--backend", "cpu", "--blocks", "5")
+    assert r.returncode == 0, r.stderr
+    assert "blocks 5," in r.stdout and "ended by block limit" in r.stdout
+
+
+def test_auto_says_why_it_chose_cpu_without_a_driver():
+    r = gk("run", "pipelines/demo.yaml", "--blocks", "2", env=NO_DRIVER)
+    assert r.returncode == 0, r.stderr
+    assert "backend=cpu (auto: " in r.stdout
+
+
+def test_cuda_without_driver_is_an_error_before_the_first_block():
+    r = gk("run", "pipelines/demo.yaml", "--backend", "cuda", "--blocks", "2", env=NO_DRIVER)
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    assert "driver" in r.stderr.lower()
+    assert "blocks" not in r.stdout
+
+
+def test_config_error_exits_2_with_location_and_no_traceback(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("version: 1\nname: x\nsample_rate: 8000\nchannels: 1\nsource: {type: synth}\n"
+                 "stages:\n  - {type: fri, taps: [1]}\n")
+    r = gk("run", f)
+    assert r.returncode == 2
+    assert f"{f}:7:" in r.stderr
+    assert "did you mean 'fir'" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_runtime_error_exits_1(tmp_path):
+    (tmp_path / "flaky.py").write_text(
+        "import numpy as np\nn_calls = 0\n"
+        "def read(n):\n    global n_calls\n    n_calls += 1\n"
+        "    if n_calls > 2:\n        raise OSError('device unplugged')\n"
+        "    return np.zeros((1, n), np.float32)\n")
+    f = tmp_path / "p.yaml"
+    f.write_text("version: 1\nname: flaky\nsample_rate: 8000\nchannels: 1\nblock_size: 64\nbackend: cpu\n"
+                 "source: {type: callback, function: 'flaky:read'}\nstages: [{type: gain, db: 0}]\n"
+                 "sink: {type: 'null'}\n")
+    r = gk("run", f)
+    assert r.returncode == 1
+    assert "device unplugged" in r.stderr and "Traceback" not in r.stderr
+    assert "blocks 2," in r.stdout  # the summary of what ran is still printed
+
+
+def test_validate_prints_spec_chain():
+    r = gk("validate", "pipelines/demo.yaml")
+    assert r.returncode == 0, r.stderr
+    assert "pipeline demo: ok" in r.stdout
+    assert "frames x 513 bins" in r.stdout
+
+
+def test_stages_catalog_lists_every_stage_with_defaults():
+    from pygpukit_dsp.stages import STAGES
+
+    r = gk("stages")
+    assert r.returncode == 0, r.stderr
+    for name in STAGES:
+        assert f"\n{name}: " in "\n" + r.stdout
+    assert "default" in r.stdout
+    r = gk("stages", "stf")
+    assert r.returncode == 2 and "did you mean 'stft'" in r.stderr
+
+
+def test_devices_reports_auto_choice():
+    r = gk("devices", env=NO_DRIVER)
+    assert r.returncode == 0, r.stderr
+    assert "auto    -> backend=cpu" in r.stdout
+    r = gk("devices", "--json", env=NO_DRIVER)
+    data = json.loads(r.stdout)
+    assert data["auto"]["backend"] == "cpu" and data["capabilities"]["driver"]["found"] is False
+
+
+def test_bench_w1_cpu_against_numpy(tmp_path):
+    js, png = tmp_path / "w1.json", tmp_path / "w1.png"
+    r = gk("bench", "benchmarks/w1.yaml", "--backend", "cpu", "--compare", "numpy,cupy", "--blocks", "60",
+           "--warmup", "5", "--json", js, "--plot", png)
+    assert r.returncode == 0, r.stderr
+    assert "| numpy |" in r.stdout
+    data = json.loads(js.read_text())
+    names = [res["name"] for res in data["results"]]
+    assert names == ["pygpukit-dsp (cpu)", "numpy", "cupy"]
+    numpy_res = data["results"][1]
+    assert numpy_res["status"] == "ok" and numpy_res["max_rel_err"] < 1e-3
+    assert set(data["ratios"]["numpy"]) == {"p50", "p99"}
+    assert png.stat().st_size > 1000
+
+
+def test_bench_unknown_baseline_is_config_error():
+    r = gk("bench", "benchmarks/w1.yaml", "--backend", "cpu", "--compare", "numpi")
+    assert r.returncode == 2 and "did you mean 'numpy'" in r.stderr
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "x.yaml", "--blocks", "0"], ["frobnicate"]])
+def test_usage_errors_exit_2(args):
+    r = gk(*args)
+    assert r.returncode == 2
