@@ -12,6 +12,7 @@ only when a GPU is used (``capabilities()`` reports what is there).
 from __future__ import annotations
 
 from . import errors, stages
+from .capabilities import capabilities, cuda_usable  # the submodule imports only typing
 from .errors import (AdmissionError, CompileError, ConfigError, DeviceError, GkError, StreamFault,
                      UnsupportedError)
 from .pipeline import Pipeline, SpecChain
@@ -24,15 +25,8 @@ from .stages import make_stage
 __version__ = "0.1.0"
 
 
-def capabilities() -> dict:
-    """What this machine offers: CUDA driver, NVRTC, cuFFT, cuBLAS, GPUs (with reasons when missing)."""
-    from .capabilities import capabilities as _caps
-
-    return _caps()
-
-
 __all__ = [
     "Pipeline", "SpecChain", "SignalSpec", "QoS", "RunSummary", "Session", "stages", "make_stage",
-    "capabilities", "errors", "GkError", "ConfigError", "UnsupportedError", "DeviceError",
+    "capabilities", "cuda_usable", "errors", "GkError", "ConfigError", "UnsupportedError", "DeviceError",
     "CompileError", "AdmissionError", "StreamFault", "__version__",
 ]

@@ -16,40 +16,29 @@ if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
 
 
-def _unsupported_stages(pipeline: "Pipeline", chain: "SpecChain") -> list[UnsupportedError]:
-    from .cuda_lowering import unsupported_reason
-
-    errors = []
-    for st, spec in zip(pipeline.stages, chain.specs[:-1]):
-        why = unsupported_reason(st, spec)
-        if why:
-            errors.append(UnsupportedError(st.name, "cuda", why))
-    return errors
-
-
 def check_supported(pipeline: "Pipeline", chain: "SpecChain") -> None:
     """Raise DeviceError (no usable GPU) or UnsupportedError (a stage) unless every stage can run on CUDA."""
     from ..capabilities import cuda_usable
+    from .cuda_lowering import lower_pipeline
 
     ok, why = cuda_usable()
     if not ok:
         raise DeviceError(f"backend 'cuda' cannot run: {why}")
-    errors = _unsupported_stages(pipeline, chain)
-    if errors:
-        raise errors[0]
+    lower_pipeline(pipeline, chain)
 
 
 def usable_for(pipeline: "Pipeline", chain: "SpecChain") -> tuple[bool, str]:
     """For ``backend: auto``: (True, GPU description) or (False, the reason cpu is chosen)."""
     from ..capabilities import cuda_usable
+    from .cuda_lowering import lower_pipeline
 
     ok, why = cuda_usable()
     if not ok:
         return False, why
-    errors = _unsupported_stages(pipeline, chain)
-    if errors:
-        e = errors[0]
-        return False, f"stage '{e.stage}' has no CUDA implementation for this input ({e.reason})"
+    try:
+        lower_pipeline(pipeline, chain)
+    except UnsupportedError as e:
+        return False, f"stage '{e.stage}' cannot run on CUDA: {e.reason}"
     return True, why
 
 

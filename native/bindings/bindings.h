@@ -1,0 +1,19 @@
+// Shared by the pybind11 translation units of pygpukit_dsp._native.
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace gk_py {
+
+namespace py = pybind11;
+
+// Before the first library load: hand the NVIDIA wheel folders to the loader once, through
+// pygpukit_dsp._libs (needs the GIL; a missing _libs just leaves the system search path).
+void ensure_library_dirs();
+
+void bind_errors(py::module_& m);
+void bind_core(py::module_& m);
+void bind_jit(py::module_& m);
+
+}  // namespace gk_py

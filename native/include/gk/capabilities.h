@@ -1,0 +1,35 @@
+// What this machine offers: driver, NVRTC, cuFFT, cuBLAS and GPUs, each with the reason when it
+// is missing or unusable. Works (and only reports) on a machine without any CUDA.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gk/loader.h"
+
+namespace gk {
+
+struct GpuInfo {
+    int index = 0;
+    std::string name;
+    int sm_major = 0;
+    int sm_minor = 0;
+    size_t memory_bytes = 0;
+    int multiprocessors = 0;
+    bool usable = false;
+    std::string reason;  // why it is not usable; "" when usable
+};
+
+struct Capabilities {
+    LibraryStatus driver;
+    LibraryStatus nvrtc;
+    LibraryStatus cufft;
+    LibraryStatus cublas;
+    std::vector<int> nvrtc_archs;  // architectures this NVRTC can target (e.g. 80, 90)
+    std::vector<GpuInfo> gpus;
+    std::string gpus_reason;  // why `gpus` is empty; "" otherwise
+};
+
+Capabilities probe_capabilities();
+
+}  // namespace gk

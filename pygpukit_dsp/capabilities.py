@@ -1,0 +1,110 @@
+"""What this machine offers for the CUDA backend, and why not when it doesn't.
+
+``capabilities()`` works everywhere: without a GPU, without a driver, even without the native
+module; every missing piece comes with a reason. ``cuda_usable()`` reduces it to the one answer
+``backend: auto`` needs::
+
+    >>> ok, why = cuda_usable()
+    >>> ok, why
+    (False, 'CUDA driver not detected (libcuda.so.1: cannot open shared object file: ...)')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LIBRARIES = ("driver", "nvrtc", "cufft", "cublas")
+
+
+def _missing(reason: str) -> dict[str, Any]:
+    return {"found": False, "path": "", "version": "", "reason": reason}
+
+
+def _without_native(reason: str) -> dict[str, Any]:
+    caps: dict[str, Any] = {name: _missing(reason) for name in _LIBRARIES}
+    caps["nvrtc"]["archs"] = []
+    caps["native"] = _missing(reason)
+    caps["gpus"] = []
+    caps["gpus_reason"] = reason
+    return caps
+
+
+def capabilities() -> dict[str, Any]:
+    """Driver, NVRTC, cuFFT, cuBLAS and GPUs, each with ``found``/``usable`` and a ``reason``.
+
+    Keys: ``native``, ``driver``, ``nvrtc`` (plus ``archs``), ``cufft``, ``cublas``: each
+    ``{found, path, version, reason}``; ``gpus``: ``[{index, name, sm, arch, memory_bytes,
+    multiprocessors, usable, reason}]``; ``gpus_reason``: why ``gpus`` is empty.
+    """
+    try:
+        from pygpukit_dsp import _native
+    except ImportError as exc:
+        return _without_native(
+            f"the native module pygpukit_dsp._native is not available ({exc}); "
+            "reinstall pygpukit-dsp so that it is built")
+    from pygpukit_dsp._libs import configure_native
+
+    configure_native()
+    caps = dict(_native.capabilities())
+    caps["native"] = {"found": True, "path": str(getattr(_native, "__file__", "")), "version": "",
+                      "reason": ""}
+    return caps
+
+
+def usable_from(caps: dict[str, Any], device: int = 0) -> tuple[bool, str]:
+    """The verdict of :func:`cuda_usable` for an already collected ``capabilities()`` dict."""
+    native = caps.get("native", {"found": True})
+    if not native.get("found", False):
+        return False, native.get("reason", "the native module is not available")
+    driver = caps["driver"]
+    if not driver["found"]:
+        return False, f"CUDA driver not detected ({driver['reason']})"
+    gpus = caps.get("gpus", [])
+    if not gpus:
+        return False, caps.get("gpus_reason") or "No GPU devices found"
+    if device < 0 or device >= len(gpus):
+        return False, (f"GPU {device} does not exist: this machine has {len(gpus)} GPU(s) "
+                       f"(0..{len(gpus) - 1})")
+    gpu = gpus[device]
+    if not gpu["usable"]:
+        return False, gpu["reason"]
+    nvrtc = caps["nvrtc"]
+    if not nvrtc["found"]:
+        return False, f"NVRTC JIT compiler not available ({nvrtc['reason']})"
+    major, minor = gpu["sm"]
+    return True, (f"GPU {gpu['index']} ({gpu['name']}), SM {major}.{minor}, "
+                  f"driver {driver['version']}, NVRTC {nvrtc['version']}")
+
+
+def cuda_usable(device: int = 0) -> tuple[bool, str]:
+    """``(True, "GPU 0 (NVIDIA H100 ...), SM 9.0, driver 13.0, NVRTC 13.0")`` or ``(False, why)``.
+
+    Needs the driver, a GPU of SM 8.0 or newer and NVRTC. cuFFT and cuBLAS are reported by
+    :func:`capabilities` and checked by the stages that use them.
+    """
+    return usable_from(capabilities(), device)
+
+
+def summary_lines(caps: dict[str, Any]) -> list[str]:
+    """Human-readable lines for ``gk-stream devices`` and run summaries."""
+    lines = []
+    for name in ("native",) + _LIBRARIES:
+        entry = caps.get(name)
+        if entry is None:
+            continue
+        if entry["found"]:
+            detail = " ".join(x for x in (entry.get("version", ""), entry.get("path", "")) if x)
+            lines.append(f"{name}: found {detail}".rstrip())
+        else:
+            lines.append(f"{name}: missing ({entry['reason']})")
+    for gpu in caps.get("gpus", []):
+        major, minor = gpu["sm"]
+        state = "usable" if gpu["usable"] else f"unusable: {gpu['reason']}"
+        lines.append(f"GPU {gpu['index']}: {gpu['name']}, SM {major}.{minor}, "
+                     f"{gpu['memory_bytes'] / 2**30:.1f} GiB, {gpu['multiprocessors']} SMs ({state})")
+    if not caps.get("gpus") and caps.get("gpus_reason"):
+        lines.append(f"GPUs: none ({caps['gpus_reason']})")
+    return lines
+
+
+__all__ = ["capabilities", "cuda_usable", "usable_from", "summary_lines"]

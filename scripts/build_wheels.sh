@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds, into .wheels/ (git-ignored), everything the GPU machine needs to run pygpukit-dsp
+# that it does not already have (it has numpy, scipy, pyyaml, pytest, cupy, torch, matplotlib):
+#   1. pygpukit-dsp      cp312 wheel (scikit-build-core; no CUDA toolkit needed)
+#   2. pygpukit-dsp-core abi3 wheel of rust/pygpukit-python (maturin), when that crate exists
+#   3. runtime dependencies as cp312 / py3 manylinux wheels: pydantic, pydantic-core,
+#      annotated-types, typing-inspection, typing-extensions, soundfile, cffi, pycparser
+# Then on the GPU machine: `source scripts/gpu_install.sh`.
+#
+# Usage: scripts/build_wheels.sh            (PYTHON312=/path/to/python3.12 to override)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$ROOT/.wheels"
+PY312="${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3.12}"
+DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser)
+
+if [[ ! -x "$PY312" ]]; then
+    echo "error: Python 3.12 not found at $PY312 (set PYTHON312=...)" >&2
+    exit 1
+fi
+mkdir -p "$OUT"
+rm -f "$OUT"/*.whl
+start=$(date +%s)
+
+echo "== pygpukit-dsp (cp312)"
+"$PY312" -m pip wheel --no-deps --wheel-dir "$OUT" "$ROOT"
+
+CRATE="$ROOT/rust/pygpukit-python"
+if [[ -f "$CRATE/pyproject.toml" || -f "$CRATE/Cargo.toml" ]]; then
+    echo "== pygpukit-dsp-core (abi3, maturin)"
+    MATURIN="$(command -v maturin || true)"
+    if [[ -z "$MATURIN" && -x "$ROOT/.venv/bin/maturin" ]]; then MATURIN="$ROOT/.venv/bin/maturin"; fi
+    if [[ -z "$MATURIN" ]]; then
+        echo "error: maturin not found (pip install maturin)" >&2
+        exit 1
+    fi
+    # Plain linux_x86_64 tag: built on glibc 2.36, installed by file name on Ubuntu 24.04.
+    manifest="$CRATE/Cargo.toml"
+    "$MATURIN" build --release --manifest-path "$manifest" --interpreter "$PY312" \
+        --compatibility linux --out "$OUT"
+else
+    echo "== pygpukit-dsp-core: skipped (rust/pygpukit-python does not exist yet)"
+fi
+
+echo "== runtime dependencies (cp312 / py3, manylinux)"
+resolved="$(mktemp -d)"
+trap 'rm -rf "$resolved"' EXIT
+# Resolved together (with dependencies) so pydantic gets the exact pydantic-core it pins; only
+# the packages the GPU machine lacks are kept (numpy, which soundfile pulls in, is not).
+"$PY312" -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --dest "$resolved" pydantic soundfile
+for name in "${DEPS[@]}"; do
+    found=("$resolved/${name}"-*.whl)
+    if [[ ! -e "${found[0]}" ]]; then
+        echo "error: no wheel for $name was resolved" >&2
+        exit 1
+    fi
+    cp "${found[@]}" "$OUT/"
+done
+
+echo "== done in $(( $(date +%s) - start )) s:"
+ls -1 "$OUT"

@@ -1,0 +1,27 @@
+"""Shared pytest setup: tests marked ``gpu`` run only where CUDA is usable.
+
+They are skipped, with the reason, only when ``cuda_usable()`` says no. On the GPU machine set
+``GK_REQUIRE_GPU=1`` so that an unusable CUDA stops the run instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    from pygpukit_dsp.capabilities import cuda_usable
+
+    usable, why = cuda_usable()
+    if usable:
+        return
+    if os.environ.get("GK_REQUIRE_GPU") == "1":
+        raise pytest.UsageError(f"GK_REQUIRE_GPU=1 but CUDA is not usable: {why}")
+    skip = pytest.mark.skip(reason=f"CUDA not usable here: {why}")
+    for item in gpu_items:
+        item.add_marker(skip)
