@@ -72,6 +72,7 @@ class RunSummary:
     engine_counters: dict[str, int] = field(default_factory=dict)
     ended_by: str = "source end"  # "source end" | "block limit" | "duration limit" | "interrupted" | "stop"
     fault: str | None = None
+    output_unit: str = "samples"  # "frames" when the output is in the frames domain
 
     @property
     def samples_per_s(self) -> float:
@@ -88,7 +89,8 @@ class RunSummary:
             f"pipeline {self.pipeline}: backend={self.backend} ({self.backend_reason})",
             f"  input  {self.input_spec}",
             f"  output {self.output_spec}",
-            f"  blocks {self.blocks}, samples in {self.samples_in}, out {self.samples_out}, "
+            f"  blocks {self.blocks}, samples in {self.samples_in}, out {self.samples_out}"
+            f"{' frames' if self.output_unit == 'frames' else ''} (per channel), "
             f"{self.wall_s:.3f} s wall, {self.samples_per_s / 1e6:.3f} Msamples/s; ended by {self.ended_by}",
             f"  latency per block (us): p50 {lat.get('p50', 0):.1f}  p99 {lat.get('p99', 0):.1f}  "
             f"p99.9 {lat.get('p999', 0):.1f}  max {lat.get('max', 0):.1f}",
@@ -249,7 +251,8 @@ class StreamRunner:
             input_spec=spec.describe(), output_spec=self.chain.output.describe(), wall_s=wall,
             deadline_us=deadline_s * 1e6, deadline_misses=misses, latency_us=_hist_us(hist),
             source_stats=_stats(self.source), sink_stats=_stats(self.sink),
-            engine_counters=self.engine.counters(), ended_by=ended_by, fault=fault)
+            engine_counters=self.engine.counters(), ended_by=ended_by, fault=fault,
+            output_unit="frames" if self.chain.output.domain == "frames" else "samples")
         if fault is not None:
             err = StreamFault(fault)
             err.summary = summary  # type: ignore[attr-defined]
