@@ -8,13 +8,21 @@ from pathlib import Path
 
 import pytest
 
+import pygpukit_dsp
+
 ROOT = Path(__file__).resolve().parents[1]
 NO_DRIVER = {"GK_LIBCUDA": "/nonexistent/libcuda.so.1"}
+# The package under test (installed, or the source tree in a developer build), not whatever
+# `python -m` would find first in the current directory.
+PACKAGE_PARENT = Path(pygpukit_dsp.__file__).resolve().parents[1]
 
 
-def gk(*args, cwd=ROOT, env=None, timeout=120):
+def gk(*args, env=None, timeout=120):
+    """Run gk-stream in a fresh interpreter; paths under pipelines/ and benchmarks/ are made absolute."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "pygpukit_dsp.cli", *map(str, args)], cwd=cwd,
+    full_env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT), *filter(None, [full_env.get("PYTHONPATH")])])
+    args = [str(ROOT / a) if str(a).startswith(("pipelines/", "benchmarks/")) else str(a) for a in args]
+    return subprocess.run([sys.executable, "-m", "pygpukit_dsp.cli", *args], cwd=ROOT.anchor,
                           capture_output=True, text=True, env=full_env, timeout=timeout)
 
 

@@ -51,7 +51,9 @@ def run_python(code: str, *, full_package: bool = False, **env: str) -> str:
     source = textwrap.dedent(code)
     if not full_package:
         source = _BARE_PACKAGE + source
-    proc = subprocess.run([sys.executable, "-c", source], env=environ,
+    # cwd outside the checkout: `python -c` puts the cwd first on sys.path, and the source tree's
+    # pygpukit_dsp (without a built _native when installed with pip) must not shadow the one tested.
+    proc = subprocess.run([sys.executable, "-c", source], env=environ, cwd=HERE.anchor,
                           capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         pytest.fail(f"subprocess failed (exit {proc.returncode}):\n--- stdout\n{proc.stdout}"
