@@ -137,3 +137,9 @@ def test_bench_unknown_baseline_is_config_error():
 def test_usage_errors_exit_2(args):
     r = gk(*args)
     assert r.returncode == 2
+
+
+def test_bench_throughput_modes_need_the_cuda_backend():
+    r = gk("bench", "benchmarks/w2.yaml", "--backend", "cpu", "--mode", "resident", "--blocks", "2")
+    assert r.returncode == 2
+    assert "--backend cuda" in r.stderr and "Traceback" not in r.stderr

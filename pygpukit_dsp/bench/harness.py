@@ -52,6 +52,7 @@ class BenchReport:
     samples_per_block: int
     machine: str
     results: list[ImplResult]
+    notes: list[str] = field(default_factory=list)
 
     def project(self) -> ImplResult:
         return self.results[0]
@@ -60,7 +61,7 @@ class BenchReport:
         """project / baseline for p50 and p99 (below 1.0: the project is faster)."""
         proj = self.project()
         out: dict[str, dict[str, float]] = {}
-        if proj.status != "ok":
+        if proj.status != "ok" or self.mode != "latency":
             return out
         for r in self.results[1:]:
             if r.status == "ok":
@@ -68,7 +69,15 @@ class BenchReport:
                                if r.latency_us.get(k)}
         return out
 
+    def speedups(self) -> dict[str, float]:
+        """Throughput modes: project samples/s over baseline samples/s (above 1.0: the project is faster)."""
+        proj = self.project()
+        return {r.name: proj.samples_per_s / r.samples_per_s for r in self.results[1:]
+                if r.status == "ok" and r.samples_per_s > 0 and proj.samples_per_s > 0}
+
     def markdown(self) -> str:
+        if self.mode != "latency":
+            return self._markdown_throughput()
         lines = [
             f"### {self.pipeline}: {self.mode} benchmark, backend={self.backend} ({self.backend_reason})",
             "",
@@ -95,10 +104,35 @@ class BenchReport:
         lines.append("Ratios are project / baseline (below 1.00x: the project is faster).")
         return "\n".join(lines)
 
+    def _markdown_throughput(self) -> str:
+        what = ("GPU-resident input, transfers excluded" if self.mode == "resident"
+                else "streamed from pinned host memory, every byte over PCIe")
+        lines = [
+            f"### {self.pipeline}: {self.mode} throughput, backend={self.backend} ({self.backend_reason})",
+            "",
+            f"{self.input_spec} -> {self.output_spec}; {what}; {self.blocks} timed blocks; {self.machine}",
+            "",
+            "| implementation | Gsamples/s | per-block p50 us | per-block p99 us | project speedup | check |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+        speed = self.speedups()
+        for r in self.results:
+            if r.status != "ok":
+                lines.append(f"| {r.name} | | | | | {r.status}: {r.reason} |")
+                continue
+            p50 = f"{r.latency_us['p50']:.1f}" if "p50" in r.latency_us else ""
+            p99 = f"{r.latency_us['p99']:.1f}" if "p99" in r.latency_us else ""
+            sp = f"{speed[r.name]:.2f}x" if r.name in speed else ""
+            lines.append(f"| {r.name} | {r.samples_per_s / 1e9:.2f} | {p50} | {p99} | {sp} | "
+                         f"{'reference' if r.kind == 'project' else 'ok'} |")
+        lines += [""] + self.notes
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k != "results"}
         d["results"] = [r.to_dict() for r in self.results]
         d["ratios"] = self.ratios()
+        d["speedups"] = self.speedups()
         return d
 
 
