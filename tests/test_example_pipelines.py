@@ -1,0 +1,78 @@
+"""Every example in pipelines/ runs (cpu here; the gpu-marked copy runs them on cuda), keeping every sample."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from pygpukit_dsp import Pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted(p.name for p in (ROOT / "pipelines").glob("*.yaml"))
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A copy of pipelines/ so that outputs land in a temporary folder."""
+    dst = tmp_path / "pipelines"
+    shutil.copytree(ROOT / "pipelines", dst, ignore=shutil.ignore_patterns("out"))
+    return dst
+
+
+def test_the_four_examples_exist():
+    assert EXAMPLES == ["beamformer.yaml", "demo.yaml", "file_filter.yaml", "sdr_channelizer.yaml"]
+
+
+def _run(workdir, name, backend):
+    p = Pipeline.from_yaml(workdir / name)
+    return p, p.run(backend=backend)
+
+
+def _check_outputs(workdir, name, summary):
+    if name == "file_filter.yaml":
+        x, fs_in = sf.read(workdir / "data" / "chirp_hum.wav", dtype="float32")
+        y, fs_out = sf.read(workdir / "out" / "chirp_filtered.wav", dtype="float32")
+        assert fs_out == fs_in and y.shape == x.shape  # every sample, last partial block included
+        assert summary.samples_out == summary.samples_in == x.shape[0]
+    elif name == "sdr_channelizer.yaml":
+        y = np.load(workdir / "out" / "channel_power.npy")
+        assert y.shape == (16, 32768 // 16) and y.dtype == np.float32
+        # carriers at -200, +64, +300 kHz land in channels (k * 64 kHz, FFT order): 13, 1, 5 (nearest)
+        strongest = set(np.argsort(y.mean(axis=1))[-3:])
+        assert strongest == {13, 1, 5}
+    elif name == "beamformer.yaml":
+        y = np.load(workdir / "out" / "beams.npy")
+        assert y.shape == (5, 2 * 48000) and y.dtype == np.complex64
+        energy = (np.abs(y[:, 4096:]) ** 2).mean(axis=1)
+        assert int(np.argmax(energy)) == 3  # beams at -60,-30,0,+30,+60 degrees; the source is at +30
+    elif name == "demo.yaml":
+        assert summary.samples_in == 5 * 48000 and summary.samples_out == -(-5 * 48000 // 256)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_runs_on_cpu(workdir, name):
+    p, s = _run(workdir, name, "cpu")
+    assert s.backend == "cpu" and s.blocks > 0 and s.ended_by == "source end"
+    _check_outputs(workdir, name, s)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_runs_on_cuda(workdir, name):
+    p, s = _run(workdir, name, "cuda")
+    assert s.backend == "cuda"
+    _check_outputs(workdir, name, s)
+
+
+def test_file_to_file_resample_keeps_rate_change(tmp_path):
+    x = np.random.default_rng(5).standard_normal((10001, 2)).astype(np.float32) * 0.1
+    sf.write(tmp_path / "in.wav", x, 48000, subtype="FLOAT")
+    (tmp_path / "r.yaml").write_text(
+        "version: 1\nname: r\nblock_size: 960\nbackend: cpu\nsource: {type: file, path: in.wav}\n"
+        "stages: [{type: resample, up: 2, down: 3}]\nsink: {type: file, path: out.wav}\n")
+    s = Pipeline.from_yaml(tmp_path / "r.yaml").run()
+    y, fs = sf.read(tmp_path / "out.wav", dtype="float32")
+    assert fs == 32000 and y.shape == (-(-10001 * 2 // 3), 2)
+    assert s.samples_out == y.shape[0]
