@@ -150,7 +150,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     for g in gpus:
         mem = g.get("memory_bytes", 0) / 2**30
         state = "usable" if g.get("usable") else f"not usable: {g.get('reason', '')}"
-        print(f"gpu {g.get('index')}   {g.get('name')}  SM {g.get('sm')}  {mem:.1f} GiB  "
+        print(f"gpu {g.get('index')}   {g.get('name')}  SM {'.'.join(map(str, g.get('sm', ())))}  {mem:.1f} GiB  "
               f"{g.get('multiprocessors', '?')} SMs  {state}")
     apis, reason = audio_host_apis()
     if reason:

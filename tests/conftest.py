@@ -25,3 +25,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=f"CUDA not usable here: {why}")
     for item in gpu_items:
         item.add_marker(skip)
+    config._gk_gpu_skipped = (len(gpu_items), why)  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    skipped = getattr(config, "_gk_gpu_skipped", None)
+    if skipped:
+        n, why = skipped
+        terminalreporter.write_line(f"{n} tests marked gpu skipped: CUDA not usable here: {why}")

@@ -15,5 +15,6 @@ void ensure_library_dirs();
 void bind_errors(py::module_& m);
 void bind_core(py::module_& m);
 void bind_jit(py::module_& m);
+void bind_engine(py::module_& m);
 
 }  // namespace gk_py

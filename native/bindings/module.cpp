@@ -139,4 +139,5 @@ PYBIND11_MODULE(_native, m) {
 
     bind_core(m);
     bind_jit(m);
+    bind_engine(m);
 }

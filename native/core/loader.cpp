@@ -191,6 +191,8 @@ void resolve(Resolver& r, DriverApi& a) {
     r.optional(a.cuGraphLaunch, "cuGraphLaunch");
     r.optional(a.cuGraphExecDestroy, "cuGraphExecDestroy");
     r.optional(a.cuGraphDestroy, "cuGraphDestroy");
+    r.optional(a.cuGraphUpload, "cuGraphUpload");
+    r.optional(a.cuMemsetD2D8Async, "cuMemsetD2D8Async");
 }
 
 void resolve(Resolver& r, NvrtcApi& a) {

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnsupportedError
 
 if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
@@ -72,4 +72,12 @@ def open_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str) -> En
         return CudaEngine(pipeline, chain, choice)
     from .cpu import CpuEngine
 
-    return CpuEngine(pipeline, chain, choice)
+    try:
+        return CpuEngine(pipeline, chain, choice)
+    except UnsupportedError as exc:
+        if requested != "auto":
+            raise
+        # e.g. a custom CUDA kernel on a machine without a usable GPU: say why cpu was chosen.
+        why = choice.reason.removeprefix("auto: ")
+        raise UnsupportedError(exc.stage, exc.backend, f"{exc.reason}; backend 'auto' chose cpu "
+                               f"because {why}") from None

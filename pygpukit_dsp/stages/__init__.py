@@ -11,6 +11,7 @@ from .elementwise import Db, Magnitude, Power
 from .fft import Fft, Ifft, Irfft, Rfft
 from .fir import Fir
 from .gain import Gain
+from .kernel import Kernel
 from .mix import Mix
 from .resample import Resample
 from .sos import Sos
@@ -25,5 +26,5 @@ def make_stage(type_name: str, *, name: str | None = None, **params) -> Stage:
 __all__ = [
     "STAGES", "CpuProcessor", "Stage", "StageParams", "register_stage", "stage_class", "make_stage",
     "Average", "Channelizer", "Delay", "Db", "Magnitude", "Power", "Fft", "Ifft", "Irfft", "Rfft",
-    "Fir", "Gain", "Mix", "Resample", "Sos", "Stft",
+    "Fir", "Gain", "Kernel", "Mix", "Resample", "Sos", "Stft",
 ]

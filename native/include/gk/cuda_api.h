@@ -133,6 +133,9 @@ typedef CUresult (*PFN_cuMemcpyDtoDAsync_v2)(CUdeviceptr dstDevice, CUdeviceptr 
                                              size_t ByteCount, CUstream hStream);
 typedef CUresult (*PFN_cuMemsetD8Async)(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                         CUstream hStream);
+// 2-D memset (the engine zeroes the tail of each channel row after a partial final block).
+typedef CUresult (*PFN_cuMemsetD2D8Async)(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                                          size_t Width, size_t Height, CUstream hStream);
 typedef CUresult (*PFN_cuStreamCreateWithPriority)(CUstream* phStream, unsigned int flags,
                                                    int priority);
 typedef CUresult (*PFN_cuStreamGetPriority)(CUstream hStream, int* priority);
@@ -167,6 +170,8 @@ typedef CUresult (*PFN_cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CU
 typedef CUresult (*PFN_cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream);
 typedef CUresult (*PFN_cuGraphExecDestroy)(CUgraphExec hGraphExec);
 typedef CUresult (*PFN_cuGraphDestroy)(CUgraph hGraph);
+// Uploads an instantiated graph ahead of its first launch (CUDA >= 11.1; optional).
+typedef CUresult (*PFN_cuGraphUpload)(CUgraphExec hGraphExec, CUstream hStream);
 
 // ---------------------------------------------------------------------------------------------
 // NVRTC (libnvrtc.so.13 / .12)

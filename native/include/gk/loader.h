@@ -80,6 +80,8 @@ struct DriverApi {
     PFN_cuGraphLaunch cuGraphLaunch = nullptr;
     PFN_cuGraphExecDestroy cuGraphExecDestroy = nullptr;
     PFN_cuGraphDestroy cuGraphDestroy = nullptr;
+    PFN_cuGraphUpload cuGraphUpload = nullptr;              // optional
+    PFN_cuMemsetD2D8Async cuMemsetD2D8Async = nullptr;      // optional
 };
 
 struct NvrtcApi {

@@ -64,6 +64,7 @@ using ParamValue = std::variant<bool, int64_t, double, std::string, ParamArray>;
 class OpParams {
 public:
     std::string kind;
+    std::string stage;  // the stage's name, for messages ("op 'fir' (stage 'lowpass'): ...")
     std::map<std::string, ParamValue> values;
 
     bool has(const std::string& key) const { return values.count(key) != 0; }

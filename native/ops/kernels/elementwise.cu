@@ -135,3 +135,74 @@ extern "C" __global__ void gk_power_db_c64(float* y, const float2* x, float ref,
                                            gk_size_t n) {
     map_c64_to_f32(y, x, n, PowerDecibel{ref, floor_db});
 }
+
+// ---------------------------------------------------------------------------------------------
+// Decibels exactly as the CPU stage computes them (pygpukit_dsp/stages/elementwise.py, Db):
+//     y = scale * log10(max(level(x) * inv_ref, floor)),  floor = 10^(floor_db / scale)
+// so zeros and negative levels give floor_db, and NaN stays NaN. level() is x itself (db of a
+// real input), x^2 / |x|^2 (power, fused power -> db) or |x| (magnitude, fused magnitude -> db).
+// One pass over the data: the fused kernels never write the intermediate level.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+struct LevelToDb {
+    float scale, inv_ref, floor;
+    __device__ __forceinline__ float operator()(float level) const {
+        float v = level * inv_ref;
+        v = v < floor ? floor : v;  // NaN compares false and stays NaN, like numpy.maximum
+        return scale * log10f(v);
+    }
+};
+struct SquareToDb {
+    LevelToDb db;
+    __device__ float operator()(float v) const { return db(v * v); }
+};
+struct AbsToDb {
+    LevelToDb db;
+    __device__ float operator()(float v) const { return db(fabsf(v)); }
+};
+struct IdentityToDb {
+    LevelToDb db;
+    __device__ float operator()(float v) const { return db(v); }
+};
+struct Norm2ToDb {
+    LevelToDb db;
+    __device__ float operator()(float2 v) const { return db(gk_norm2(v)); }
+};
+struct HypotToDb {
+    LevelToDb db;
+    __device__ float operator()(float2 v) const { return db(hypotf(v.x, v.y)); }
+};
+
+}  // namespace
+
+// y = scale * log10(max(x * inv_ref, floor))
+extern "C" __global__ void gk_todb_f32(float* y, const float* x, float scale, float inv_ref,
+                                       float floor, gk_size_t n) {
+    map_f32(y, x, n, IdentityToDb{{scale, inv_ref, floor}});
+}
+
+// y = scale * log10(max(x^2 * inv_ref, floor)): power -> db in one pass
+extern "C" __global__ void gk_power_todb_f32(float* y, const float* x, float scale, float inv_ref,
+                                             float floor, gk_size_t n) {
+    map_f32(y, x, n, SquareToDb{{scale, inv_ref, floor}});
+}
+
+// y = scale * log10(max(|x| * inv_ref, floor)): magnitude -> db in one pass
+extern "C" __global__ void gk_magnitude_todb_f32(float* y, const float* x, float scale,
+                                                 float inv_ref, float floor, gk_size_t n) {
+    map_f32(y, x, n, AbsToDb{{scale, inv_ref, floor}});
+}
+
+// y = scale * log10(max(|x|^2 * inv_ref, floor)): complex power -> db (or db of a spectrum, kind power)
+extern "C" __global__ void gk_power_todb_c64(float* y, const float2* x, float scale, float inv_ref,
+                                             float floor, gk_size_t n) {
+    map_c64_to_f32(y, x, n, Norm2ToDb{{scale, inv_ref, floor}});
+}
+
+// y = scale * log10(max(|x| * inv_ref, floor)): complex magnitude -> db (or kind amplitude)
+extern "C" __global__ void gk_magnitude_todb_c64(float* y, const float2* x, float scale,
+                                                 float inv_ref, float floor, gk_size_t n) {
+    map_c64_to_f32(y, x, n, HypotToDb{{scale, inv_ref, floor}});
+}

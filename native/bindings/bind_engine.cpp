@@ -1,0 +1,225 @@
+// StreamEngine and the op registry.
+#include <pybind11/numpy.h>
+
+#include <complex>
+#include <memory>
+
+#include "../engine/stream_engine.h"
+#include "bindings.h"
+#include "gk/device.h"
+#include "gk/errors.h"
+#include "gk/memory.h"
+#include "gk/op.h"
+
+namespace gk_py {
+
+namespace {
+
+gk::DType parse_dtype(const std::string& s, const std::string& where) {
+    if (s == "float32") return gk::DType::F32;
+    if (s == "complex64") return gk::DType::C64;
+    throw py::value_error(where + ": dtype must be 'float32' or 'complex64', got '" + s + "'");
+}
+
+gk::TensorDesc parse_desc(py::handle obj, const std::string& where) {
+    py::tuple t;
+    try {
+        t = py::reinterpret_borrow<py::object>(obj).cast<py::tuple>();
+    } catch (const py::cast_error&) {
+        throw py::value_error(where + " must be a tuple (channels, items, bins, dtype)");
+    }
+    if (t.size() != 4) throw py::value_error(where + " must be a tuple (channels, items, bins, dtype)");
+    gk::TensorDesc d;
+    d.channels = t[0].cast<int64_t>();
+    d.items = t[1].cast<int64_t>();
+    d.bins = t[2].cast<int64_t>();
+    d.dtype = parse_dtype(t[3].cast<std::string>(), where);
+    return d;
+}
+
+gk::ParamArray parse_array(py::handle value, const std::string& where) {
+    py::module_ np = py::module_::import("numpy");
+    py::array a = np.attr("asarray")(value);
+    const char kind = a.dtype().kind();
+    gk::ParamArray out;
+    if (kind == 'c') {
+        a = np.attr("ascontiguousarray")(a, "complex128");
+        out.is_complex = true;
+    } else if (kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b') {
+        a = np.attr("ascontiguousarray")(a, "float64");
+    } else {
+        throw py::value_error(where + ": arrays must hold numbers, got dtype " +
+                              std::string(py::str(a.dtype())));
+    }
+    for (py::ssize_t i = 0; i < a.ndim(); ++i) out.shape.push_back(static_cast<int64_t>(a.shape(i)));
+    const py::ssize_t n = a.size();
+    out.values.resize(static_cast<size_t>(n));
+    if (out.is_complex) {
+        const auto* p = static_cast<const std::complex<double>*>(a.data());
+        for (py::ssize_t i = 0; i < n; ++i) out.values[static_cast<size_t>(i)] = p[i];
+    } else {
+        const auto* p = static_cast<const double*>(a.data());
+        for (py::ssize_t i = 0; i < n; ++i) out.values[static_cast<size_t>(i)] = {p[i], 0.0};
+    }
+    return out;
+}
+
+gk::ParamValue parse_value(py::handle v, const std::string& where) {
+    py::module_ np = py::module_::import("numpy");
+    if (py::isinstance<py::bool_>(v) || py::isinstance(v, np.attr("bool_")))
+        return static_cast<bool>(PyObject_IsTrue(v.ptr()));
+    if (PyLong_Check(v.ptr())) return static_cast<int64_t>(v.cast<long long>());
+    if (PyFloat_Check(v.ptr())) return v.cast<double>();
+    if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+    if (py::isinstance(v, np.attr("integer"))) {
+        py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+        if (!index) throw py::error_already_set();
+        return static_cast<int64_t>(index.cast<long long>());
+    }
+    if (py::isinstance(v, np.attr("floating"))) return PyFloat_AsDouble(v.ptr());
+    if (py::isinstance<py::array>(v) || py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v) ||
+        py::isinstance(v, np.attr("complexfloating")) || PyComplex_Check(v.ptr()))
+        return parse_array(v, where);
+    throw py::value_error(where + ": unsupported parameter type " +
+                          std::string(py::str(py::type::handle_of(v).attr("__name__"))) +
+                          " (use bool, int, float, str or a NumPy array)");
+}
+
+gk::OpSpec parse_op(py::handle obj, size_t index) {
+    const std::string where = "op " + std::to_string(index);
+    if (!py::isinstance<py::dict>(obj))
+        throw py::value_error(where + " must be a dict {kind, name, in, out, params}");
+    py::dict d = py::reinterpret_borrow<py::dict>(obj);
+    for (const char* key : {"kind", "in", "out"})
+        if (!d.contains(key)) throw py::value_error(where + " has no '" + key + "'");
+    gk::OpSpec spec;
+    spec.kind = d["kind"].cast<std::string>();
+    spec.name = d.contains("name") ? d["name"].cast<std::string>() : spec.kind;
+    const std::string label = "op '" + spec.kind + "' (stage '" + spec.name + "')";
+    spec.in = parse_desc(d["in"], label + " input layout");
+    spec.out = parse_desc(d["out"], label + " output layout");
+    if (d.contains("params") && !d["params"].is_none()) {
+        py::dict params = d["params"].cast<py::dict>();
+        for (auto item : params) {
+            const std::string key = py::str(item.first);
+            spec.params.values[key] = parse_value(item.second, label + " parameter '" + key + "'");
+        }
+    }
+    return spec;
+}
+
+py::tuple desc_tuple(const gk::TensorDesc& d) {
+    return py::make_tuple(d.channels, d.items, d.bins, gk::dtype_name(d.dtype));
+}
+
+// A NumPy array viewing a slot's pinned memory; the capsule keeps the memory alive.
+py::array slot_view(std::shared_ptr<gk::PinnedBuffer> buffer, const gk::TensorDesc& d) {
+    std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(d.channels), static_cast<py::ssize_t>(d.items)};
+    if (d.frames()) shape.push_back(static_cast<py::ssize_t>(d.bins));
+    void* data = buffer->data();
+    auto* holder = new std::shared_ptr<gk::PinnedBuffer>(std::move(buffer));
+    py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<gk::PinnedBuffer>*>(p); });
+    return py::array(py::dtype(gk::dtype_name(d.dtype)), shape, data, base);
+}
+
+}  // namespace
+
+void bind_engine(py::module_& m) {
+    using EnginePtr = std::shared_ptr<gk::StreamEngine>;
+
+    m.def("registered_ops", &gk::registered_ops, "Op kinds this build implements on CUDA (sorted).");
+
+    py::class_<gk::StreamEngine, EnginePtr>(
+        m, "StreamEngine",
+        "One pipeline's ops on one GPU, fed through pinned slots by a native worker thread.")
+        .def(py::init([](std::shared_ptr<gk::Device> device, py::list ops, int slots, int priority,
+                         bool use_graph, int spin_us) {
+                 ensure_library_dirs();
+                 std::vector<gk::OpSpec> specs;
+                 size_t i = 0;
+                 for (auto op : ops) specs.push_back(parse_op(op, i++));
+                 gk::EngineOptions options;
+                 options.slots = slots;
+                 options.priority = priority;
+                 options.use_graph = use_graph;
+                 options.spin_us = spin_us;
+                 py::gil_scoped_release release;
+                 return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options);
+             }),
+             py::arg("device"), py::arg("ops"), py::arg("slots") = 2, py::arg("priority") = 0,
+             py::arg("use_graph") = true, py::arg("spin_us") = 200,
+             "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]")
+        .def_property_readonly("slots", &gk::StreamEngine::slots)
+        .def_property_readonly("input_layout",
+                               [](const gk::StreamEngine& e) { return desc_tuple(e.input_desc()); },
+                               "(channels, items, bins, dtype) of a full input block")
+        .def_property_readonly("output_layout",
+                               [](const gk::StreamEngine& e) { return desc_tuple(e.output_desc()); },
+                               "(channels, items, bins, dtype) of a full output block")
+        .def_property_readonly("use_graph", [](const gk::StreamEngine& e) { return e.options().use_graph; })
+        .def_property_readonly("priority", [](const gk::StreamEngine& e) { return e.options().priority; })
+        .def_property_readonly("spin_us", [](const gk::StreamEngine& e) { return e.options().spin_us; })
+        .def_property_readonly("closed", &gk::StreamEngine::closed)
+        .def_property_readonly("stages",
+                               [](const gk::StreamEngine& e) {
+                                   py::list out;
+                                   for (const auto& s : e.op_specs()) out.append(py::make_tuple(s.kind, s.name));
+                                   return out;
+                               },
+                               "[(op kind, stage name)] in order")
+        .def(
+            "input_slot",
+            [](const gk::StreamEngine& e, int slot) { return slot_view(e.input_buffer(slot), e.input_desc()); },
+            py::arg("slot"), "Writable NumPy view of the slot's pinned input (a full block).")
+        .def(
+            "output_slot",
+            [](const gk::StreamEngine& e, int slot) { return slot_view(e.output_buffer(slot), e.output_desc()); },
+            py::arg("slot"), "NumPy view of the slot's pinned output (a full block).")
+        .def("submit", &gk::StreamEngine::submit, py::arg("slot"), py::arg("n_valid"),
+             py::arg("final") = false,
+             "Hand a filled slot to the worker (non-blocking); n_valid items, the tail zeroed.")
+        .def("wait", &gk::StreamEngine::wait, py::arg("slot"), py::call_guard<py::gil_scoped_release>(),
+             "Block until the slot's block is done; returns its valid output items.")
+        .def("reset", &gk::StreamEngine::reset, py::call_guard<py::gil_scoped_release>())
+        .def("close", &gk::StreamEngine::close, py::call_guard<py::gil_scoped_release>())
+        .def("counters",
+             [](const gk::StreamEngine& e) {
+                 gk::EngineCounters c = e.counters();
+                 py::dict d;
+                 d["blocks"] = c.blocks;
+                 d["h2d_copies"] = c.h2d_copies;
+                 d["d2h_copies"] = c.d2h_copies;
+                 d["completion_waits"] = c.completion_waits;
+                 d["graph_launches"] = c.graph_launches;
+                 d["eager_blocks"] = c.eager_blocks;
+                 return d;
+             })
+        .def("time_resident", &gk::StreamEngine::time_resident, py::arg("iterations"),
+             py::call_guard<py::gil_scoped_release>(),
+             "Replay slot 0's compute on its (already copied) input; seconds per replay.")
+        .def(
+            "time_streamed",
+            [](gk::StreamEngine& e, int64_t blocks, py::object slots) {
+                int n = slots.is_none() ? e.slots() : slots.cast<int>();
+                py::gil_scoped_release release;
+                return e.time_streamed(blocks, n);
+            },
+            py::arg("blocks"), py::arg("slots") = py::none(),
+            "(wall seconds, bytes host->device) for blocks pipelined with `slots` in flight.")
+        .def("measure_h2d_bandwidth", &gk::StreamEngine::measure_h2d_bandwidth, py::arg("nbytes"),
+             py::arg("repeats") = 20, py::call_guard<py::gil_scoped_release>(),
+             "Pinned host -> device bytes per second on the engine's h2d stream.")
+        .def("__enter__", [](EnginePtr e) { return e; })
+        .def("__exit__", [](gk::StreamEngine& e, py::args) {
+            py::gil_scoped_release release;
+            e.close();
+        })
+        .def("__repr__", [](const gk::StreamEngine& e) {
+            std::string s;
+            for (const auto& o : e.op_specs()) s += (s.empty() ? "" : ", ") + o.name;
+            return "<StreamEngine [" + s + "], " + std::to_string(e.slots()) + " slots" +
+                   (e.closed() ? ", closed" : "") + ">";
+        });
+}
+
+}  // namespace gk_py

@@ -1,0 +1,697 @@
+#include "stream_engine.h"
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+
+#include "gk/device.h"
+#include "gk/loader.h"
+#include "gk/memory.h"
+
+namespace gk {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Completion polls once the spin phase is over and a new submission may still arrive.
+constexpr int kPollUs = 100;
+constexpr int kMaxSlots = 16;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#else
+    std::this_thread::yield();
+#endif
+}
+
+std::string desc_text(const TensorDesc& d) {
+    std::string s = "(" + std::to_string(d.channels) + ", " + std::to_string(d.items);
+    if (d.frames()) s += ", " + std::to_string(d.bins);
+    return s + ") " + dtype_name(d.dtype);
+}
+
+bool same_layout(const TensorDesc& a, const TensorDesc& b) {
+    return a.channels == b.channels && a.items == b.items && a.bins == b.bins && a.dtype == b.dtype;
+}
+
+void check_desc(const TensorDesc& d, const std::string& what) {
+    if (d.channels < 1 || d.items < 1 || d.bins < 0)
+        throw std::invalid_argument(what + " has an invalid layout " + desc_text(d) +
+                                    ": channels and items must be >= 1, bins >= 0");
+}
+
+// Timing events, destroyed on scope exit.
+struct TimingEvents {
+    const DriverApi& api;
+    std::vector<CUevent> events;
+    TimingEvents(const DriverApi& a, size_t n) : api(a) {
+        events.reserve(n);
+        for (size_t i = 0; i < n; ++i) {
+            CUevent e = nullptr;
+            cu_check(api.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate", "creating timing events");
+            events.push_back(e);
+        }
+    }
+    ~TimingEvents() {
+        for (CUevent e : events) api.cuEventDestroy(e);
+    }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// SpinWaiter
+// ---------------------------------------------------------------------------------------------
+
+template <class Ready>
+void SpinWaiter::wait(Ready ready, int spin_us) {
+    if (ready()) return;
+    if (spin_us > 0) {
+        const auto deadline = Clock::now() + std::chrono::microseconds(spin_us);
+        unsigned i = 0;
+        while (!ready()) {
+            cpu_relax();
+            if ((++i & 15u) == 0 && Clock::now() >= deadline) break;
+        }
+        if (ready()) return;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    sleepers_.fetch_add(1);
+    cv_.wait(lock, ready);
+    sleepers_.fetch_sub(1);
+}
+
+template <class Ready>
+bool SpinWaiter::wait_for(Ready ready, int spin_us, int timeout_us) {
+    if (ready()) return true;
+    if (spin_us > 0) {
+        const auto deadline = Clock::now() + std::chrono::microseconds(spin_us);
+        unsigned i = 0;
+        while (!ready()) {
+            cpu_relax();
+            if ((++i & 15u) == 0 && Clock::now() >= deadline) break;
+        }
+        if (ready()) return true;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    sleepers_.fetch_add(1);
+    bool ok = cv_.wait_for(lock, std::chrono::microseconds(timeout_us), ready);
+    sleepers_.fetch_sub(1);
+    return ok;
+}
+
+void SpinWaiter::notify() {
+    // Dekker-style: the state was published with a seq_cst store before this seq_cst load, and
+    // a sleeper registers (seq_cst) before it re-checks the state under the mutex.
+    if (sleepers_.load() > 0) {
+        { std::lock_guard<std::mutex> lock(mutex_); }
+        cv_.notify_all();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Construction and teardown
+// ---------------------------------------------------------------------------------------------
+
+StreamEngine::StreamEngine(std::shared_ptr<Device> device, std::vector<OpSpec> ops,
+                           EngineOptions options)
+    : device_(std::move(device)), specs_(std::move(ops)), options_(options) {
+    if (!device_) throw std::invalid_argument("StreamEngine needs a Device");
+    if (specs_.empty()) throw std::invalid_argument("StreamEngine needs at least one op");
+    if (options_.slots < 1 || options_.slots > kMaxSlots)
+        throw std::invalid_argument("slots must be between 1 and " + std::to_string(kMaxSlots) +
+                                    ", got " + std::to_string(options_.slots));
+    if (options_.spin_us < 0)
+        throw std::invalid_argument("spin_us must be >= 0, got " + std::to_string(options_.spin_us));
+    for (size_t i = 0; i < specs_.size(); ++i) {
+        OpSpec& s = specs_[i];
+        if (s.kind.empty()) throw std::invalid_argument("op " + std::to_string(i) + " has no kind");
+        if (s.name.empty()) s.name = s.kind;
+        check_desc(s.in, "the input of stage '" + s.name + "'");
+        check_desc(s.out, "the output of stage '" + s.name + "'");
+        if (i > 0 && !same_layout(specs_[i - 1].out, s.in))
+            throw std::invalid_argument("stage '" + s.name + "' takes " + desc_text(s.in) +
+                                        " but stage '" + specs_[i - 1].name + "' produces " +
+                                        desc_text(specs_[i - 1].out));
+        s.params.kind = s.kind;
+        s.params.stage = s.name;
+    }
+    try {
+        build();
+    } catch (...) {
+        teardown();
+        throw;
+    }
+    worker_ = std::thread([this] { worker_main(); });
+}
+
+StreamEngine::~StreamEngine() {
+    try {
+        close();
+    } catch (...) {
+        // Destructors never throw; close() already freed what it could.
+    }
+}
+
+void StreamEngine::build() {
+    device_->make_current();
+    const DriverApi& api = driver();
+    auto make_stream = [&](CUstream* s, const char* what) {
+        const int least = device_->least_stream_priority(), greatest = device_->greatest_stream_priority();
+        if (options_.priority > least || options_.priority < greatest)
+            throw std::invalid_argument("stream priority " + std::to_string(options_.priority) +
+                                        " is outside GPU " + std::to_string(device_->index()) +
+                                        "'s range " + std::to_string(greatest) + " (highest) .. " +
+                                        std::to_string(least) + " (lowest)");
+        cu_check(api.cuStreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING, options_.priority),
+                 "cuStreamCreateWithPriority", what);
+    };
+    make_stream(&h2d_, "creating the engine's h2d stream");
+    make_stream(&compute_, "creating the engine's compute stream");
+    make_stream(&d2h_, "creating the engine's d2h stream");
+
+    for (const OpSpec& s : specs_) {
+        OpArgs args{device_, s.name, s.in, s.out, s.params};
+        ops_.push_back(make_op(s.kind, args));
+    }
+    for (size_t i = 0; i + 1 < specs_.size(); ++i) {
+        edges_.push_back(std::make_unique<DeviceBuffer>(device_, specs_[i].out.nbytes()));
+        edges_.back()->memset(0, edges_.back()->nbytes(), 0, compute_);
+    }
+    const size_t in_bytes = input_desc().nbytes(), out_bytes = output_desc().nbytes();
+    for (int k = 0; k < options_.slots; ++k) {
+        auto slot = std::make_unique<Slot>();
+        slot->h_in = std::make_shared<PinnedBuffer>(device_, in_bytes);
+        slot->h_out = std::make_shared<PinnedBuffer>(device_, out_bytes);
+        std::memset(slot->h_in->data(), 0, in_bytes);
+        std::memset(slot->h_out->data(), 0, out_bytes);
+        slot->d_in = std::make_unique<DeviceBuffer>(device_, in_bytes);
+        slot->d_out = std::make_unique<DeviceBuffer>(device_, out_bytes);
+        slot->d_in->memset(0, in_bytes, 0, compute_);
+        slot->d_out->memset(0, out_bytes, 0, compute_);
+        for (CUevent* e : {&slot->ev_h2d, &slot->ev_comp, &slot->ev_done})
+            cu_check(api.cuEventCreate(e, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
+                     "creating the engine's ordering events");
+        slots_.push_back(std::move(slot));
+    }
+    ring_.assign(slots_.size(), 0);
+    cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize", "initialising engine buffers");
+    if (options_.use_graph) {
+        warm_up();
+        capture_graphs();
+    }
+}
+
+void StreamEngine::teardown() noexcept {
+    const DriverApi* api = driver_if_loaded();
+    if (!api) return;
+    try {
+        device_->make_current();
+    } catch (...) {
+        return;
+    }
+    if (!failed_.load()) {
+        for (CUstream s : {h2d_, compute_, d2h_})
+            if (s) api->cuStreamSynchronize(s);
+    }
+    for (auto& slot : slots_) {
+        if (slot->graph) api->cuGraphExecDestroy(slot->graph);
+        for (CUevent e : {slot->ev_h2d, slot->ev_comp, slot->ev_done})
+            if (e) api->cuEventDestroy(e);
+        slot->graph = nullptr;
+        slot->ev_h2d = slot->ev_comp = slot->ev_done = nullptr;
+    }
+    try {
+        ops_.clear();  // before the streams: an op's library handles may still refer to them
+        edges_.clear();
+        slots_.clear();  // pinned buffers stay alive while NumPy views hold them
+    } catch (...) {
+    }
+    for (CUstream* s : {&h2d_, &compute_, &d2h_}) {
+        if (*s) api->cuStreamDestroy(*s);
+        *s = nullptr;
+    }
+}
+
+void StreamEngine::close() {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (closed_.exchange(true)) return;
+    stop_.store(true);
+    to_worker_.notify();
+    if (worker_.joinable()) worker_.join();  // the worker drains what was handed over first
+    teardown();
+}
+
+std::shared_ptr<PinnedBuffer> StreamEngine::input_buffer(int slot) const {
+    if (slot < 0 || slot >= slots()) throw std::invalid_argument("no slot " + std::to_string(slot));
+    if (closed_.load()) throw Error("the stream engine is closed");
+    return slots_[static_cast<size_t>(slot)]->h_in;
+}
+
+std::shared_ptr<PinnedBuffer> StreamEngine::output_buffer(int slot) const {
+    if (slot < 0 || slot >= slots()) throw std::invalid_argument("no slot " + std::to_string(slot));
+    if (closed_.load()) throw Error("the stream engine is closed");
+    return slots_[static_cast<size_t>(slot)]->h_out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ops on the compute stream
+// ---------------------------------------------------------------------------------------------
+
+CUdeviceptr StreamEngine::op_input(size_t op, int slot) const {
+    return op == 0 ? slots_[static_cast<size_t>(slot)]->d_in->ptr() : edges_[op - 1]->ptr();
+}
+
+CUdeviceptr StreamEngine::op_output(size_t op, int slot) const {
+    return op + 1 == ops_.size() ? slots_[static_cast<size_t>(slot)]->d_out->ptr() : edges_[op]->ptr();
+}
+
+std::string StreamEngine::stage_names() const {
+    std::string s;
+    for (const OpSpec& o : specs_) s += (s.empty() ? "'" : ", '") + o.name + "'";
+    return s;
+}
+
+void StreamEngine::zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t n_valid) {
+    if (n_valid >= desc.items) return;
+    const DriverApi& api = driver();
+    const size_t esz = dtype_size(desc.dtype);
+    const size_t row_bytes = static_cast<size_t>(desc.row()) * esz;
+    const size_t offset = static_cast<size_t>(n_valid) * static_cast<size_t>(desc.frames() ? desc.bins : 1) * esz;
+    const size_t width = row_bytes - offset;
+    if (api.cuMemsetD2D8Async) {
+        cu_check(api.cuMemsetD2D8Async(buffer + offset, row_bytes, 0, width,
+                                       static_cast<size_t>(desc.channels), compute_),
+                 "cuMemsetD2D8Async", "zeroing the tail of a final block");
+        return;
+    }
+    for (int64_t c = 0; c < desc.channels; ++c)
+        cu_check(api.cuMemsetD8Async(buffer + static_cast<size_t>(c) * row_bytes + offset, 0, width, compute_),
+                 "cuMemsetD8Async", "zeroing the tail of a final block");
+}
+
+int64_t StreamEngine::enqueue_ops(int slot, int64_t n, bool final) {
+    int64_t items = n;
+    for (size_t i = 0; i < ops_.size(); ++i) {
+        const OpSpec& spec = specs_[i];
+        try {
+            ops_[i]->enqueue(compute_, op_input(i, slot), op_output(i, slot), items, final);
+        } catch (const DeviceError& e) {
+            throw DeviceError(std::string(e.what()) + " [stage '" + spec.name + "' (" + spec.kind + ")]",
+                              e.call(), e.code(), e.code_name());
+        } catch (const CompileError&) {
+            throw;
+        } catch (const UnsupportedError&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw DeviceError("stage '" + spec.name + "' (" + spec.kind + ") failed to queue its work: " +
+                              e.what());
+        }
+        int64_t next = spec.out.items;
+        if (final) {
+            next = ops_[i]->output_items(items);
+            if (next < 0 || next > spec.out.items)
+                throw DeviceError("stage '" + spec.name + "' (" + spec.kind + ") reports " +
+                                  std::to_string(next) + " output items for " + std::to_string(items) +
+                                  " input items; a block holds " + std::to_string(spec.out.items));
+            // The next op reads a zero-filled tail, as the first one does.
+            if (i + 1 < ops_.size()) zero_tail(op_output(i, slot), spec.out, next);
+        }
+        items = next;
+    }
+    return items;
+}
+
+void StreamEngine::warm_up() {
+    // One eager pass before capture: every op's kernels and library handles (cuBLAS, cuFFT) get
+    // loaded and bound to the compute stream outside of capture; then the state is reset.
+    const DriverApi& api = driver();
+    enqueue_ops(0, input_desc().items, false);
+    cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize",
+             "running the warm-up block (stages " + stage_names() + ")");
+    reset_ops_locked();
+}
+
+void StreamEngine::capture_graphs() {
+    const DriverApi& api = driver();
+    if (!api.cuStreamBeginCapture || !api.cuStreamEndCapture || !api.cuGraphInstantiateWithFlags ||
+        !api.cuGraphLaunch || !api.cuGraphExecDestroy || !api.cuGraphDestroy)
+        throw DeviceError("this CUDA driver has no graph capture API (cuStreamBeginCapture_v2, "
+                          "cuGraphInstantiateWithFlags...); update the driver or use use_graph=False");
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        Slot& slot = *slots_[s];
+        const std::string what = "capturing the ops of slot " + std::to_string(s) +
+                                 " into a CUDA graph (stages " + stage_names() + ")";
+        cu_check(api.cuStreamBeginCapture(compute_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                 "cuStreamBeginCapture_v2", what);
+        try {
+            enqueue_ops(static_cast<int>(s), input_desc().items, false);
+        } catch (...) {
+            CUgraph broken = nullptr;
+            api.cuStreamEndCapture(compute_, &broken);
+            if (broken) api.cuGraphDestroy(broken);
+            throw;
+        }
+        CUgraph graph = nullptr;
+        cu_check(api.cuStreamEndCapture(compute_, &graph), "cuStreamEndCapture",
+                 what + "; an op synchronised, allocated or touched another stream inside enqueue()");
+        CUresult r = api.cuGraphInstantiateWithFlags(&slot.graph, graph, 0);
+        api.cuGraphDestroy(graph);
+        cu_check(r, "cuGraphInstantiateWithFlags", what);
+        if (api.cuGraphUpload)
+            cu_check(api.cuGraphUpload(slot.graph, compute_), "cuGraphUpload", what);
+    }
+    cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize", "uploading the engine's graphs");
+}
+
+void StreamEngine::reset_ops_locked() {
+    const DriverApi& api = driver();
+    for (size_t i = 0; i < ops_.size(); ++i) {
+        try {
+            ops_[i]->reset(compute_);
+        } catch (const DeviceError& e) {
+            throw DeviceError(std::string(e.what()) + " [resetting stage '" + specs_[i].name + "']",
+                              e.call(), e.code(), e.code_name());
+        }
+    }
+    cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize", "resetting the ops' state");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The per-block path (worker thread)
+// ---------------------------------------------------------------------------------------------
+
+void StreamEngine::enqueue_block(int s) {
+    const DriverApi& api = driver();
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), h2d_),
+             "cuMemcpyHtoDAsync_v2", "copying a block to the GPU");
+    counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
+    cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", "ordering a block's copy");
+    cu_check(api.cuStreamWaitEvent(compute_, slot.ev_h2d, 0), "cuStreamWaitEvent", "ordering a block");
+    const bool full = !slot.final && slot.n_in == input_desc().items;
+    if (full && slot.graph) {
+        cu_check(api.cuGraphLaunch(slot.graph, compute_), "cuGraphLaunch", "launching a block's graph");
+        counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
+        slot.n_out = output_desc().items;
+    } else {
+        slot.n_out = enqueue_ops(s, slot.n_in, slot.final);
+        counters_.eager_blocks.fetch_add(1, std::memory_order_relaxed);
+    }
+    cu_check(api.cuEventRecord(slot.ev_comp, compute_), "cuEventRecord", "ordering a block's compute");
+    cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", "ordering a block");
+    cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(), d2h_),
+             "cuMemcpyDtoHAsync_v2", "copying a block from the GPU");
+    counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
+    cu_check(api.cuEventRecord(slot.ev_done, d2h_), "cuEventRecord", "ordering a block's copy");
+}
+
+void StreamEngine::worker_main() {
+    try {
+        device_->make_current();
+        const DriverApi& api = driver();
+        const size_t K = slots_.size();
+        const int spin = options_.spin_us;
+        std::deque<int> inflight;
+        uint64_t taken = 0;
+        auto take_new = [&] {
+            const uint64_t available = submitted_.load();
+            while (taken < available) {
+                const int s = ring_[taken % K];
+                ++taken;
+                enqueue_block(s);
+                inflight.push_back(s);
+            }
+        };
+        auto more_or_stop = [&] { return submitted_.load() > taken || stop_.load(); };
+        auto more = [&] { return submitted_.load() > taken; };  // while draining, stop changes nothing
+        for (;;) {
+            take_new();
+            if (inflight.empty()) {
+                if (stop_.load() && submitted_.load() == taken) break;
+                to_worker_.wait(more_or_stop, spin);
+                continue;
+            }
+            const int s = inflight.front();
+            Slot& slot = *slots_[static_cast<size_t>(s)];
+            const auto deadline = Clock::now() + std::chrono::microseconds(spin);
+            for (;;) {
+                const CUresult r = api.cuEventQuery(slot.ev_done);
+                if (r == CUDA_SUCCESS) break;
+                if (r != CUDA_ERROR_NOT_READY)
+                    cu_check(r, "cuEventQuery",
+                             "waiting for a block of stages " + stage_names() + " (slot " + std::to_string(s) + ")");
+                if (submitted_.load() > taken) {
+                    // Queue the next block at once: its H2D overlaps this block's compute.
+                    take_new();
+                    continue;
+                }
+                if (inflight.size() == K) {
+                    // Every slot is in flight: nothing can be handed over until this one is done.
+                    const CUresult rs = api.cuEventSynchronize(slot.ev_done);
+                    if (rs != CUDA_SUCCESS)
+                        cu_check(rs, "cuEventSynchronize",
+                                 "waiting for a block of stages " + stage_names() + " (slot " + std::to_string(s) + ")");
+                    break;
+                }
+                if (Clock::now() < deadline) {
+                    cpu_relax();
+                    continue;
+                }
+                to_worker_.wait_for(more, 0, kPollUs);
+            }
+            counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
+            inflight.pop_front();
+            counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+            slot.state.store(kDone);
+            completed_.fetch_add(1);
+            to_caller_.notify();
+        }
+    } catch (const DeviceError& e) {
+        fail(e.what(), e.call(), e.code(), e.code_name());
+    } catch (const std::exception& e) {
+        fail(std::string("the engine's worker failed: ") + e.what(), {}, 0, {});
+    }
+}
+
+void StreamEngine::fail(const std::string& message, const std::string& call, int code,
+                        const std::string& code_name) {
+    {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!failed_.load()) {
+            error_message_ = message;
+            error_call_ = call;
+            error_code_ = code;
+            error_code_name_ = code_name;
+        }
+        failed_.store(true);
+    }
+    to_caller_.notify();
+}
+
+void StreamEngine::rethrow_failure() const {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    throw DeviceError(error_message_, error_call_, error_code_, error_code_name_);
+}
+
+void StreamEngine::check_usable(const char* what) const {
+    if (closed_.load()) throw Error(std::string("StreamEngine.") + what + "(): the engine is closed");
+    if (failed_.load()) rethrow_failure();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Caller side
+// ---------------------------------------------------------------------------------------------
+
+void StreamEngine::submit(int s, int64_t n_valid, bool final) {
+    check_usable("submit");
+    if (exclusive_.load())
+        throw std::invalid_argument("submit() while reset() or a timing method runs on this engine");
+    if (s < 0 || s >= slots())
+        throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
+                                    std::to_string(slots() - 1) + ")");
+    const int64_t items = input_desc().items;
+    if (n_valid < 0 || n_valid > items)
+        throw std::invalid_argument("a block holds 0.." + std::to_string(items) + " items, got " +
+                                    std::to_string(n_valid));
+    if (n_valid < items && !final)
+        throw std::invalid_argument("a partial block (" + std::to_string(n_valid) + " of " +
+                                    std::to_string(items) + " items) must be the final block of the stream");
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    int expected = kFree;
+    if (!slot.state.compare_exchange_strong(expected, kSubmitted))
+        throw std::invalid_argument("slot " + std::to_string(s) +
+                                    " is still in flight: wait() for it before submitting it again");
+    slot.n_in = n_valid;
+    slot.final = final;
+    {
+        // One producer at a time: the ring index and the published count move together.
+        std::lock_guard<std::mutex> lock(producer_mutex_);
+        const uint64_t k = submitted_.load();
+        ring_[k % slots_.size()] = s;
+        submitted_.store(k + 1);
+    }
+    to_worker_.notify();
+}
+
+int64_t StreamEngine::wait(int s) {
+    if (closed_.load()) throw Error("StreamEngine.wait(): the engine is closed");
+    if (s < 0 || s >= slots())
+        throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
+                                    std::to_string(slots() - 1) + ")");
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    if (slot.state.load() == kFree)
+        throw std::invalid_argument("slot " + std::to_string(s) + " was not submitted");
+    to_caller_.wait([&] { return slot.state.load() == kDone || failed_.load(); }, options_.spin_us);
+    if (slot.state.load() == kDone) {
+        const int64_t n = slot.n_out;
+        slot.state.store(kFree);
+        return n;
+    }
+    rethrow_failure();
+}
+
+void StreamEngine::wait_idle() {
+    to_caller_.wait([&] { return completed_.load() == submitted_.load() || failed_.load(); },
+                    options_.spin_us);
+    if (failed_.load()) rethrow_failure();
+}
+
+namespace {
+struct ExclusiveGuard {
+    std::atomic<bool>& flag;
+    explicit ExclusiveGuard(std::atomic<bool>& f) : flag(f) { flag.store(true); }
+    ~ExclusiveGuard() { flag.store(false); }
+};
+}  // namespace
+
+void StreamEngine::reset() {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    check_usable("reset");
+    ExclusiveGuard guard(exclusive_);
+    wait_idle();
+    device_->make_current();
+    reset_ops_locked();
+}
+
+EngineCounters StreamEngine::counters() const {
+    EngineCounters c;
+    c.blocks = counters_.blocks.load();
+    c.h2d_copies = counters_.h2d_copies.load();
+    c.d2h_copies = counters_.d2h_copies.load();
+    c.completion_waits = counters_.completion_waits.load();
+    c.graph_launches = counters_.graph_launches.load();
+    c.eager_blocks = counters_.eager_blocks.load();
+    return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Benchmark entry points
+// ---------------------------------------------------------------------------------------------
+
+std::vector<double> StreamEngine::time_resident(int iterations) {
+    if (iterations < 1) throw std::invalid_argument("iterations must be >= 1");
+    std::lock_guard<std::mutex> control(control_mutex_);
+    check_usable("time_resident");
+    ExclusiveGuard guard(exclusive_);
+    wait_idle();
+    device_->make_current();
+    const DriverApi& api = driver();
+    Slot& slot = *slots_[0];
+    cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), compute_),
+             "cuMemcpyHtoDAsync_v2", "copying the resident input block");
+    constexpr int kChunk = 128;
+    TimingEvents ev(api, 2 * kChunk);
+    std::vector<double> seconds;
+    seconds.reserve(static_cast<size_t>(iterations));
+    for (int i = 0; i < iterations; ++i) {
+        const int k = i % kChunk;
+        cu_check(api.cuEventRecord(ev.events[2 * k], compute_), "cuEventRecord");
+        if (slot.graph)
+            cu_check(api.cuGraphLaunch(slot.graph, compute_), "cuGraphLaunch", "timing a resident block");
+        else
+            enqueue_ops(0, input_desc().items, false);
+        cu_check(api.cuEventRecord(ev.events[2 * k + 1], compute_), "cuEventRecord");
+        if (k == kChunk - 1 || i == iterations - 1) {
+            cu_check(api.cuEventSynchronize(ev.events[2 * k + 1]), "cuEventSynchronize",
+                     "timing resident blocks of stages " + stage_names());
+            for (int j = 0; j <= k; ++j) {
+                float ms = 0.0f;
+                cu_check(api.cuEventElapsedTime(&ms, ev.events[2 * j], ev.events[2 * j + 1]),
+                         "cuEventElapsedTime");
+                seconds.push_back(static_cast<double>(ms) * 1e-3);
+            }
+        }
+    }
+    reset_ops_locked();
+    return seconds;
+}
+
+std::pair<double, double> StreamEngine::time_streamed(int64_t blocks, int nslots) {
+    if (blocks < 1) throw std::invalid_argument("blocks must be >= 1");
+    if (nslots < 1 || nslots > slots())
+        throw std::invalid_argument("slots must be between 1 and the engine's " + std::to_string(slots()));
+    std::lock_guard<std::mutex> control(control_mutex_);
+    check_usable("time_streamed");
+    ExclusiveGuard guard(exclusive_);
+    wait_idle();
+    device_->make_current();
+    const DriverApi& api = driver();
+    const size_t in_bytes = input_desc().nbytes(), out_bytes = output_desc().nbytes();
+    const std::string what = "streaming timed blocks through stages " + stage_names();
+    const auto t0 = Clock::now();
+    for (int64_t b = 0; b < blocks; ++b) {
+        Slot& slot = *slots_[static_cast<size_t>(b % nslots)];
+        if (b >= nslots)
+            cu_check(api.cuEventSynchronize(slot.ev_done), "cuEventSynchronize", what);
+        cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), in_bytes, h2d_),
+                 "cuMemcpyHtoDAsync_v2", what);
+        cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", what);
+        cu_check(api.cuStreamWaitEvent(compute_, slot.ev_h2d, 0), "cuStreamWaitEvent", what);
+        if (slot.graph)
+            cu_check(api.cuGraphLaunch(slot.graph, compute_), "cuGraphLaunch", what);
+        else
+            enqueue_ops(static_cast<int>(b % nslots), input_desc().items, false);
+        cu_check(api.cuEventRecord(slot.ev_comp, compute_), "cuEventRecord", what);
+        cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", what);
+        cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), out_bytes, d2h_),
+                 "cuMemcpyDtoHAsync_v2", what);
+        cu_check(api.cuEventRecord(slot.ev_done, d2h_), "cuEventRecord", what);
+    }
+    cu_check(api.cuStreamSynchronize(d2h_), "cuStreamSynchronize", what);
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    reset_ops_locked();
+    return {wall, static_cast<double>(in_bytes) * static_cast<double>(blocks)};
+}
+
+double StreamEngine::measure_h2d_bandwidth(size_t nbytes, int repeats) {
+    if (nbytes == 0) throw std::invalid_argument("nbytes must be >= 1");
+    if (repeats < 1) throw std::invalid_argument("repeats must be >= 1");
+    std::lock_guard<std::mutex> control(control_mutex_);
+    check_usable("measure_h2d_bandwidth");
+    ExclusiveGuard guard(exclusive_);
+    wait_idle();
+    device_->make_current();
+    const DriverApi& api = driver();
+    PinnedBuffer host(device_, nbytes);
+    std::memset(host.data(), 1, nbytes);
+    DeviceBuffer dev(device_, nbytes);
+    TimingEvents ev(api, 2);
+    const char* what = "measuring host -> device bandwidth";
+    cu_check(api.cuMemcpyHtoDAsync(dev.ptr(), host.data(), nbytes, h2d_), "cuMemcpyHtoDAsync_v2", what);
+    cu_check(api.cuEventRecord(ev.events[0], h2d_), "cuEventRecord", what);
+    for (int i = 0; i < repeats; ++i)
+        cu_check(api.cuMemcpyHtoDAsync(dev.ptr(), host.data(), nbytes, h2d_), "cuMemcpyHtoDAsync_v2", what);
+    cu_check(api.cuEventRecord(ev.events[1], h2d_), "cuEventRecord", what);
+    cu_check(api.cuEventSynchronize(ev.events[1]), "cuEventSynchronize", what);
+    float ms = 0.0f;
+    cu_check(api.cuEventElapsedTime(&ms, ev.events[0], ev.events[1]), "cuEventElapsedTime", what);
+    if (!(ms > 0.0f)) throw DeviceError("the timed copies took no measurable time (" + std::to_string(ms) + " ms)");
+    return static_cast<double>(nbytes) * repeats / (static_cast<double>(ms) * 1e-3);
+}
+
+}  // namespace gk

@@ -1,0 +1,190 @@
+// The streaming engine: one pipeline's ops on one GPU, fed block by block through K slots.
+//
+// Per slot s: pinned host input/output, device input/output. One device buffer per edge between
+// ops. Three streams: h2d, compute (at the stream's priority), d2h. Block n in slot s:
+//   h2d:     cuMemcpyHtoDAsync(d_in[s] <- h_in[s]); record ev_h2d[s]
+//   compute: wait ev_h2d[s]; launch slot s's CUDA graph (every op's enqueue, captured once); record ev_comp[s]
+//   d2h:     wait ev_comp[s]; cuMemcpyDtoHAsync(h_out[s] <- d_out[s]); record ev_done[s]
+//   host:    one completion wait on ev_done[s].
+// A final block (n valid items, the pinned tail zero-filled by the caller) runs eagerly with
+// each op's enqueue(..., n_i, true), n propagated by output_items().
+//
+// One native worker thread owns the per-block submission. The caller hands a filled slot over
+// with submit() (non-blocking) and takes it back with wait() (blocking): both directions spin
+// for spin_us, then block on a condition variable. Errors on the worker are kept and re-raised
+// (as DeviceError) by the next submit()/wait()/reset(); close() never hangs on them.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gk/cuda_api.h"
+#include "gk/errors.h"
+#include "gk/op.h"
+
+namespace gk {
+
+class Device;
+class DeviceBuffer;
+class PinnedBuffer;
+
+struct OpSpec {
+    std::string kind;
+    std::string name;
+    TensorDesc in;
+    TensorDesc out;
+    OpParams params;
+};
+
+struct EngineOptions {
+    int slots = 2;
+    int priority = 0;      // CUDA stream priority of all three streams (lower runs first)
+    bool use_graph = true;
+    int spin_us = 200;     // how long a waiting thread spins before it blocks
+};
+
+struct EngineCounters {
+    uint64_t blocks = 0;            // blocks completed
+    uint64_t h2d_copies = 0;        // host -> device copies issued by the per-block path
+    uint64_t d2h_copies = 0;        // device -> host copies issued by the per-block path
+    uint64_t completion_waits = 0;  // one per block: the wait for its ev_done
+    uint64_t graph_launches = 0;    // blocks run through a captured graph
+    uint64_t eager_blocks = 0;      // blocks run eagerly (final blocks, use_graph=false)
+};
+
+// Spin-then-block waiting on a predicate over atomics; any thread may notify.
+class SpinWaiter {
+public:
+    // Returns when ready() is true. ready() must read the state with seq_cst loads.
+    template <class Ready>
+    void wait(Ready ready, int spin_us);
+    // As wait(), but gives up (returns false) after spin + timeout_us of blocking.
+    template <class Ready>
+    bool wait_for(Ready ready, int spin_us, int timeout_us);
+    // Call after publishing the new state with a seq_cst store.
+    void notify();
+
+private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::atomic<int> sleepers_{0};
+};
+
+class StreamEngine {
+public:
+    StreamEngine(std::shared_ptr<Device> device, std::vector<OpSpec> ops, EngineOptions options);
+    ~StreamEngine();
+    StreamEngine(const StreamEngine&) = delete;
+    StreamEngine& operator=(const StreamEngine&) = delete;
+
+    int slots() const noexcept { return options_.slots; }
+    const TensorDesc& input_desc() const noexcept { return specs_.front().in; }
+    const TensorDesc& output_desc() const noexcept { return specs_.back().out; }
+    const EngineOptions& options() const noexcept { return options_; }
+    const std::vector<OpSpec>& op_specs() const noexcept { return specs_; }
+    const std::shared_ptr<Device>& device() const noexcept { return device_; }
+    bool closed() const noexcept { return closed_.load(); }
+
+    // Pinned host memory of a slot (full-block layouts); shared so that views outlive close().
+    std::shared_ptr<PinnedBuffer> input_buffer(int slot) const;
+    std::shared_ptr<PinnedBuffer> output_buffer(int slot) const;
+
+    // Hands slot `slot` (its pinned input filled, n_valid items, the tail zeroed) to the worker.
+    // n_valid < items requires final. Non-blocking.
+    void submit(int slot, int64_t n_valid, bool final);
+    // Blocks until the slot's block is done; returns its valid output items. The slot is then
+    // the caller's again (its pinned output valid until the slot is submitted again).
+    int64_t wait(int slot);
+    // Waits for in-flight work, then resets every op's state on the compute stream.
+    void reset();
+    // Drains in-flight blocks, stops the worker, frees every GPU resource. Idempotent.
+    void close();
+    EngineCounters counters() const;
+
+    // Benchmark entry points (the engine must be idle: every submitted slot waited for).
+    // Input already on the device (slot 0's pinned input copied once): replay slot 0's compute
+    // `iterations` times, each timed with events; seconds per replay. Resets op state after.
+    std::vector<double> time_resident(int iterations);
+    // `blocks` blocks (the pinned inputs as they are) pipelined H2D -> compute -> D2H with
+    // `slots` in flight; (wall seconds of the whole run, bytes copied host -> device).
+    // Resets op state after.
+    std::pair<double, double> time_streamed(int64_t blocks, int slots);
+    // Pinned -> device copies of nbytes on the h2d stream, timed with events; bytes per second.
+    double measure_h2d_bandwidth(size_t nbytes, int repeats);
+
+private:
+    enum SlotState : int { kFree = 0, kSubmitted = 1, kDone = 2 };
+
+    struct Slot {
+        std::shared_ptr<PinnedBuffer> h_in, h_out;
+        std::unique_ptr<DeviceBuffer> d_in, d_out;
+        CUevent ev_h2d = nullptr, ev_comp = nullptr, ev_done = nullptr;
+        CUgraphExec graph = nullptr;
+        std::atomic<int> state{kFree};
+        int64_t n_in = 0;   // written by submit() before publication
+        bool final = false;
+        int64_t n_out = 0;  // written by the worker before it marks the slot done
+    };
+
+    struct Counters {
+        std::atomic<uint64_t> blocks{0}, h2d_copies{0}, d2h_copies{0}, completion_waits{0},
+            graph_launches{0}, eager_blocks{0};
+    };
+
+    void build();
+    void teardown() noexcept;
+    CUdeviceptr op_input(size_t op, int slot) const;
+    CUdeviceptr op_output(size_t op, int slot) const;
+    // Queue every op on the compute stream for slot s: full block (graph-capturable) or eager
+    // with n valid items; returns the valid output items.
+    int64_t enqueue_ops(int slot, int64_t n, bool final);
+    void zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t n_valid);
+    void capture_graphs();
+    void warm_up();
+    void enqueue_block(int slot);           // worker: H2D, compute, D2H for one block
+    void worker_main();
+    void fail(const std::string& message, const std::string& call, int code,
+              const std::string& code_name);
+    [[noreturn]] void rethrow_failure() const;
+    void check_usable(const char* what) const;
+    void wait_idle();
+    void reset_ops_locked();
+    std::string stage_names() const;
+
+    std::shared_ptr<Device> device_;
+    std::vector<OpSpec> specs_;
+    EngineOptions options_;
+    std::vector<std::unique_ptr<Op>> ops_;
+    std::vector<std::unique_ptr<DeviceBuffer>> edges_;  // edges_[i]: output of op i (i < n-1)
+    std::vector<std::unique_ptr<Slot>> slots_;
+    CUstream h2d_ = nullptr, compute_ = nullptr, d2h_ = nullptr;
+
+    // Hand-off caller -> worker: ring of submitted slots in order.
+    std::vector<int> ring_;
+    std::mutex producer_mutex_;            // one submit() at a time moves the ring and the count
+    std::atomic<uint64_t> submitted_{0};   // blocks handed over
+    std::atomic<uint64_t> completed_{0};   // blocks done (or abandoned after a failure)
+    SpinWaiter to_worker_;                 // the worker waits here for submissions / stop
+    SpinWaiter to_caller_;                 // callers wait here for completions / failure
+    std::thread worker_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> closed_{false};
+    std::atomic<bool> exclusive_{false};   // reset/timing in progress: submit() refused
+
+    mutable std::mutex error_mutex_;
+    std::atomic<bool> failed_{false};
+    std::string error_message_, error_call_, error_code_name_;
+    int error_code_ = 0;
+
+    Counters counters_;
+    std::mutex control_mutex_;  // serialises reset/close/timing
+};
+
+}  // namespace gk

@@ -1,0 +1,141 @@
+// kernel: a user's CUDA C kernel as a stage (pygpukit_dsp/stages/kernel.py).
+//
+// Compiled by NVRTC for this GPU when the engine is built (a compile failure is a CompileError
+// naming the stage and the entry, with NVRTC's log, before the first block). The kernel's
+// contract:
+//   extern "C" __global__ void entry(const T* in, T_out* out, long long channels,
+//                                    long long items_in, long long row_in, long long row_out,
+//                                    [float p0, float p1, ...])
+// in/out: full blocks, C-contiguous (channels, items[, bins]); channels: input channels;
+// items_in: valid items (samples or frames) in this block; row_in/row_out: elements per channel
+// row of the input/output block; p0...: the stage's `params`. Launched with `threads` threads
+// per block and `grid` blocks (0 = one thread per output element).
+#include <cctype>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gk/device.h"
+#include "gk/errors.h"
+#include "gk/jit.h"
+#include "gk/op.h"
+
+namespace gk {
+namespace {
+
+std::string program_name(const std::string& stage) {
+    std::string out;
+    for (char c : stage) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+    return out.empty() ? std::string("kernel") : out;
+}
+
+class CustomKernelOp final : public Op {
+public:
+    explicit CustomKernelOp(const OpArgs& a) : in_(a.in), out_(a.out) {
+        const std::string label = "stage '" + a.name + "' (kernel)";
+        const std::string& source = a.params.get_str("source");
+        entry_ = a.params.get_str("entry");
+        const int64_t threads = a.params.get_int("threads", 256);
+        const int64_t grid = a.params.get_int("grid", 0);
+        if (threads < 1 || threads > 1024)
+            throw std::invalid_argument(label + ": threads must be 1..1024, got " + std::to_string(threads));
+        if (grid < 0 || grid > 2147483647)
+            throw std::invalid_argument(label + ": grid must be 'auto' (0) or 1..2^31-1 blocks");
+        if (a.out.items != a.in.items || a.out.bins != a.in.bins)
+            throw std::invalid_argument(label + ": a kernel stage keeps the number of items and bins");
+        if (a.params.has("params")) {
+            const ParamArray& p = a.params.get_array("params");
+            if (p.shape.size() > 1) throw std::invalid_argument(label + ": params must be a flat list of numbers");
+            fparams_ = p.real_f32();
+        }
+        const std::string what = a.name + " (entry '" + entry_ + "')";
+        CompileOptions options;
+        options.arch = a.device->arch();
+        CompiledKernel compiled;
+        try {
+            compiled = compile(program_name(a.name), source, options);
+        } catch (const CompileError& e) {
+            throw CompileError(what, e.log());
+        }
+        module_ = load_cubin_module(a.device, compiled.cubin, program_name(a.name));
+        try {
+            kernel_ = module_->function(entry_);
+        } catch (const DeviceError&) {
+            throw CompileError(what, "the source defines no kernel named '" + entry_ +
+                                         "'; declare it extern \"C\" __global__ void " + entry_ + "(...)");
+        }
+        if (threads > kernel_->max_threads_per_block())
+            throw UnsupportedError(a.name, "cuda", "threads: " + std::to_string(threads) +
+                                                       " per block exceeds what kernel '" + entry_ +
+                                                       "' can run with (" +
+                                                       std::to_string(kernel_->max_threads_per_block()) +
+                                                       ", limited by its registers); lower threads");
+        if (kernel_->parameters_known()) {
+            std::vector<size_t> expected = {8, 8, 8, 8, 8, 8};
+            expected.insert(expected.end(), fparams_.size(), 4);
+            if (kernel_->parameter_sizes() != expected) {
+                std::string got;
+                for (size_t s : kernel_->parameter_sizes()) got += (got.empty() ? "" : ", ") + std::to_string(s);
+                throw CompileError(what, "kernel '" + entry_ + "' takes " +
+                                             std::to_string(kernel_->parameter_sizes().size()) +
+                                             " parameters of [" + got + "] bytes; the kernel stage passes " +
+                                             std::to_string(expected.size()) +
+                                             ": (const T* in, T_out* out, long long channels, long long "
+                                             "items_in, long long row_in, long long row_out" +
+                                             (fparams_.empty() ? std::string()
+                                                               : ", " + std::to_string(fparams_.size()) + " float params") +
+                                             ")");
+            }
+        }
+        threads_ = static_cast<unsigned>(threads);
+        if (grid > 0) {
+            grid_ = static_cast<unsigned>(grid);
+        } else {
+            const long long total = static_cast<long long>(a.out.elements());
+            long long blocks = (total + threads - 1) / threads;
+            grid_ = static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 2147483647LL ? 2147483647LL : blocks));
+        }
+        // Stable storage: a launch reads its arguments through these addresses.
+        params_.push_back(&in_ptr_);
+        params_.push_back(&out_ptr_);
+        params_.push_back(&channels_);
+        params_.push_back(&items_);
+        params_.push_back(&row_in_);
+        params_.push_back(&row_out_);
+        for (float& p : fparams_) params_.push_back(&p);
+        channels_ = a.in.channels;
+        row_in_ = a.in.row();
+        row_out_ = a.out.row();
+    }
+
+    void enqueue(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool) override {
+        in_ptr_ = in;
+        out_ptr_ = out;
+        items_ = n_in;
+        Dim3 grid, block;
+        grid.x = grid_;
+        block.x = threads_;
+        kernel_->launch(grid, block, params_.data(), 0, stream);
+    }
+
+    int64_t output_items(int64_t n_in) const override { return n_in; }
+    void reset(CUstream) override {}
+    const char* kind() const override { return "kernel"; }
+
+private:
+    TensorDesc in_, out_;
+    std::string entry_;
+    std::vector<float> fparams_;
+    std::shared_ptr<Module> module_;
+    std::shared_ptr<Kernel> kernel_;
+    unsigned threads_ = 256, grid_ = 1;
+    CUdeviceptr in_ptr_ = 0, out_ptr_ = 0;
+    long long channels_ = 0, items_ = 0, row_in_ = 0, row_out_ = 0;
+    std::vector<void*> params_;
+};
+
+}  // namespace
+
+GK_REGISTER_OP("kernel", [](const OpArgs& a) { return std::make_unique<CustomKernelOp>(a); });
+
+}  // namespace gk

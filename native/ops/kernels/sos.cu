@@ -1,0 +1,132 @@
+// Streaming IIR filter in second-order sections, as scipy.signal.sosfilt computes it (direct
+// form II transposed, float64), with the section state carried across blocks on the device.
+//
+// One thread per "lane": a real channel, or one component (re or im) of a complex channel; the
+// coefficients are real, so the real and imaginary parts filter independently (sosfilt in
+// complex128 gives the same numbers). A CTA is one warp of 32 lanes. The block is walked in
+// chunks of 32 samples: the warp stages a 32 x 32 tile through shared memory (coalesced loads
+// and stores, converted to double), then each thread runs its lane's 32 samples through every
+// section, 8 sections at a time with their state in registers:
+//     y  = b0*x + z0
+//     z0 = b1*x - a1*y + z1
+//     z1 = b2*x - a2*y
+// State layout: zi[(s*2 + k) * lanes + lane] (double), zero at the start of a stream.
+#include "gk_common.cuh"
+
+namespace {
+
+constexpr int LANES = 32;
+constexpr int CHUNK = 32;
+constexpr int GROUP = 8;  // sections whose state sits in registers at once
+
+// element (lane, n) of the input/output: real rows of n floats, or complex rows viewed as floats
+__device__ __forceinline__ gk_size_t lane_index(gk_size_t lane, gk_size_t t, gk_size_t n,
+                                                bool complex_data) {
+    return complex_data ? (lane >> 1) * 2 * n + 2 * t + (lane & 1) : lane * n + t;
+}
+
+__device__ __forceinline__ void sos_block(float* __restrict__ out, const float* __restrict__ in,
+                                          double* __restrict__ zi,
+                                          const double* __restrict__ coef, int sections,
+                                          gk_size_t n, gk_size_t lanes, bool complex_data) {
+    extern __shared__ double sos_shared[];
+    double* c = sos_shared;                        // [sections][5]: b0 b1 b2 a1 a2
+    double (*tile)[CHUNK + 1] = reinterpret_cast<double (*)[CHUNK + 1]>(sos_shared + 5 * sections);
+
+    const int t = threadIdx.x;
+    for (int i = t; i < 5 * sections; i += LANES) c[i] = coef[i];
+    const gk_size_t lane0 = (gk_size_t)blockIdx.x * LANES;
+    const gk_size_t my_lane = lane0 + t;
+    const bool active = my_lane < lanes;
+    const int groups = (sections + GROUP - 1) / GROUP;
+    __syncwarp();
+
+    double z0[GROUP], z1[GROUP];
+    // With one group the state stays in registers for the whole block.
+    if (groups == 1 && active) {
+#pragma unroll
+        for (int s = 0; s < GROUP; ++s)
+            if (s < sections) {
+                z0[s] = zi[(2 * s) * lanes + my_lane];
+                z1[s] = zi[(2 * s + 1) * lanes + my_lane];
+            }
+    }
+
+    for (gk_size_t n0 = 0; n0 < n; n0 += CHUNK) {
+        const int count = (int)((n - n0) < (gk_size_t)CHUNK ? (n - n0) : (gk_size_t)CHUNK);
+        for (int r = 0; r < LANES; ++r) {
+            const gk_size_t lane = lane0 + r;
+            double v = 0.0;
+            if (lane < lanes && t < count) v = (double)in[lane_index(lane, n0 + t, n, complex_data)];
+            tile[r][t] = v;
+        }
+        __syncwarp();
+        if (active) {
+            for (int g = 0; g < groups; ++g) {
+                const int s0 = g * GROUP;
+                if (groups > 1) {
+#pragma unroll
+                    for (int s = 0; s < GROUP; ++s)
+                        if (s0 + s < sections) {
+                            z0[s] = zi[(2 * (s0 + s)) * lanes + my_lane];
+                            z1[s] = zi[(2 * (s0 + s) + 1) * lanes + my_lane];
+                        }
+                }
+                for (int k = 0; k < count; ++k) {
+                    double x = tile[t][k];
+#pragma unroll
+                    for (int s = 0; s < GROUP; ++s) {
+                        if (s0 + s < sections) {
+                            const double* cs = c + 5 * (s0 + s);
+                            const double y = fma(cs[0], x, z0[s]);
+                            z0[s] = fma(cs[1], x, fma(-cs[3], y, z1[s]));
+                            z1[s] = fma(cs[2], x, -cs[4] * y);
+                            x = y;
+                        }
+                    }
+                    tile[t][k] = x;
+                }
+                if (groups > 1) {
+#pragma unroll
+                    for (int s = 0; s < GROUP; ++s)
+                        if (s0 + s < sections) {
+                            zi[(2 * (s0 + s)) * lanes + my_lane] = z0[s];
+                            zi[(2 * (s0 + s) + 1) * lanes + my_lane] = z1[s];
+                        }
+                }
+            }
+        }
+        __syncwarp();
+        for (int r = 0; r < LANES; ++r) {
+            const gk_size_t lane = lane0 + r;
+            if (lane < lanes && t < count)
+                out[lane_index(lane, n0 + t, n, complex_data)] = (float)tile[r][t];
+        }
+        __syncwarp();
+    }
+
+    if (groups == 1 && active) {
+#pragma unroll
+        for (int s = 0; s < GROUP; ++s)
+            if (s < sections) {
+                zi[(2 * s) * lanes + my_lane] = z0[s];
+                zi[(2 * s + 1) * lanes + my_lane] = z1[s];
+            }
+    }
+}
+
+}  // namespace
+
+// grid ceil(lanes / 32), block 32, dynamic shared memory (5 * sections + 32 * 33) doubles.
+// lanes = channels (float32) or 2 * channels (complex64, `in`/`out` viewed as floats).
+extern "C" __global__ void __launch_bounds__(32) gk_sos_f32(float* out, const float* in, double* zi,
+                                                            const double* coef, int sections,
+                                                            gk_size_t n, gk_size_t lanes) {
+    sos_block(out, in, zi, coef, sections, n, lanes, false);
+}
+
+extern "C" __global__ void __launch_bounds__(32) gk_sos_c64(float* out, const float* in, double* zi,
+                                                            const double* coef, int sections,
+                                                            gk_size_t n, gk_size_t lanes) {
+    sos_block(out, in, zi, coef, sections, n, lanes, true);
+}

@@ -1,0 +1,167 @@
+"""The CUDA engine wrapper: a pipeline lowered to native ops, run by ``_native.StreamEngine``.
+
+The per-block work happens in C++ on the engine's worker thread (H2D -> the slot's CUDA graph
+-> D2H, one completion wait per block); Python only fills a pinned input slot and hands it
+over. Two ways to use it:
+
+* :meth:`CudaEngine.process` (the safe API): copies the block into the next input slot (the one
+  host copy), submits it, waits, and returns a *copy* of the valid output.
+* :meth:`CudaEngine.submit` / :meth:`CudaEngine.collect` (zero copy on the way out): ``collect``
+  returns a NumPy *view* of the slot's pinned output, valid until that slot is submitted
+  again. With two slots, ``submit(b1); submit(b2); collect(s1); collect(s2)`` keeps two blocks
+  in flight, so block 2's upload overlaps block 1's compute.
+
+See docs/cuda.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import StreamFault
+from .cuda_lowering import OpDesc, lower_pipeline
+
+if TYPE_CHECKING:
+    from ..pipeline import Pipeline, SpecChain
+    from . import BackendChoice
+
+DEFAULT_SLOTS = 2
+
+
+def _layout(spec) -> tuple[int, int, int, str]:
+    return (spec.channels, spec.block_size, spec.bins, spec.dtype)
+
+
+def op_dict(op: OpDesc) -> dict[str, Any]:
+    """The native engine's description of one lowered op."""
+    return {"kind": op.kind, "name": op.name, "in": _layout(op.spec_in), "out": _layout(op.spec_out),
+            "params": dict(op.params)}
+
+
+class CudaEngine:
+    """A pipeline's stages on GPU 0, fed block by block through pinned slots (see module doc)."""
+
+    def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
+                 slots: int = DEFAULT_SLOTS, use_graph: bool = True, spin_us: int = 200,
+                 device: int = 0):
+        from .. import _native
+
+        self.choice = choice
+        self.chain = chain
+        self.ops = lower_pipeline(pipeline, chain)  # UnsupportedError before anything is allocated
+        self.device = _native.Device(device)
+        realtime = pipeline.qos.cls == "realtime"
+        self.priority = self.device.highest_stream_priority if realtime else 0
+        self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,
+                                            priority=self.priority, use_graph=use_graph, spin_us=spin_us)
+        self._slots = self._engine.slots
+        self._in = [self._engine.input_slot(s) for s in range(self._slots)]
+        self._out = [self._engine.output_slot(s) for s in range(self._slots)]
+        self._items = chain.input.block_size
+        self._in_shape = chain.input.block_shape
+        self._busy = [False] * self._slots  # submitted, not yet collected
+        self._next = 0
+        self._closed = False
+
+    # ------------------------------------------------------------------ blocks
+    def _fill(self, block: np.ndarray, final: bool) -> tuple[int, int]:
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        block = np.asarray(block)
+        shape = self._in_shape
+        if block.ndim != len(shape) or block.shape[0] != shape[0] or block.shape[2:] != shape[2:] \
+                or block.shape[1] > self._items:
+            want = "(" + ", ".join(["%d" % shape[0], f"<= {self._items}", *map(str, shape[2:])]) + ")"
+            raise ValueError(f"block of shape {block.shape} does not fit the pipeline's input {want}")
+        n = int(block.shape[1])
+        if n < self._items and not final:
+            raise ValueError(f"a partial block ({n} of {self._items} items) must be the final block "
+                             "(final=True)")
+        slot = self._next
+        if self._busy[slot]:
+            raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
+        dst = self._in[slot]
+        dst[:, :n] = block  # the one host copy (casts to the input dtype)
+        if n < self._items:
+            dst[:, n:] = 0
+        return slot, n
+
+    def submit(self, block: np.ndarray, final: bool = False) -> int:
+        """Copy ``block`` into the next input slot and hand it to the worker; returns the slot."""
+        slot, n = self._fill(block, final)
+        self._engine.submit(slot, n, final)
+        self._busy[slot] = True
+        self._next = (slot + 1) % self._slots
+        return slot
+
+    def collect(self, slot: int) -> np.ndarray:
+        """Wait for ``slot``'s block; a view of its valid output, valid until the slot is reused."""
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        if not self._busy[slot]:
+            raise ValueError(f"slot {slot} holds no submitted block")
+        self._busy[slot] = False
+        n_out = self._engine.wait(slot)
+        return self._out[slot][:, :n_out]
+
+    def process(self, block: np.ndarray, final: bool = False) -> np.ndarray:
+        """Process one block and return a copy of its output (the safe API)."""
+        return np.array(self.collect(self.submit(block, final)), copy=True)
+
+    # ------------------------------------------------------------------ state, counters
+    def reset(self) -> None:
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        for slot, busy in enumerate(self._busy):  # collect what is still in flight first
+            if busy:
+                self.collect(slot)
+        self._engine.reset()
+        self._next = 0
+
+    def counters(self) -> dict[str, int]:
+        if self._closed:
+            return dict(self._final_counters)
+        return dict(self._engine.counters())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self._final_counters = dict(self._engine.counters())
+        finally:
+            self._closed = True
+            self._engine.close()
+
+    # ------------------------------------------------------------------ benchmark entry points
+    def _fill_all(self, block: np.ndarray | None) -> None:
+        if block is None:
+            return
+        block = np.asarray(block)
+        if block.shape != self._in_shape:
+            raise ValueError(f"a timing block must be a full block of shape {self._in_shape}, got {block.shape}")
+        for dst in self._in:
+            dst[...] = block
+
+    def time_resident(self, iterations: int, block: np.ndarray | None = None) -> list[float]:
+        """Seconds per block with the input already on the GPU (transfers excluded); state reset after."""
+        self._fill_all(block)
+        return list(self._engine.time_resident(int(iterations)))
+
+    def time_streamed(self, blocks: int, slots: int | None = None,
+                      block: np.ndarray | None = None) -> tuple[float, float]:
+        """(wall seconds, bytes host -> device) for ``blocks`` blocks pipelined from pinned memory."""
+        self._fill_all(block)
+        return self._engine.time_streamed(int(blocks), slots)
+
+    def measure_h2d_bandwidth(self, nbytes: int, repeats: int = 20) -> float:
+        """Pinned host -> device bytes per second on the engine's copy stream."""
+        return self._engine.measure_h2d_bandwidth(int(nbytes), int(repeats))
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    def __repr__(self) -> str:
+        return f"CudaEngine({[op.kind for op in self.ops]}, slots={self._slots}, closed={self._closed})"

@@ -1,0 +1,135 @@
+"""power, magnitude, db and the fused power->db / magnitude->db on CUDA
+(native/ops/elementwise.cpp, kernels/elementwise.cu) against the CPU stages.
+
+Tolerances: power/magnitude of float32 exact (x*x, |x|); complex |x|^2 and hypot within
+relative 1e-6 (NVRTC may contract re*re + im*im into an FMA); dB within 1e-4 dB absolute
+(log10f vs NumPy's log10 differ by an ulp or two).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pygpukit_dsp import Pipeline, stages
+from pygpukit_dsp.backends import BackendChoice
+from pygpukit_dsp.backends.cpu import CpuEngine
+from pygpukit_dsp.backends.cuda_lowering import lower_pipeline
+from pygpukit_dsp.backends.cuda_ops.elementwise import db_constants, lower_db
+from pygpukit_dsp.pipeline import SpecChain
+from pygpukit_dsp.signal import SignalSpec
+from pygpukit_dsp.stages.elementwise import DbProcessor
+
+
+def run_both(stage_list, spec_in: SignalSpec, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from pygpukit_dsp.backends.cuda_engine import CudaEngine
+
+    specs = [spec_in]
+    for st in stage_list:
+        specs.append(st.output_spec(specs[-1]))
+    chain, pipeline = SpecChain(tuple(specs)), Pipeline(stage_list)
+    out = {}
+    for name, cls in (("cuda", CudaEngine), ("cpu", CpuEngine)):
+        eng = cls(pipeline, chain, BackendChoice(name, "test"))
+        try:
+            n, bs = x.shape[1], spec_in.block_size
+            out[name] = np.concatenate([eng.process(x[:, s:s + bs], final=s + bs >= n)
+                                        for s in range(0, n, bs)], axis=1)
+        finally:
+            eng.close()
+    return out["cuda"], out["cpu"]
+
+
+def real_signal(shape, seed=0):
+    x = (np.random.default_rng(seed).standard_normal(shape) * 3).astype(np.float32)
+    x.flat[:4] = [0.0, -0.0, -2.0, 1e-30]  # zeros and negatives hit the dB floor
+    return x
+
+
+def complex_signal(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    x.flat[:2] = [0, 1e-20]
+    return x
+
+
+# ------------------------------------------------------------------ lowering (no GPU)
+
+
+def test_db_constants_equal_the_cpu_processor():
+    for params in (dict(), dict(ref=2.5, floor_db=-90.0, kind="amplitude")):
+        db = stages.Db(**params)
+        cpu = DbProcessor(db.params)
+        c = db_constants(db.params)
+        assert np.float32(c["scale"]) == cpu.scale and np.float32(c["inv_ref"]) == cpu.inv_ref
+        assert np.float32(c["floor"]) == cpu.floor
+
+
+def test_db_of_complex_input_lowers_to_a_fused_level():
+    spec = SignalSpec(100.0, 1, 16, "complex64", "frames", 9)
+    out = spec.with_(dtype="float32")
+    assert lower_db(stages.Db(), spec, out).kind == "power_db"
+    assert lower_db(stages.Db(kind="amplitude"), spec, out).kind == "magnitude_db"
+    assert lower_db(stages.Db(), out, out).kind == "db"
+
+
+def test_power_then_db_is_fused_into_one_op():
+    p = Pipeline([stages.Gain(db=1), stages.Power(name="pw"), stages.Db(name="lvl"), stages.Magnitude(),
+                  stages.Db(kind="amplitude")], sample_rate=1000, channels=1, block_size=16)
+    ops = lower_pipeline(p, p.specs())
+    assert [(o.kind, o.name) for o in ops] == [("gain", "gain"), ("power_db", "pw+lvl"),
+                                                ("magnitude_db", "magnitude+db")]
+    assert ops[1].spec_in.dtype == "float32" and ops[1].spec_out.dtype == "float32"
+
+
+# ------------------------------------------------------------------ GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block", [64, 250])
+def test_power_and_magnitude_float32_exact(block):
+    x = real_signal((3, 1001))
+    for st in (stages.Power(), stages.Magnitude()):
+        p = Pipeline([st], sample_rate=1000, block_size=block)
+        np.testing.assert_array_equal(p.process(x, backend="cuda"), p.process(x, backend="cpu"))
+
+
+@pytest.mark.gpu
+def test_power_and_magnitude_complex64():
+    x = complex_signal((2, 777), seed=1)
+    for st in (stages.Power(), stages.Magnitude()):
+        p = Pipeline([st], sample_rate=1000, block_size=128)
+        y, ref = p.process(x, backend="cuda"), p.process(x, backend="cpu")
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-30)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", [dict(), dict(ref=0.5, floor_db=-60.0), dict(kind="amplitude", floor_db=-120.0)])
+def test_db_of_real_input(params):
+    x = real_signal((2, 900), seed=2)
+    x[1, 5] = np.nan
+    p = Pipeline([stages.Db(**params)], sample_rate=1000, block_size=256)
+    y, ref = p.process(x, backend="cuda"), p.process(x, backend="cpu")
+    assert np.isnan(y[1, 5]) and np.isnan(ref[1, 5])
+    np.testing.assert_allclose(y, ref, rtol=0, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["power", "amplitude"])
+def test_db_of_complex_spectrum(kind):
+    spec = SignalSpec(100.0, 2, 8, "complex64", "frames", 17)
+    x = complex_signal((2, 19, 17), seed=3)
+    y, ref = run_both([stages.Db(kind=kind, floor_db=-150.0)], spec, x)
+    assert y.shape == ref.shape == x.shape
+    np.testing.assert_allclose(y, ref, rtol=0, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("complex_input", [False, True])
+def test_fused_power_db_and_magnitude_db_equal_the_two_cpu_stages(complex_input):
+    x = complex_signal((3, 1000), seed=4) if complex_input else real_signal((3, 1000), seed=4)
+    for chain in ([stages.Power(), stages.Db(ref=2.0)], [stages.Magnitude(), stages.Db(kind="amplitude")]):
+        p = Pipeline(chain, sample_rate=1000, block_size=300)
+        y, ref = p.process(x, backend="cuda"), p.process(x, backend="cpu")
+        np.testing.assert_allclose(y, ref, rtol=0, atol=1e-4)

@@ -1,0 +1,89 @@
+"""sos on CUDA (native/ops/sos.cpp, kernels/sos.cu) against the CPU stage, and its lowering.
+
+Both sides run the cascade in float64 and round the output to float32 (complex64), so they
+agree to float32 rounding: relative error ||cuda - cpu|| / ||cpu|| < 1e-5 (IIR feedback can
+amplify the last-bit differences of the FMA order a little; still far below that).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.signal as ss
+
+import pygpukit_dsp.backends.cuda_ops  # noqa: F401
+from pygpukit_dsp.backends.cuda_ops.sos import MAX_SECTIONS, lower_sos
+from pygpukit_dsp.errors import UnsupportedError
+from pygpukit_dsp.pipeline import Pipeline
+from pygpukit_dsp.signal import SignalSpec
+from pygpukit_dsp.stages.sos import Sos
+
+TOL = 1e-5
+
+
+def rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def signal(channels: int, n: int, complex_: bool, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((channels, n))
+    if complex_:
+        return (x + 1j * rng.standard_normal((channels, n))).astype(np.complex64)
+    return x.astype(np.float32)
+
+
+def both(stage: Sos, x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    p = Pipeline([stage], sample_rate=48000, block_size=block)
+    cpu = p.process(x, backend="cpu")
+    gpu = p.process(x, backend="cuda")
+    assert gpu.shape == cpu.shape and gpu.dtype == cpu.dtype
+    return gpu, cpu
+
+
+def test_lowering_passes_the_sections_in_float64():
+    stage = Sos(design={"kind": "butter", "order": 6, "cutoff_hz": 3000})
+    s = SignalSpec(sample_rate=48000, channels=2, block_size=128)
+    desc = lower_sos(stage, s, stage.output_spec(s))
+    assert desc.kind == "sos" and desc.params["sos"].dtype == np.float64
+    np.testing.assert_array_equal(desc.params["sos"], stage.sos_for(s))
+
+
+def test_too_many_sections_are_refused_naming_the_stage():
+    sos = np.tile(ss.butter(2, 0.1, output="sos"), (MAX_SECTIONS + 1, 1))
+    stage = Sos(sos=sos, name="huge")
+    s = SignalSpec(sample_rate=48000, channels=1, block_size=64)
+    with pytest.raises(UnsupportedError) as info:
+        lower_sos(stage, s, stage.output_spec(s))
+    assert info.value.stage == "huge" and str(MAX_SECTIONS) in info.value.reason
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("channels,block", [(3, 100), (40, 64), (1, 1000)])
+def test_butterworth_matches_cpu(channels: int, block: int, complex_: bool):
+    stage = Sos(design={"kind": "butter", "order": 8, "cutoff_hz": 5000})  # 4 sections
+    x = signal(channels, 2345, complex_, seed=channels)  # a final partial block
+    gpu, cpu = both(stage, x, block)
+    assert rel_err(gpu, cpu) < TOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("complex_", [False, True])
+def test_more_sections_than_one_register_group(complex_: bool):
+    # 2 x (order 10 bandpass -> 10 sections) = 20 sections: three groups of 8 in the kernel
+    a = ss.iirfilter(10, [0.1, 0.3], btype="bandpass", ftype="ellip", rp=0.5, rs=60, output="sos")
+    b = ss.iirfilter(10, 0.4, btype="lowpass", ftype="cheby1", rp=1.0, output="sos")
+    stage = Sos(sos=np.vstack([a, b]))
+    x = signal(5, 3000, complex_, seed=9)
+    gpu, cpu = both(stage, x, 256)
+    assert rel_err(gpu, cpu) < 1e-4  # sharp elliptic band edges amplify rounding a little more
+
+
+@pytest.mark.gpu
+def test_state_carries_across_blocks_like_one_sosfilt():
+    sos = ss.butter(4, 0.05, output="sos")
+    x = signal(2, 4096, False, seed=3)
+    gpu = Pipeline([Sos(sos=sos)], sample_rate=48000, block_size=128).process(x, backend="cuda")
+    ref = ss.sosfilt(sos, x.astype(np.float64), axis=-1)
+    assert rel_err(gpu, ref) < TOL
