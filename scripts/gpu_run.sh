@@ -47,7 +47,8 @@ if has bench-w2; then
     summary+=("W2 streamed: rc=$?")
 fi
 if has sanitizer; then
-    compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -m gpu tests -x \
+    timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        python3 -m pytest -q -m gpu ${SANITIZE_TESTS:-tests/backends} -x \
         -p no:cacheprovider -o addopts="--import-mode=importlib" > "$OUT/memcheck.log" 2>&1
     summary+=("compute-sanitizer memcheck: rc=$? $(grep -c 'ERROR SUMMARY' "$OUT/memcheck.log") summaries")
 fi

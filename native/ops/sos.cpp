@@ -2,6 +2,13 @@
 //
 // Parameters from pygpukit_dsp/backends/cuda_ops/sos.py:
 //   sos   (n_sections, 6) rows [b0, b1, b2, 1, a1, a2]
+//
+// Two forms: one thread per lane (channel, or re/im part) walking the block (gk_sos_f32/c64), and
+// for few lanes and long blocks the chunked form (gk_sos_chunks/carry/fix: chunks filtered in
+// parallel from a zero state, then the true chunk start states carried through the precomputed
+// state transition, then the zero-input responses added). Chunked when: at most 8 sections,
+// block >= 4096 samples, at most 1024 lanes and lanes * block <= 2^27 (the float64 scratch).
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -15,6 +22,30 @@ using dsp::dim;
 using dsp::launch;
 
 constexpr int kMaxSections = 1024;  // the coefficients sit in shared memory (40 KiB)
+constexpr int64_t kChunkedMinBlock = 4096;
+constexpr int64_t kChunkedMaxLanes = 1024;
+constexpr int64_t kChunkedMaxScratch = int64_t(1) << 27;  // lanes * block doubles
+
+// Zero-input response of the cascade (coef rows b0 b1 b2 a1 a2) from state `state` (D = 2 S
+// values, section s at 2s, 2s+1) over `length` samples: the outputs, and the state left in `state`.
+std::vector<double> zero_input_response(const std::vector<double>& coef, int64_t sections,
+                                        std::vector<double>& state, int64_t length) {
+    std::vector<double> y(static_cast<size_t>(length));
+    for (int64_t t = 0; t < length; ++t) {
+        double x = 0.0;
+        for (int64_t s = 0; s < sections; ++s) {
+            const double* c = &coef[static_cast<size_t>(5 * s)];
+            double& z0 = state[static_cast<size_t>(2 * s)];
+            double& z1 = state[static_cast<size_t>(2 * s + 1)];
+            const double out = c[0] * x + z0;
+            z0 = c[1] * x - c[3] * out + z1;
+            z1 = c[2] * x - c[4] * out;
+            x = out;
+        }
+        y[static_cast<size_t>(t)] = x;
+    }
+    return y;
+}
 
 class SosOp : public Op {
 public:
@@ -52,15 +83,34 @@ public:
         state_ = std::make_unique<DeviceBuffer>(device_, state_bytes);
         state_->memset(0, state_bytes, 0, nullptr);
         module_ = load_embedded_module(device_, "sos", CompileOptions{});
+        chunked_ = sections_ <= 8 && n_ >= kChunkedMinBlock && lanes_ <= kChunkedMaxLanes &&
+                   lanes_ * n_ <= kChunkedMaxScratch;
+        if (chunked_) {
+            make_chunked(coef);
+            return;
+        }
         kernel_ = module_->function(complex_ ? "gk_sos_c64" : "gk_sos_f32");
         shared_ = static_cast<unsigned>((5 * sections_ + 32 * 33) * sizeof(double));
         if (shared_ > 48 * 1024) kernel_->set_max_dynamic_shared_memory(static_cast<int>(shared_));
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
-        launch(*kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 32))), dim(32), shared_, s, out,
-               in, state_->ptr(), coef_->ptr(), static_cast<int>(sections_),
-               static_cast<unsigned long long>(n_), static_cast<unsigned long long>(lanes_));
+        if (chunked_) {
+            const int cx = complex_ ? 1 : 0;
+            launch(*chunks_kernel_, dim(dsp::grid_for(*device_, lanes_ * chunks_, 128)), dim(128), 0,
+                   s, y0_->ptr(), zf_->ptr(), in, coef_->ptr(), static_cast<int>(sections_), u64(n_),
+                   u64(lanes_), u64(chunk_), u64(chunks_), cx);
+            launch(*carry_kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 64))), dim(64), 0, s,
+                   starts_->ptr(), state_->ptr(), zf_->ptr(), phi_->ptr(), phi_last_->ptr(),
+                   static_cast<int>(sections_), u64(lanes_), u64(chunks_));
+            launch(*fix_kernel_, dim(dsp::grid_for(*device_, lanes_ * n_)), dim(256), 0, s, out,
+                   y0_->ptr(), starts_->ptr(), G_->ptr(), static_cast<int>(sections_), u64(n_),
+                   u64(lanes_), u64(chunk_), u64(chunks_), cx);
+        } else {
+            launch(*kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 32))), dim(32), shared_, s,
+                   out, in, state_->ptr(), coef_->ptr(), static_cast<int>(sections_), u64(n_),
+                   u64(lanes_));
+        }
         if (final)
             dsp::zero_after(s, util_, out, in_.channels, n_, dsp::item_bytes(out_),
                             output_items(n_in));
@@ -76,6 +126,46 @@ public:
     const char* kind() const override { return "sos"; }
 
 private:
+    static unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
+
+    std::unique_ptr<DeviceBuffer> upload(const std::vector<double>& v) const {
+        auto buf = std::make_unique<DeviceBuffer>(device_, v.size() * sizeof(double));
+        buf->copy_from_host(v.data(), v.size() * sizeof(double), 0, nullptr);
+        return buf;
+    }
+
+    // G (chunk x D): output at t from unit state d; Phi (D x D, row i = new state i): the state
+    // after a chunk from unit state d (column d), and the same over the shorter last chunk.
+    void make_chunked(const std::vector<double>& coef) {
+        const int64_t D = 2 * sections_;
+        chunk_ = 256;
+        while (chunk_ * chunk_ < n_ && chunk_ < 8192) chunk_ *= 2;
+        chunks_ = ceil_div(n_, chunk_);
+        const int64_t last = n_ - (chunks_ - 1) * chunk_;
+        std::vector<double> G(static_cast<size_t>(chunk_ * D)), phi(static_cast<size_t>(D * D)),
+            phi_last(static_cast<size_t>(D * D));
+        for (int64_t d = 0; d < D; ++d) {
+            std::vector<double> state(static_cast<size_t>(D), 0.0);
+            state[static_cast<size_t>(d)] = 1.0;
+            std::vector<double> y = zero_input_response(coef, sections_, state, last);
+            for (int64_t i = 0; i < D; ++i) phi_last[static_cast<size_t>(i * D + d)] = state[static_cast<size_t>(i)];
+            std::vector<double> rest = zero_input_response(coef, sections_, state, chunk_ - last);
+            for (int64_t i = 0; i < D; ++i) phi[static_cast<size_t>(i * D + d)] = state[static_cast<size_t>(i)];
+            y.insert(y.end(), rest.begin(), rest.end());
+            for (int64_t t = 0; t < chunk_; ++t) G[static_cast<size_t>(t * D + d)] = y[static_cast<size_t>(t)];
+        }
+        G_ = upload(G);
+        phi_ = upload(phi);
+        phi_last_ = upload(phi_last);
+        y0_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(lanes_ * n_) * sizeof(double));
+        const size_t per_chunk = static_cast<size_t>(lanes_ * chunks_ * D) * sizeof(double);
+        zf_ = std::make_unique<DeviceBuffer>(device_, per_chunk);
+        starts_ = std::make_unique<DeviceBuffer>(device_, per_chunk);
+        chunks_kernel_ = module_->function("gk_sos_chunks");
+        carry_kernel_ = module_->function("gk_sos_carry");
+        fix_kernel_ = module_->function("gk_sos_fix");
+    }
+
     std::shared_ptr<Device> device_;
     std::string label_;
     TensorDesc in_, out_;
@@ -86,6 +176,11 @@ private:
     std::unique_ptr<DeviceBuffer> coef_, state_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> kernel_;
+    // chunked form
+    bool chunked_ = false;
+    int64_t chunk_ = 0, chunks_ = 0;
+    std::unique_ptr<DeviceBuffer> G_, phi_, phi_last_, y0_, zf_, starts_;
+    std::shared_ptr<Kernel> chunks_kernel_, carry_kernel_, fix_kernel_;
 };
 
 GK_REGISTER_OP("sos", [](const OpArgs& a) { return std::make_unique<SosOp>(a); });

@@ -81,6 +81,18 @@ def test_more_sections_than_one_register_group(complex_: bool):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("block", [5000, 70000])
+def test_long_blocks_of_few_channels_use_the_chunked_form(block: int, complex_: bool):
+    # <= 8 sections, >= 4096 samples per block, few lanes: chunks filtered in parallel, state
+    # carried between them (5000 is not a multiple of the 256-sample chunk: a shorter last chunk)
+    stage = Sos(design={"kind": "cheby1", "order": 8, "cutoff_hz": 3000, "rp": 0.5})
+    x = signal(2, block * 3 + 1234, complex_, seed=block)
+    gpu, cpu = both(stage, x, block)
+    assert rel_err(gpu, cpu) < TOL
+
+
+@pytest.mark.gpu
 def test_state_carries_across_blocks_like_one_sosfilt():
     sos = ss.butter(4, 0.05, output="sos")
     x = signal(2, 4096, False, seed=3)

@@ -130,3 +130,107 @@ extern "C" __global__ void __launch_bounds__(32) gk_sos_c64(float* out, const fl
                                                             gk_size_t n, gk_size_t lanes) {
     sos_block(out, in, zi, coef, sections, n, lanes, true);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Chunked form, for few lanes and long blocks (the sequential kernel above would leave the GPU
+// idle). The cascade is linear in (state, input), so with the block cut into chunks of `chunk`
+// samples and D = 2 * sections state values:
+//   A. gk_sos_chunks: every chunk filtered from a zero state, in parallel: its zero-state output
+//      y0 (double) and final state zf;
+//   B. gk_sos_carry: one thread per lane walks the chunks in order: the true state at the start
+//      of chunk c+1 is zf[c] + Phi * start[c] (Phi: the state transition over a chunk with zero
+//      input, phi_last for a shorter last chunk); the state after the block goes back to zi;
+//   C. gk_sos_fix: y[t] = y0[t] + sum_d G[t mod chunk][d] * start[chunk of t][d], G[t][d] the
+//      output at t of the cascade started from unit state d with zero input.
+// Phi, phi_last and G are computed on the host in float64 (sos.cpp); at most 8 sections.
+namespace {
+constexpr int CHUNK_SECTIONS = 8;
+constexpr int CHUNK_STATE = 2 * CHUNK_SECTIONS;
+}  // namespace
+
+// grid-stride over lanes * chunks; y0: (lanes, n) double; zf: (lanes, chunks, 2*sections).
+extern "C" __global__ void gk_sos_chunks(double* y0, double* zf, const float* in, const double* coef,
+                                         int sections, gk_size_t n, gk_size_t lanes,
+                                         gk_size_t chunk, gk_size_t chunks, int complex_data) {
+    const int D = 2 * sections;
+    for (gk_size_t idx = gk_thread_index(); idx < lanes * chunks; idx += gk_grid_stride()) {
+        const gk_size_t lane = idx / chunks, c = idx - lane * chunks;
+        double z0[CHUNK_SECTIONS], z1[CHUNK_SECTIONS];
+#pragma unroll
+        for (int s = 0; s < CHUNK_SECTIONS; ++s) z0[s] = z1[s] = 0.0;
+        const gk_size_t t0 = c * chunk;
+        const gk_size_t t1 = t0 + chunk < n ? t0 + chunk : n;
+        for (gk_size_t t = t0; t < t1; ++t) {
+            double x = (double)in[lane_index(lane, t, n, complex_data != 0)];
+#pragma unroll
+            for (int s = 0; s < CHUNK_SECTIONS; ++s) {
+                if (s < sections) {
+                    const double* cs = coef + 5 * s;
+                    const double y = fma(cs[0], x, z0[s]);
+                    z0[s] = fma(cs[1], x, fma(-cs[3], y, z1[s]));
+                    z1[s] = fma(cs[2], x, -cs[4] * y);
+                    x = y;
+                }
+            }
+            y0[lane * n + t] = x;
+        }
+        double* dst = zf + idx * (gk_size_t)D;
+#pragma unroll
+        for (int s = 0; s < CHUNK_SECTIONS; ++s)
+            if (s < sections) {
+                dst[2 * s] = z0[s];
+                dst[2 * s + 1] = z1[s];
+            }
+    }
+}
+
+// one thread per lane; starts: (lanes, chunks, D); zi: [(2*s + k) * lanes + lane]; phi: (D, D).
+extern "C" __global__ void gk_sos_carry(double* starts, double* zi, const double* zf,
+                                        const double* phi, const double* phi_last, int sections,
+                                        gk_size_t lanes, gk_size_t chunks) {
+    const gk_size_t lane = gk_thread_index();
+    if (lane >= lanes) return;
+    const int D = 2 * sections;
+    double s[CHUNK_STATE];
+#pragma unroll
+    for (int d = 0; d < CHUNK_STATE; ++d) s[d] = d < D ? zi[(gk_size_t)d * lanes + lane] : 0.0;
+    for (gk_size_t c = 0; c < chunks; ++c) {
+        const gk_size_t row = (lane * chunks + c) * (gk_size_t)D;
+        const double* P = c + 1 == chunks ? phi_last : phi;
+        double next[CHUNK_STATE];
+#pragma unroll
+        for (int i = 0; i < CHUNK_STATE; ++i) {
+            if (i < D) {
+                starts[row + i] = s[i];
+                double v = zf[row + i];
+#pragma unroll
+                for (int j = 0; j < CHUNK_STATE; ++j)
+                    if (j < D) v = fma(P[i * D + j], s[j], v);
+                next[i] = v;
+            } else {
+                next[i] = 0.0;
+            }
+        }
+#pragma unroll
+        for (int d = 0; d < CHUNK_STATE; ++d) s[d] = next[d];
+    }
+#pragma unroll
+    for (int d = 0; d < CHUNK_STATE; ++d)
+        if (d < D) zi[(gk_size_t)d * lanes + lane] = s[d];
+}
+
+// grid-stride over lanes * n; G: (chunk, D).
+extern "C" __global__ void gk_sos_fix(float* out, const double* y0, const double* starts,
+                                      const double* G, int sections, gk_size_t n, gk_size_t lanes,
+                                      gk_size_t chunk, gk_size_t chunks, int complex_data) {
+    const int D = 2 * sections;
+    for (gk_size_t idx = gk_thread_index(); idx < lanes * n; idx += gk_grid_stride()) {
+        const gk_size_t lane = idx / n, t = idx - lane * n;
+        const gk_size_t c = t / chunk, tl = t - c * chunk;
+        const double* st = starts + (lane * chunks + c) * (gk_size_t)D;
+        const double* g = G + tl * (gk_size_t)D;
+        double v = y0[idx];
+        for (int d = 0; d < D; ++d) v = fma(g[d], st[d], v);
+        out[lane_index(lane, t, n, complex_data != 0)] = (float)v;
+    }
+}

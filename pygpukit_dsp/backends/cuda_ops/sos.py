@@ -4,7 +4,9 @@ The native op (native/ops/sos.cpp, kernels/sos.cu) runs one thread per channel (
 complex channel: the real coefficients filter the real and imaginary parts independently),
 direct form II transposed in float64 exactly as scipy.signal.sosfilt, the section state kept
 in device memory between blocks. The coefficients sit in shared memory, which caps the
-cascade at 1024 sections.
+cascade at 1024 sections. For few channels and long blocks (at most 8 sections) the op uses a
+chunked form instead: chunks filtered in parallel from a zero state, then the true chunk start
+states carried through the cascade's precomputed state transition (see docs/cuda.md).
 """
 
 from __future__ import annotations
