@@ -54,7 +54,10 @@ def main() -> None:
     x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
     rows = []
 
-    for label, kw in [("graph", {}), ("eager", {"use_graph": False}), ("graph spin 0", {"spin_us": 0})]:
+    for label, kw in [("latency mode, graph", {"single_stream": True}),
+                      ("latency mode, eager", {"single_stream": True, "use_graph": False}),
+                      ("3 streams, graph", {"single_stream": False}),
+                      ("3 streams, eager", {"single_stream": False, "use_graph": False})]:
         eng = engine_for(w1, **kw)
         rows.append((f"W1 engine.process ({label})", pct(timed(lambda: eng.process(x), n))))
         raw = eng._engine
@@ -64,7 +67,7 @@ def main() -> None:
             raw.submit(0, 256, False)
             raw.wait(0)
         rows.append((f"W1 native submit+wait ({label})", pct(timed(native, n))))
-        if label == "graph":
+        if label == "latency mode, graph":
             dst = eng._in[1]
 
             def fill():
@@ -77,7 +80,7 @@ def main() -> None:
 
     null = Pipeline([stages.Gain(linear=1.0), stages.Mix(matrix=np.eye(16, 64, dtype=np.float32))],
                     sample_rate=48000, channels=64, block_size=256, backend="cuda")
-    eng = engine_for(null)
+    eng = engine_for(null, single_stream=True)
     raw = eng._engine
 
     def native_null():

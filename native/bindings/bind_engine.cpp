@@ -1,4 +1,5 @@
 // StreamEngine and the op registry.
+#include <cstring>
 #include <pybind11/numpy.h>
 
 #include <complex>
@@ -133,7 +134,7 @@ void bind_engine(py::module_& m) {
         m, "StreamEngine",
         "One pipeline's ops on one GPU, fed through pinned slots by a native worker thread.")
         .def(py::init([](std::shared_ptr<gk::Device> device, py::list ops, int slots, int priority,
-                         bool use_graph, int spin_us) {
+                         bool use_graph, int spin_us, bool single_stream) {
                  ensure_library_dirs();
                  std::vector<gk::OpSpec> specs;
                  size_t i = 0;
@@ -143,11 +144,12 @@ void bind_engine(py::module_& m) {
                  options.priority = priority;
                  options.use_graph = use_graph;
                  options.spin_us = spin_us;
+                 options.single_stream = single_stream;
                  py::gil_scoped_release release;
                  return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options);
              }),
              py::arg("device"), py::arg("ops"), py::arg("slots") = 2, py::arg("priority") = 0,
-             py::arg("use_graph") = true, py::arg("spin_us") = 200,
+             py::arg("use_graph") = true, py::arg("spin_us") = 200, py::arg("single_stream") = false,
              "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]")
         .def_property_readonly("slots", &gk::StreamEngine::slots)
         .def_property_readonly("input_layout",
@@ -159,6 +161,8 @@ void bind_engine(py::module_& m) {
         .def_property_readonly("use_graph", [](const gk::StreamEngine& e) { return e.options().use_graph; })
         .def_property_readonly("priority", [](const gk::StreamEngine& e) { return e.options().priority; })
         .def_property_readonly("spin_us", [](const gk::StreamEngine& e) { return e.options().spin_us; })
+        .def_property_readonly("single_stream",
+                               [](const gk::StreamEngine& e) { return e.options().single_stream; })
         .def_property_readonly("closed", &gk::StreamEngine::closed)
         .def_property_readonly("stages",
                                [](const gk::StreamEngine& e) {
@@ -178,6 +182,38 @@ void bind_engine(py::module_& m) {
         .def("submit", &gk::StreamEngine::submit, py::arg("slot"), py::arg("n_valid"),
              py::arg("final") = false,
              "Hand a filled slot to the worker (non-blocking); n_valid items, the tail zeroed.")
+        .def(
+            "process",
+            [](gk::StreamEngine& e, int slot, const py::array& block, bool final) {
+                const gk::TensorDesc& in = e.input_desc();
+                const gk::TensorDesc& out = e.output_desc();
+                const int ndim = in.frames() ? 3 : 2;
+                if (!py::dtype(gk::dtype_name(in.dtype)).is(block.dtype()) ||
+                    !(block.flags() & py::array::c_style) || block.ndim() != ndim ||
+                    block.shape(0) != in.channels || (ndim == 3 && block.shape(2) != in.bins))
+                    throw std::invalid_argument(
+                        "process() takes a C-contiguous " + std::string(gk::dtype_name(in.dtype)) +
+                        " block of shape (" + std::to_string(in.channels) + ", n" +
+                        (ndim == 3 ? ", " + std::to_string(in.bins) : std::string()) + ")");
+                const int64_t n = block.shape(1);
+                const void* src = block.data();
+                int64_t n_out = 0;
+                {
+                    py::gil_scoped_release release;
+                    n_out = e.process(slot, src, n, final);
+                }
+                std::vector<py::ssize_t> shape{out.channels, n_out};
+                if (out.frames()) shape.push_back(out.bins);
+                py::array result(py::dtype(gk::dtype_name(out.dtype)), shape);
+                const size_t item = gk::dtype_size(out.dtype) * static_cast<size_t>(out.frames() ? out.bins : 1);
+                const auto* pinned = static_cast<const unsigned char*>(e.output_buffer(slot)->data());
+                auto* dst = static_cast<unsigned char*>(result.mutable_data());
+                for (int64_t c = 0; c < out.channels; ++c)
+                    std::memcpy(dst + c * item * n_out, pinned + c * item * out.items, item * n_out);
+                return result;
+            },
+            py::arg("slot"), py::arg("block"), py::arg("final") = false,
+            "Copy a block into the (free) slot, run it, and return a new array with its valid output.")
         .def("wait", &gk::StreamEngine::wait, py::arg("slot"), py::call_guard<py::gil_scoped_release>(),
              "Block until the slot's block is done; returns its valid output items.")
         .def("reset", &gk::StreamEngine::reset, py::call_guard<py::gil_scoped_release>())

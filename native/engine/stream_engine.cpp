@@ -220,6 +220,8 @@ void StreamEngine::teardown() noexcept {
     }
     for (auto& slot : slots_) {
         if (slot->graph) api->cuGraphExecDestroy(slot->graph);
+        if (slot->block_graph) api->cuGraphExecDestroy(slot->block_graph);
+        slot->block_graph = nullptr;
         for (CUevent e : {slot->ev_h2d, slot->ev_comp, slot->ev_done})
             if (e) api->cuEventDestroy(e);
         slot->graph = nullptr;
@@ -344,28 +346,43 @@ void StreamEngine::capture_graphs() {
                           "cuGraphInstantiateWithFlags...); update the driver or use use_graph=False");
     for (size_t s = 0; s < slots_.size(); ++s) {
         Slot& slot = *slots_[s];
-        const std::string what = "capturing the ops of slot " + std::to_string(s) +
-                                 " into a CUDA graph (stages " + stage_names() + ")";
-        cu_check(api.cuStreamBeginCapture(compute_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                 "cuStreamBeginCapture_v2", what);
-        try {
-            enqueue_ops(static_cast<int>(s), input_desc().items, false);
-        } catch (...) {
-            CUgraph broken = nullptr;
-            api.cuStreamEndCapture(compute_, &broken);
-            if (broken) api.cuGraphDestroy(broken);
-            throw;
-        }
-        CUgraph graph = nullptr;
-        cu_check(api.cuStreamEndCapture(compute_, &graph), "cuStreamEndCapture",
-                 what + "; an op synchronised, allocated or touched another stream inside enqueue()");
-        CUresult r = api.cuGraphInstantiateWithFlags(&slot.graph, graph, 0);
-        api.cuGraphDestroy(graph);
-        cu_check(r, "cuGraphInstantiateWithFlags", what);
-        if (api.cuGraphUpload)
-            cu_check(api.cuGraphUpload(slot.graph, compute_), "cuGraphUpload", what);
+        slot.graph = capture_slot(static_cast<int>(s), false);
+        if (options_.single_stream) slot.block_graph = capture_slot(static_cast<int>(s), true);
     }
     cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize", "uploading the engine's graphs");
+}
+
+CUgraphExec StreamEngine::capture_slot(int s, bool with_copies) {
+    const DriverApi& api = driver();
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    const std::string what = "capturing the " + std::string(with_copies ? "copies and ops" : "ops") +
+                             " of slot " + std::to_string(s) + " into a CUDA graph (stages " +
+                             stage_names() + ")";
+    cu_check(api.cuStreamBeginCapture(compute_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+             "cuStreamBeginCapture_v2", what);
+    try {
+        if (with_copies)
+            cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(),
+                                           compute_), "cuMemcpyHtoDAsync_v2", what);
+        enqueue_ops(s, input_desc().items, false);
+        if (with_copies)
+            cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(),
+                                           compute_), "cuMemcpyDtoHAsync_v2", what);
+    } catch (...) {
+        CUgraph broken = nullptr;
+        api.cuStreamEndCapture(compute_, &broken);
+        if (broken) api.cuGraphDestroy(broken);
+        throw;
+    }
+    CUgraph graph = nullptr;
+    cu_check(api.cuStreamEndCapture(compute_, &graph), "cuStreamEndCapture",
+             what + "; an op synchronised, allocated or touched another stream inside enqueue()");
+    CUgraphExec exec = nullptr;
+    CUresult r = api.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    api.cuGraphDestroy(graph);
+    cu_check(r, "cuGraphInstantiateWithFlags", what);
+    if (api.cuGraphUpload) cu_check(api.cuGraphUpload(exec, compute_), "cuGraphUpload", what);
+    return exec;
 }
 
 void StreamEngine::reset_ops_locked() {
@@ -388,12 +405,27 @@ void StreamEngine::reset_ops_locked() {
 void StreamEngine::enqueue_block(int s) {
     const DriverApi& api = driver();
     Slot& slot = *slots_[static_cast<size_t>(s)];
-    cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), h2d_),
+    const bool full = !slot.final && slot.n_in == input_desc().items;
+    const bool single = options_.single_stream;
+    if (single && full && slot.block_graph) {
+        // Latency mode: H2D, the ops and D2H in one graph on the compute stream.
+        cu_check(api.cuGraphLaunch(slot.block_graph, compute_), "cuGraphLaunch", "launching a block's graph");
+        counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
+        counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
+        counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
+        slot.n_out = output_desc().items;
+        cu_check(api.cuEventRecord(slot.ev_done, compute_), "cuEventRecord", "ordering a block's copy");
+        return;
+    }
+    CUstream up = single ? compute_ : h2d_;
+    CUstream down = single ? compute_ : d2h_;
+    cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), up),
              "cuMemcpyHtoDAsync_v2", "copying a block to the GPU");
     counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
-    cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", "ordering a block's copy");
-    cu_check(api.cuStreamWaitEvent(compute_, slot.ev_h2d, 0), "cuStreamWaitEvent", "ordering a block");
-    const bool full = !slot.final && slot.n_in == input_desc().items;
+    if (!single) {
+        cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", "ordering a block's copy");
+        cu_check(api.cuStreamWaitEvent(compute_, slot.ev_h2d, 0), "cuStreamWaitEvent", "ordering a block");
+    }
     if (full && slot.graph) {
         cu_check(api.cuGraphLaunch(slot.graph, compute_), "cuGraphLaunch", "launching a block's graph");
         counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
@@ -402,12 +434,14 @@ void StreamEngine::enqueue_block(int s) {
         slot.n_out = enqueue_ops(s, slot.n_in, slot.final);
         counters_.eager_blocks.fetch_add(1, std::memory_order_relaxed);
     }
-    cu_check(api.cuEventRecord(slot.ev_comp, compute_), "cuEventRecord", "ordering a block's compute");
-    cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", "ordering a block");
-    cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(), d2h_),
+    if (!single) {
+        cu_check(api.cuEventRecord(slot.ev_comp, compute_), "cuEventRecord", "ordering a block's compute");
+        cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", "ordering a block");
+    }
+    cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(), down),
              "cuMemcpyDtoHAsync_v2", "copying a block from the GPU");
     counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
-    cu_check(api.cuEventRecord(slot.ev_done, d2h_), "cuEventRecord", "ordering a block's copy");
+    cu_check(api.cuEventRecord(slot.ev_done, down), "cuEventRecord", "ordering a block's copy");
 }
 
 void StreamEngine::worker_main() {
@@ -553,6 +587,35 @@ int64_t StreamEngine::wait(int s) {
         return n;
     }
     rethrow_failure();
+}
+
+int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
+    if (closed_.load()) throw Error("StreamEngine.process(): the engine is closed");
+    if (s < 0 || s >= slots())
+        throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
+                                    std::to_string(slots() - 1) + ")");
+    const TensorDesc& in = input_desc();
+    if (n < 1 || n > in.items)
+        throw std::invalid_argument("a block holds 1.." + std::to_string(in.items) + " items, got " +
+                                    std::to_string(n));
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    if (slot.state.load() != kFree)
+        throw std::invalid_argument("slot " + std::to_string(s) + " still holds a submitted block");
+    const size_t item_bytes = dtype_size(in.dtype) * static_cast<size_t>(in.frames() ? in.bins : 1);
+    const size_t full_row = item_bytes * static_cast<size_t>(in.items);
+    const size_t row = item_bytes * static_cast<size_t>(n);
+    auto* dst = static_cast<unsigned char*>(slot.h_in->data());
+    const auto* src = static_cast<const unsigned char*>(block);
+    if (n == in.items) {
+        std::memcpy(dst, src, in.nbytes());
+    } else {
+        for (int64_t c = 0; c < in.channels; ++c) {
+            std::memcpy(dst + c * full_row, src + c * row, row);
+            std::memset(dst + c * full_row + row, 0, full_row - row);
+        }
+    }
+    submit(s, n, final);
+    return wait(s);
 }
 
 void StreamEngine::wait_idle() {

@@ -48,6 +48,12 @@ struct EngineOptions {
     int priority = 0;      // CUDA stream priority of all three streams (lower runs first)
     bool use_graph = true;
     int spin_us = 200;     // how long a waiting thread spins before it blocks
+    // Latency mode: the block's H2D copy, compute and D2H copy all go on the compute stream (with
+    // use_graph, captured into one graph per slot: one launch per block). No cross-stream event
+    // waits on the GPU; block n+1's upload no longer overlaps block n's compute, which a stream
+    // fed one block at a time (realtime) does not need. Measured on an H100: W1 round trip
+    // 33.6 us -> see docs/cuda.md.
+    bool single_stream = false;
 };
 
 struct EngineCounters {
@@ -102,6 +108,11 @@ public:
     // Blocks until the slot's block is done; returns its valid output items. The slot is then
     // the caller's again (its pinned output valid until the slot is submitted again).
     int64_t wait(int slot);
+    // The synchronous path in one call: copies `block` (channels x n_valid items, C order, the
+    // input dtype) into the free slot's pinned input, zero-fills the tail, submits and waits.
+    // Returns the valid output items, which stay in the slot's pinned output until the slot is
+    // submitted again. Needs no Python (the binding releases the GIL around it).
+    int64_t process(int slot, const void* block, int64_t n_valid, bool final);
     // Waits for in-flight work, then resets every op's state on the compute stream.
     void reset();
     // Drains in-flight blocks, stops the worker, frees every GPU resource. Idempotent.
@@ -126,7 +137,8 @@ private:
         std::shared_ptr<PinnedBuffer> h_in, h_out;
         std::unique_ptr<DeviceBuffer> d_in, d_out;
         CUevent ev_h2d = nullptr, ev_comp = nullptr, ev_done = nullptr;
-        CUgraphExec graph = nullptr;
+        CUgraphExec graph = nullptr;        // the ops only (compute stream)
+        CUgraphExec block_graph = nullptr;  // single_stream: H2D + ops + D2H in one graph
         std::atomic<int> state{kFree};
         int64_t n_in = 0;   // written by submit() before publication
         bool final = false;
@@ -147,6 +159,7 @@ private:
     int64_t enqueue_ops(int slot, int64_t n, bool final);
     void zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t n_valid);
     void capture_graphs();
+    CUgraphExec capture_slot(int slot, bool with_copies);
     void warm_up();
     void enqueue_block(int slot);           // worker: H2D, compute, D2H for one block
     void worker_main();

@@ -45,7 +45,7 @@ class CudaEngine:
 
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
                  slots: int = DEFAULT_SLOTS, use_graph: bool = True, spin_us: int = 200,
-                 device: int = 0):
+                 device: int = 0, single_stream: bool | None = None):
         from .. import _native
 
         self.choice = choice
@@ -54,8 +54,15 @@ class CudaEngine:
         self.device = _native.Device(device)
         realtime = pipeline.qos.cls == "realtime"
         self.priority = self.device.highest_stream_priority if realtime else 0
+        # Latency mode for realtime streams: copies and compute in one graph on one stream (no
+        # cross-stream event waits); throughput streams keep separate copy streams so that block
+        # n+1's upload overlaps block n's compute (docs/cuda.md, "Latency mode").
+        if single_stream is None:
+            single_stream = realtime
         self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,
-                                            priority=self.priority, use_graph=use_graph, spin_us=spin_us)
+                                            priority=self.priority, use_graph=use_graph, spin_us=spin_us,
+                                            single_stream=single_stream)
+        self._in_dtype = chain.input.np_dtype
         self._slots = self._engine.slots
         self._in = [self._engine.input_slot(s) for s in range(self._slots)]
         self._out = [self._engine.output_slot(s) for s in range(self._slots)]
@@ -107,8 +114,23 @@ class CudaEngine:
         return self._out[slot][:, :n_out]
 
     def process(self, block: np.ndarray, final: bool = False) -> np.ndarray:
-        """Process one block and return a copy of its output (the safe API)."""
-        return np.array(self.collect(self.submit(block, final)), copy=True)
+        """Process one block and return a new array with its output (the safe API).
+
+        One native call: the copy into the pinned slot, the hand-over, the wait and the copy
+        out all happen in C++ without the GIL.
+        """
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        slot = self._next
+        if self._busy[slot]:
+            raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
+        block = np.ascontiguousarray(block, dtype=self._in_dtype)
+        if block.ndim >= 2 and block.shape[1] < self._items and not final:
+            raise ValueError(f"a partial block ({block.shape[1]} of {self._items} items) must be the "
+                             "final block (final=True)")
+        out = self._engine.process(slot, block, final)
+        self._next = (slot + 1) % self._slots
+        return out
 
     # ------------------------------------------------------------------ state, counters
     def reset(self) -> None:

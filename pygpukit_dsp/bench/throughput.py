@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 from .harness import BenchReport, ImplResult, _input_blocks, _percentiles, _source_format, machine_description
 
-STREAMED_SLOTS = 3
+STREAMED_SLOTS = 2  # the engine's slots: block n+1 uploads while block n computes
 
 
 def run_throughput_bench(pipeline: "Pipeline", *, backend: str | None, blocks: int, warmup: int,

@@ -27,8 +27,11 @@ from pygpukit_dsp.backends import BackendChoice
 from pygpukit_dsp.errors import DeviceError, UnsupportedError
 from pygpukit_dsp.signal import SignalSpec
 
+import pygpukit_dsp
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+PACKAGE_PARENT = Path(pygpukit_dsp.__file__).resolve().parents[1]
 FAKE_DRIVER_SOURCE = REPO / "tests" / "native" / "fake_libcuda.c"
 
 # What the lead's fake driver lacks for the engine: graph capture and the 2-D memset.
@@ -55,9 +58,10 @@ CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t 
 def run_python(code: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     environ = dict(os.environ)
     environ.update(env)
-    environ["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    # the package under test (installed or a developer build), from a cwd outside the checkout
+    environ["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environ, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, cwd=HERE.anchor)
 
 
 def last_json(proc: subprocess.CompletedProcess) -> dict:
@@ -401,6 +405,56 @@ def test_gpu_hot_path_counts_exactly_one_h2d_one_d2h_one_wait_per_block():
         c = eng.counters()
         assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (51, 51, 51, 51)
         assert c["graph_launches"] == 50 and c["eager_blocks"] == 1
+    finally:
+        eng.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("use_graph", [True, False])
+def test_gpu_latency_mode_counts_one_copy_each_way_and_one_wait_per_block(use_graph):
+    p = _chain()
+    eng = _engine(p, single_stream=True, use_graph=use_graph)
+    try:
+        for b in _blocks(40):
+            eng.process(b)
+        c = eng.counters()
+        assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (40, 40, 40, 40)
+        assert c["graph_launches"] == (40 if use_graph else 0)
+    finally:
+        eng.close()
+
+
+@pytest.mark.gpu
+def test_gpu_latency_mode_equals_three_stream_mode_and_view_api():
+    p = _chain()
+    blocks = _blocks(12) + [_blocks(1, seed=3)[0][:, :77]]
+    outs = {}
+    for single in (True, False):
+        eng = _engine(p, single_stream=single)
+        try:
+            got = [eng.process(b, final=(i == len(blocks) - 1)) for i, b in enumerate(blocks)]
+            eng.reset()
+            via_views = [np.array(eng.collect(eng.submit(b, final=(i == len(blocks) - 1))))
+                         for i, b in enumerate(blocks)]
+        finally:
+            eng.close()
+        for a, b in zip(got, via_views):
+            np.testing.assert_array_equal(a, b)
+        outs[single] = np.concatenate(got, axis=1)
+    np.testing.assert_array_equal(outs[True], outs[False])
+    assert outs[True].shape == (3, 12 * 256 + 77)
+
+
+@pytest.mark.gpu
+def test_gpu_realtime_qos_selects_latency_mode():
+    eng = _engine(_chain(qos={"class": "realtime"}))
+    try:
+        assert eng._engine.single_stream is True
+    finally:
+        eng.close()
+    eng = _engine(_chain())
+    try:
+        assert eng._engine.single_stream is False
     finally:
         eng.close()
 

@@ -102,9 +102,13 @@ def test_auto_without_a_gpu_fails_at_start_with_the_reason():
     except UnsupportedError as exc:
         print(json.dumps({{"error": str(exc), "reads": len(reads)}}))
     """)
+    import pygpukit_dsp
+
+    package_parent = Path(pygpukit_dsp.__file__).resolve().parents[1]  # the package under test
     env = dict(os.environ, GK_LIBCUDA="/nonexistent/libcuda.so.1",
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+               PYTHONPATH=os.pathsep.join([str(package_parent), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=Path(package_parent).anchor)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "runs only on the cuda backend" in out["error"]
