@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
 
 ROUND_BLOCKS = 250      # blocks per implementation per round (interleaving against drift)
+# Pause before each implementation's round: thread pools of the previous one (OpenBLAS spins its
+# workers for ~0.1 s after a call) go idle instead of competing for cores with the next one.
+ROUND_PAUSE_S = 0.15
 CHECK_BLOCKS = 6        # blocks compared against the project's output
 CHECK_RTOL = 2e-3       # ||baseline - project|| / ||project||, float32 arithmetic
 
@@ -258,6 +261,9 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
         while done < blocks:
             n = min(ROUND_BLOCKS, blocks - done)
             for r, impl in runnable:
+                if len(runnable) > 1:
+                    time.sleep(ROUND_PAUSE_S)
+                    impl.process(inputs[done % len(inputs)])  # one untimed block after the pause
                 _time_blocks(impl.process, inputs, done, n, samples[r.name])
             done += n
             if progress and time.perf_counter() - t_report > 0.5:
