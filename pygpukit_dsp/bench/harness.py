@@ -56,6 +56,7 @@ class BenchReport:
     machine: str
     results: list[ImplResult]
     notes: list[str] = field(default_factory=list)
+    first_block: dict[str, float] = field(default_factory=dict)  # cuda: cold/warm engine open -> first output
 
     def project(self) -> ImplResult:
         return self.results[0]
@@ -105,6 +106,7 @@ class BenchReport:
                 f"{_ratio(rt.get('p50'))} | {_ratio(rt.get('p99'))} | {check} |")
         lines.append("")
         lines.append("Ratios are project / baseline (below 1.00x: the project is faster).")
+        lines += self.notes
         return "\n".join(lines)
 
     def _markdown_throughput(self) -> str:
@@ -282,16 +284,61 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
             if impl is not None:
                 impl.close()
 
+    notes: list[str] = []
+    first: dict[str, float] = {}
+    if choice.name == "cuda":
+        first = first_block_times(pipeline, chain, inputs[0])
+        notes.append(first_block_note(first))
     report = BenchReport(
         pipeline=pipeline.name, mode="latency", backend=choice.name, backend_reason=choice.reason,
         input_spec=chain.input.describe(), output_spec=chain.output.describe(), blocks=blocks,
         warmup=warmup, samples_per_block=spb, machine=machine_description(),
-        results=[r for r, _ in impls])
+        results=[r for r, _ in impls], notes=notes, first_block=first)
     if plot:
         from .plot import plot_latency
 
         plot_latency(report, plot)
     return report
+
+
+def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarray) -> dict[str, float]:
+    """Milliseconds from opening the cuda engine to the first block's output, cold and warm.
+
+    cold: an empty kernel cache (a fresh GK_CACHE_DIR, in-memory cache cleared): NVRTC compiles
+    every kernel. warm: the on-disk cache filled by the cold run, in-memory cache cleared: what a
+    second process start sees. Both include cuFFT/cuBLAS plans and graph capture.
+    """
+    import os
+    import tempfile
+
+    from .. import _native
+    from ..backends import open_backend
+
+    out: dict[str, float] = {}
+    old = os.environ.get("GK_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="gk-cold-cache-") as cache:
+        os.environ["GK_CACHE_DIR"] = cache
+        try:
+            for label in ("cold", "warm"):
+                _native.clear_jit_memory_cache()
+                t0 = time.perf_counter()
+                engine = open_backend(pipeline, chain, "cuda")
+                try:
+                    engine.process(block)
+                    out[f"first_block_{label}_ms"] = (time.perf_counter() - t0) * 1e3
+                finally:
+                    engine.close()
+        finally:
+            if old is None:
+                os.environ.pop("GK_CACHE_DIR", None)
+            else:
+                os.environ["GK_CACHE_DIR"] = old
+    return out
+
+
+def first_block_note(times: dict[str, float]) -> str:
+    return (f"first block from engine open: cold (empty kernel cache) {times['first_block_cold_ms']:.0f} ms, "
+            f"warm (disk cache) {times['first_block_warm_ms']:.0f} ms")
 
 
 def _source_format(pipeline: "Pipeline") -> StreamFormat:

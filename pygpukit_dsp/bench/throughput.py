@@ -21,7 +21,8 @@ from ..errors import UnsupportedError
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
 
-from .harness import BenchReport, ImplResult, _input_blocks, _percentiles, _source_format, machine_description
+from .harness import (BenchReport, ImplResult, _input_blocks, _percentiles, _source_format, first_block_note,
+                      first_block_times, machine_description)
 
 STREAMED_SLOTS = 2  # the engine's slots: block n+1 uploads while block n computes
 
@@ -97,9 +98,11 @@ def run_throughput_bench(pipeline: "Pipeline", *, backend: str | None, blocks: i
             impl.close()
         results.append(r)
 
+    first = first_block_times(pipeline, chain, block)
+    extra_lines.append(first_block_note(first))
     report = BenchReport(
         pipeline=pipeline.name, mode=mode, backend=choice.name, backend_reason=choice.reason,
         input_spec=chain.input.describe(), output_spec=chain.output.describe(), blocks=blocks,
         warmup=warmup, samples_per_block=spb, machine=machine_description(), results=results,
-        notes=extra_lines)
+        notes=extra_lines, first_block=first)
     return report

@@ -1,0 +1,47 @@
+"""The bench harness: report contents, interleaving, first-block timing on the GPU."""
+
+import numpy as np
+import pytest
+
+from pygpukit_dsp import Pipeline, stages
+from pygpukit_dsp.bench import run_bench
+
+
+def _small():
+    return Pipeline([stages.Fir(taps=np.hanning(32)), stages.Mix(matrix=np.ones((2, 4)) / 4)],
+                    sample_rate=1000, channels=4, block_size=64, backend="cpu")
+
+
+def test_latency_report_has_percentiles_ratios_and_a_checked_baseline():
+    rep = run_bench(_small(), backend="cpu", blocks=300, warmup=10, compare=["numpy"])
+    proj, base = rep.results
+    assert proj.kind == "project" and base.status == "ok" and base.max_rel_err < 1e-4
+    for r in rep.results:
+        lat = r.latency_us
+        assert 0 < lat["p50"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+        assert len(r.raw_us) == 300
+    assert set(rep.ratios()["numpy"]) == {"p50", "p99"}
+    md = rep.markdown()
+    assert "| numpy |" in md and "p99.9 us" in md
+    d = rep.to_dict()
+    assert d["results"][1]["status"] == "ok" and "raw_us" not in d["results"][0]
+
+
+def test_missing_baseline_library_is_reported_as_skipped():
+    rep = run_bench(_small(), backend="cpu", blocks=20, warmup=0, compare=["torch"])
+    r = rep.results[1]
+    if r.status == "skipped":
+        assert "torch" in r.reason
+    else:  # a machine with torch and a GPU: it ran and matched
+        assert r.status == "ok"
+
+
+@pytest.mark.gpu
+def test_first_block_times_cold_and_warm():
+    from pygpukit_dsp.bench.harness import first_block_times
+
+    p = _small()
+    t = first_block_times(p, p.specs(), np.ones((4, 64), np.float32))
+    assert t["first_block_cold_ms"] > 0 and t["first_block_warm_ms"] > 0
+    # the cold run compiles with NVRTC; the warm one loads CUBINs from the disk cache
+    assert t["first_block_warm_ms"] < t["first_block_cold_ms"]
