@@ -50,8 +50,13 @@ def main() -> None:
         def process(eng=eng):
             eng._next = 0
             eng.process(x)
+        def numpy_copy(eng=eng, raw=raw):
+            eng._in[1][...] = x  # ordinary (cached) stores, then the same hand-over
+            raw.submit(1, 256, False)
+            raw.wait(1)
         fns[f"{k}: process"] = process
         fns[f"{k}: native submit+wait"] = native
+        fns[f"{k}: numpy copy+submit+wait"] = numpy_copy
     try:
         import torch
 

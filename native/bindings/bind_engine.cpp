@@ -214,6 +214,25 @@ void bind_engine(py::module_& m) {
             },
             py::arg("slot"), py::arg("block"), py::arg("final") = false,
             "Copy a block into the (free) slot, run it, and return a new array with its valid output.")
+        .def(
+            "fill",
+            [](gk::StreamEngine& e, int slot, const py::array& block) {
+                const gk::TensorDesc& in = e.input_desc();
+                const int ndim = in.frames() ? 3 : 2;
+                if (!py::dtype(gk::dtype_name(in.dtype)).is(block.dtype()) ||
+                    !(block.flags() & py::array::c_style) || block.ndim() != ndim ||
+                    block.shape(0) != in.channels || (ndim == 3 && block.shape(2) != in.bins))
+                    throw std::invalid_argument(
+                        "fill() takes a C-contiguous " + std::string(gk::dtype_name(in.dtype)) +
+                        " block of shape (" + std::to_string(in.channels) + ", n" +
+                        (ndim == 3 ? ", " + std::to_string(in.bins) : std::string()) + ")");
+                const void* src = block.data();
+                const int64_t n = block.shape(1);
+                py::gil_scoped_release release;
+                e.fill(slot, src, n);
+            },
+            py::arg("slot"), py::arg("block"),
+            "Copy a block into the (free) slot's pinned input and zero the tail.")
         .def("wait", &gk::StreamEngine::wait, py::arg("slot"), py::call_guard<py::gil_scoped_release>(),
              "Block until the slot's block is done; returns its valid output items.")
         .def("reset", &gk::StreamEngine::reset, py::call_guard<py::gil_scoped_release>())

@@ -113,6 +113,9 @@ public:
     // Returns the valid output items, which stay in the slot's pinned output until the slot is
     // submitted again. Needs no Python (the binding releases the GIL around it).
     int64_t process(int slot, const void* block, int64_t n_valid, bool final);
+    // Copies `block` (channels x n_valid items, C order) into the free slot's pinned input and
+    // zero-fills the tail (non-temporal stores where available). process() = fill + submit + wait.
+    void fill(int slot, const void* block, int64_t n_valid);
     // Waits for in-flight work, then resets every op's state on the compute stream.
     void reset();
     // Drains in-flight blocks, stops the worker, frees every GPU resource. Idempotent.

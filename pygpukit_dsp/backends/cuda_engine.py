@@ -89,10 +89,8 @@ class CudaEngine:
         slot = self._next
         if self._busy[slot]:
             raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
-        dst = self._in[slot]
-        dst[:, :n] = block  # the one host copy (casts to the input dtype)
-        if n < self._items:
-            dst[:, n:] = 0
+        # the one host copy, in C++ without the GIL (non-temporal stores into pinned memory)
+        self._engine.fill(slot, np.ascontiguousarray(block, dtype=self._in_dtype))
         return slot, n
 
     def submit(self, block: np.ndarray, final: bool = False) -> int:
