@@ -44,7 +44,7 @@ class CudaEngine:
     """A pipeline's stages on GPU 0, fed block by block through pinned slots (see module doc)."""
 
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
-                 slots: int = DEFAULT_SLOTS, use_graph: bool = True, spin_us: int = 200,
+                 slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int = 200,
                  device: int = 0, single_stream: bool | None = None):
         from .. import _native
 
@@ -54,11 +54,15 @@ class CudaEngine:
         self.device = _native.Device(device)
         realtime = pipeline.qos.cls == "realtime"
         self.priority = self.device.highest_stream_priority if realtime else 0
-        # Latency mode for realtime streams: copies and compute in one graph on one stream (no
-        # cross-stream event waits); throughput streams keep separate copy streams so that block
-        # n+1's upload overlaps block n's compute (docs/cuda.md, "Latency mode").
+        # Latency mode for realtime streams: copies and compute on one stream (no cross-stream
+        # event waits), launched eagerly: on the H100 this beat a graph launch for W1 (p50 26.7
+        # vs 36.8 us native round trip, benchmarks/profile_w1.py). Throughput streams keep
+        # separate copy streams, so that block n+1's upload overlaps block n's compute, and
+        # replay each slot's captured graph (docs/cuda.md, "Latency mode").
         if single_stream is None:
             single_stream = realtime
+        if use_graph is None:
+            use_graph = not single_stream
         self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,
                                             priority=self.priority, use_graph=use_graph, spin_us=spin_us,
                                             single_stream=single_stream)

@@ -449,12 +449,12 @@ def test_gpu_latency_mode_equals_three_stream_mode_and_view_api():
 def test_gpu_realtime_qos_selects_latency_mode():
     eng = _engine(_chain(qos={"class": "realtime"}))
     try:
-        assert eng._engine.single_stream is True
+        assert eng._engine.single_stream is True and eng._engine.use_graph is False
     finally:
         eng.close()
     eng = _engine(_chain())
     try:
-        assert eng._engine.single_stream is False
+        assert eng._engine.single_stream is False and eng._engine.use_graph is True
     finally:
         eng.close()
 
