@@ -89,7 +89,14 @@ class AdmissionError(GkError):
 
     def __init__(self, stream: str, message: str, figures: dict[str, Any] | None = None):
         self.stream, self.figures = stream, dict(figures or {})
-        super().__init__(f"stream '{stream}' not admitted: {message}")
+        text = f"stream '{stream}' not admitted: {message}"
+        if self.figures:
+            text += " [" + ", ".join(f"{k}={_fmt(v)}" for k, v in self.figures.items()) + "]"
+        super().__init__(text)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 class StreamFault(GkError):

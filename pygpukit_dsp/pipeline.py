@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
@@ -244,13 +244,16 @@ class Pipeline:
             engine.close()
 
     def run(self, *, blocks: int | None = None, duration: float | None = None,
-            backend: str | None = None, progress: "ProgressFn | None" = None,
-            stop: Callable[[], bool] | None = None) -> "RunSummary":
-        """Run source -> stages -> sink until the source ends or a limit is reached."""
-        from .runner import StreamRunner
+            backend: str | None = None, progress: "ProgressFn | None" = None) -> "RunSummary":
+        """Run source -> stages -> sink until the source ends or a limit is reached.
 
-        return StreamRunner(self, backend=backend).run(blocks=blocks, duration=duration,
-                                                      progress=progress, stop=stop)
+        Like every stream, it is first admitted by the scheduler under its QoS (a realtime
+        stream whose per-block cost breaks the bound raises AdmissionError before any block).
+        """
+        from .session import Session
+
+        return Session([self], backend=backend).run(blocks=blocks, duration=duration,
+                                                    progress=progress)[0]
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={[s.name for s in self.stages]})"

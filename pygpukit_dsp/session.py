@@ -30,10 +30,13 @@ class Session:
 
     def run(self, *, blocks: int | None = None, duration: float | None = None,
             progress: ProgressFn | None = None) -> list[RunSummary]:
+        from .admission import admit
+
         runners: list[StreamRunner] = []
         try:
             for p in self.pipelines:
                 runners.append(StreamRunner(p, backend=self.backend))
+            self.scheduler = admit(runners)  # AdmissionError before the first block
         except BaseException:
             for r in runners:
                 r._close(quiet=True)

@@ -143,3 +143,20 @@ def test_bench_throughput_modes_need_the_cuda_backend():
     r = gk("bench", "benchmarks/w2.yaml", "--backend", "cpu", "--mode", "resident", "--blocks", "2")
     assert r.returncode == 2
     assert "--backend cuda" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_run_multi_prints_one_qos_line_per_stream_and_refuses_with_numbers(tmp_path):
+    head = "version: 1\nsample_rate: 48000\nchannels: 1\nblock_size: 480\nbackend: cpu\npipelines:\n"
+    stream = ("  - name: {n}\n    qos: {{class: realtime, cost_us: {c}}}\n"
+              "    source: {{type: 'null', duration_s: 0.1}}\n    stages: [{{type: gain, db: 0}}]\n")
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(head + stream.format(n="a", c=100) + stream.format(n="b", c=200))
+    r = gk("run", ok)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "class realtime" in ln]
+    assert len(lines) == 2 and all("deadline" in ln and "p99" in ln and "misses 0" in ln for ln in lines)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(head + stream.format(n="a", c=6000) + stream.format(n="b", c=6000))
+    r = gk("run", bad)
+    assert r.returncode == 2
+    assert "stream 'b' not admitted" in r.stderr and "bound=0.9" in r.stderr and "Traceback" not in r.stderr
