@@ -6,11 +6,15 @@ Engine configurations are measured interleaved (round after round) so that machi
 falls on all of them alike. Prints p50/p99 (us) of engine.process and of the native
 submit+wait round trip (input already in the pinned slot) for each configuration, the GPU time
 of W1's ops (time_resident), and a raw PyTorch pinned H2D+D2H round trip of the same bytes.
+W1 lowers to one fused fir_mix op; the "unfused" configuration builds its engine with
+GK_DISABLE_FUSIONS=1 (fir and mix as two ops). "inline submit" runs process() on the calling
+thread (the worker is only used by submit+wait); the other latency-mode rows turn it off.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -22,11 +26,28 @@ from pygpukit_dsp.backends.cuda_engine import CudaEngine
 
 HERE = Path(__file__).parent
 CONFIGS = {
-    "latency mode, graph": {"single_stream": True},
-    "latency mode, eager": {"single_stream": True, "use_graph": False},
+    "latency mode, graph": {"single_stream": True, "inline_submit": False},
+    "latency mode, eager": {"single_stream": True, "use_graph": False, "inline_submit": False},
+    "latency mode, eager, inline submit": {"single_stream": True, "use_graph": False, "inline_submit": True},
+    "latency mode, eager, inline submit, unfused": {"single_stream": True, "use_graph": False,
+                                                    "inline_submit": True, "disable_fusions": True},
     "3 streams, graph": {"single_stream": False},
     "3 streams, eager": {"single_stream": False, "use_graph": False},
 }
+
+
+def make_engine(w1: Pipeline, disable_fusions: bool = False, **kw) -> CudaEngine:
+    if not disable_fusions:
+        return CudaEngine(w1, w1.specs(), BackendChoice("cuda", "profile"), **kw)
+    before = os.environ.get("GK_DISABLE_FUSIONS")
+    os.environ["GK_DISABLE_FUSIONS"] = "1"  # read by lower_pipeline when the engine is built
+    try:
+        return CudaEngine(w1, w1.specs(), BackendChoice("cuda", "profile"), **kw)
+    finally:
+        if before is None:
+            del os.environ["GK_DISABLE_FUSIONS"]
+        else:
+            os.environ["GK_DISABLE_FUSIONS"] = before
 
 
 def main() -> None:
@@ -36,7 +57,7 @@ def main() -> None:
     args = ap.parse_args()
     w1 = Pipeline.from_yaml(HERE / "w1.yaml")
     x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
-    engines = {k: CudaEngine(w1, w1.specs(), BackendChoice("cuda", "profile"), **kw) for k, kw in CONFIGS.items()}
+    engines = {k: make_engine(w1, **kw) for k, kw in CONFIGS.items()}
     samples: dict[str, list[int]] = {}
     fns = {}
     for k, eng in engines.items():

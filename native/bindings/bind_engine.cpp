@@ -134,7 +134,7 @@ void bind_engine(py::module_& m) {
         m, "StreamEngine",
         "One pipeline's ops on one GPU, fed through pinned slots by a native worker thread.")
         .def(py::init([](std::shared_ptr<gk::Device> device, py::list ops, int slots, int priority,
-                         bool use_graph, int spin_us, bool single_stream) {
+                         bool use_graph, int spin_us, bool single_stream, bool inline_submit) {
                  ensure_library_dirs();
                  std::vector<gk::OpSpec> specs;
                  size_t i = 0;
@@ -145,12 +145,15 @@ void bind_engine(py::module_& m) {
                  options.use_graph = use_graph;
                  options.spin_us = spin_us;
                  options.single_stream = single_stream;
+                 options.inline_submit = inline_submit;
                  py::gil_scoped_release release;
                  return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options);
              }),
              py::arg("device"), py::arg("ops"), py::arg("slots") = 2, py::arg("priority") = 0,
              py::arg("use_graph") = true, py::arg("spin_us") = 200, py::arg("single_stream") = false,
-             "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]")
+             py::arg("inline_submit") = false,
+             "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]; "
+             "inline_submit: process() runs an idle engine's block on the calling thread")
         .def_property_readonly("slots", &gk::StreamEngine::slots)
         .def_property_readonly("input_layout",
                                [](const gk::StreamEngine& e) { return desc_tuple(e.input_desc()); },
@@ -163,6 +166,10 @@ void bind_engine(py::module_& m) {
         .def_property_readonly("spin_us", [](const gk::StreamEngine& e) { return e.options().spin_us; })
         .def_property_readonly("single_stream",
                                [](const gk::StreamEngine& e) { return e.options().single_stream; })
+        .def_property_readonly("inline_submit",
+                               [](const gk::StreamEngine& e) { return e.options().inline_submit; })
+        .def_property_readonly("inline_blocks", &gk::StreamEngine::inline_blocks,
+                               "Blocks process() ran on the calling thread (inline_submit).")
         .def_property_readonly("closed", &gk::StreamEngine::closed)
         .def_property_readonly("stages",
                                [](const gk::StreamEngine& e) {

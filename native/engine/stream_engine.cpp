@@ -544,10 +544,7 @@ void StreamEngine::check_usable(const char* what) const {
 // Caller side
 // ---------------------------------------------------------------------------------------------
 
-void StreamEngine::submit(int s, int64_t n_valid, bool final) {
-    check_usable("submit");
-    if (exclusive_.load())
-        throw std::invalid_argument("submit() while reset() or a timing method runs on this engine");
+void StreamEngine::check_submission(int s, int64_t n_valid, bool final) const {
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
@@ -558,6 +555,13 @@ void StreamEngine::submit(int s, int64_t n_valid, bool final) {
     if (n_valid < items && !final)
         throw std::invalid_argument("a partial block (" + std::to_string(n_valid) + " of " +
                                     std::to_string(items) + " items) must be the final block of the stream");
+}
+
+void StreamEngine::submit(int s, int64_t n_valid, bool final) {
+    check_usable("submit");
+    if (exclusive_.load())
+        throw std::invalid_argument("submit() while reset() or a timing method runs on this engine");
+    check_submission(s, n_valid, final);
     Slot& slot = *slots_[static_cast<size_t>(s)];
     int expected = kFree;
     if (!slot.state.compare_exchange_strong(expected, kSubmitted))
@@ -643,8 +647,90 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
     fill(s, block, n);
+    if (options_.inline_submit) {
+        int64_t n_out = 0;
+        if (process_inline(s, n, final, &n_out)) return n_out;
+    }
     submit(s, n, final);
     return wait(s);
+}
+
+bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n_out) {
+    // control_mutex_: reset(), close() and the timing methods cannot start (or tear the streams
+    // down) while this thread uses them; when one of them holds it, take the worker path, which
+    // refuses or queues exactly as without inline_submit.
+    std::unique_lock<std::mutex> control(control_mutex_, std::try_to_lock);
+    if (!control.owns_lock()) return false;
+    check_usable("process");
+    check_submission(s, n_valid, final);
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    {
+        // Producers hand slots to the worker under producer_mutex_; with it held and every
+        // handed-over block completed (completed_ == submitted_), the worker has nothing to issue
+        // and nothing to wait for, and nothing new can reach it until the mutex is released.
+        // Keep it until this block is queued, so that a block submitted meanwhile by another
+        // thread is queued after this one on the same streams (stream order = state order).
+        std::unique_lock<std::mutex> producer(producer_mutex_);
+        // Idle = every other slot is free: each block handed to the worker was collected with
+        // wait(). A submitted, uncollected block (done or not) sends this one through the worker
+        // too, so the path depends on the call sequence only, never on timing.
+        for (size_t k = 0; k < slots_.size(); ++k)
+            if (static_cast<int>(k) != s && slots_[k]->state.load() != kFree) return false;
+        // All collected, so all marked done; the worker counts a block completed just after it
+        // marks the slot done: wait out that gap (nanoseconds; nothing else can be pending).
+        while (completed_.load() != submitted_.load()) {
+            if (failed_.load()) rethrow_failure();
+            cpu_relax();
+        }
+        int expected = kFree;
+        if (!slot.state.compare_exchange_strong(expected, kSubmitted))
+            throw std::invalid_argument("slot " + std::to_string(s) +
+                                        " is still in flight: wait() for it before submitting it again");
+        slot.n_in = n_valid;
+        slot.final = final;
+        try {
+            device_->make_current();  // the context on the calling thread (a no-op when it is)
+            enqueue_block(s);
+        } catch (const DeviceError& e) {
+            slot.state.store(kFree);
+            fail(e.what(), e.call(), e.code(), e.code_name());
+            throw;
+        } catch (const std::exception& e) {
+            slot.state.store(kFree);
+            fail(std::string("queueing a block failed: ") + e.what(), {}, 0, {});
+            rethrow_failure();
+        }
+    }
+    // The block's completion, as the worker waits for it: spin on the event for spin_us, then a
+    // blocking synchronise. One completion wait.
+    const DriverApi& api = driver();
+    auto what = [&] {  // built on the error path only
+        return "waiting for a block of stages " + stage_names() + " (slot " + std::to_string(s) + ")";
+    };
+    try {
+        const auto deadline = Clock::now() + std::chrono::microseconds(options_.spin_us);
+        for (unsigned i = 0;; ++i) {
+            const CUresult r = api.cuEventQuery(slot.ev_done);
+            if (r == CUDA_SUCCESS) break;
+            if (r != CUDA_ERROR_NOT_READY) cu_check(r, "cuEventQuery", what());
+            if ((i & 15u) == 15u && Clock::now() >= deadline) {
+                const CUresult rs = api.cuEventSynchronize(slot.ev_done);
+                if (rs != CUDA_SUCCESS) cu_check(rs, "cuEventSynchronize", what());
+                break;
+            }
+            cpu_relax();
+        }
+    } catch (const DeviceError& e) {
+        slot.state.store(kFree);
+        fail(e.what(), e.call(), e.code(), e.code_name());
+        throw;
+    }
+    counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
+    counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+    inline_blocks_.fetch_add(1, std::memory_order_relaxed);
+    *n_out = slot.n_out;
+    slot.state.store(kFree);  // the caller's again, as after wait()
+    return true;
 }
 
 void StreamEngine::wait_idle() {

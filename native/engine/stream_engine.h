@@ -11,7 +11,8 @@
 //
 // One native worker thread owns the per-block submission. The caller hands a filled slot over
 // with submit() (non-blocking) and takes it back with wait() (blocking): both directions spin
-// for spin_us, then block on a condition variable. Errors on the worker are kept and re-raised
+// for spin_us, then block on a condition variable. With inline_submit, process() on an idle
+// engine issues and waits for its block on the calling thread instead (no hand-off). Errors on the worker are kept and re-raised
 // (as DeviceError) by the next submit()/wait()/reset(); close() never hangs on them.
 #pragma once
 
@@ -54,6 +55,13 @@ struct EngineOptions {
     // fed one block at a time (realtime) does not need. Measured on an H100: W1 round trip
     // 33.6 us -> see docs/cuda.md.
     bool single_stream = false;
+    // process() (the synchronous one-call path) issues the block and waits for its ev_done on
+    // the calling thread when the engine is idle (every block handed to the worker collected
+    // with wait()), instead of handing the slot to the worker and waiting for the worker's
+    // hand-back: two thread hand-offs fewer on the block's round trip. submit()/wait() always
+    // use the worker, and so does process() while a submitted block is uncollected. Same
+    // counters either way.
+    bool inline_submit = false;
 };
 
 struct EngineCounters {
@@ -109,7 +117,8 @@ public:
     // the caller's again (its pinned output valid until the slot is submitted again).
     int64_t wait(int slot);
     // The synchronous path in one call: copies `block` (channels x n_valid items, C order, the
-    // input dtype) into the free slot's pinned input, zero-fills the tail, submits and waits.
+    // input dtype) into the free slot's pinned input, zero-fills the tail, submits and waits
+    // (with inline_submit and an idle engine: issues and waits on the calling thread).
     // Returns the valid output items, which stay in the slot's pinned output until the slot is
     // submitted again. Needs no Python (the binding releases the GIL around it).
     int64_t process(int slot, const void* block, int64_t n_valid, bool final);
@@ -121,6 +130,8 @@ public:
     // Drains in-flight blocks, stops the worker, frees every GPU resource. Idempotent.
     void close();
     EngineCounters counters() const;
+    // Blocks process() ran on the calling thread (inline_submit); also in counters()' blocks.
+    uint64_t inline_blocks() const noexcept { return inline_blocks_.load(); }
 
     // Benchmark entry points (the engine must be idle: every submitted slot waited for).
     // Input already on the device (slot 0's pinned input copied once): replay slot 0's compute
@@ -164,7 +175,12 @@ private:
     void capture_graphs();
     CUgraphExec capture_slot(int slot, bool with_copies);
     void warm_up();
-    void enqueue_block(int slot);           // worker: H2D, compute, D2H for one block
+    void enqueue_block(int slot);           // worker (or inline process): H2D, compute, D2H for one block
+    // Argument checks shared by submit() and the inline path.
+    void check_submission(int slot, int64_t n_valid, bool final) const;
+    // inline_submit: run slot `slot` on the calling thread if the engine is idle; false (nothing
+    // done) when it is not, or when reset/close/timing holds the engine.
+    bool process_inline(int slot, int64_t n_valid, bool final, int64_t* n_out);
     void worker_main();
     void fail(const std::string& message, const std::string& call, int code,
               const std::string& code_name);
@@ -200,6 +216,7 @@ private:
     int error_code_ = 0;
 
     Counters counters_;
+    std::atomic<uint64_t> inline_blocks_{0};
     std::mutex control_mutex_;  // serialises reset/close/timing
 };
 

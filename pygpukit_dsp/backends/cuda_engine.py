@@ -5,7 +5,9 @@ The per-block work happens in C++ on the engine's worker thread (H2D -> the slot
 over. Two ways to use it:
 
 * :meth:`CudaEngine.process` (the safe API): copies the block into the next input slot (the one
-  host copy), submits it, waits, and returns a *copy* of the valid output.
+  host copy), submits it, waits, and returns a *copy* of the valid output. With
+  ``inline_submit`` (the default in latency mode, i.e. realtime QoS) an idle engine issues the
+  block and waits for it on the calling thread instead of the worker's.
 * :meth:`CudaEngine.submit` / :meth:`CudaEngine.collect` (zero copy on the way out): ``collect``
   returns a NumPy *view* of the slot's pinned output, valid until that slot is submitted
   again. With two slots, ``submit(b1); submit(b2); collect(s1); collect(s2)`` keeps two blocks
@@ -45,7 +47,8 @@ class CudaEngine:
 
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
                  slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int = 200,
-                 device: int = 0, single_stream: bool | None = None):
+                 device: int = 0, single_stream: bool | None = None,
+                 inline_submit: bool | None = None):
         from .. import _native
 
         self.choice = choice
@@ -63,9 +66,13 @@ class CudaEngine:
             single_stream = realtime
         if use_graph is None:
             use_graph = not single_stream
+        # Latency mode also runs process() on the calling thread when nothing else is in flight
+        # (two thread hand-offs fewer per block); submit()/collect() always use the worker.
+        if inline_submit is None:
+            inline_submit = single_stream
         self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,
                                             priority=self.priority, use_graph=use_graph, spin_us=spin_us,
-                                            single_stream=single_stream)
+                                            single_stream=single_stream, inline_submit=inline_submit)
         self._in_dtype = chain.input.np_dtype
         self._slots = self._engine.slots
         self._in = [self._engine.input_slot(s) for s in range(self._slots)]

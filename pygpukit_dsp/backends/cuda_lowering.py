@@ -13,10 +13,15 @@ run of consecutive stages by one op (e.g. stft -> power -> average as one kernel
 reads each sample once); it returns None when the run's parameters don't fit the fused op.
 A stage type with no lowering, or an op kind the native module does not implement, is
 refused before the first block (the cuda backend raises, ``auto`` picks cpu and says why).
+
+``GK_DISABLE_FUSIONS=1`` in the environment turns every fusion off (each stage is lowered on
+its own): for comparing a fused op with the ops it replaces, and for bisecting a suspected
+fused-kernel problem.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -63,6 +68,11 @@ def fusion(*stage_types: str):
     return deco
 
 
+def fusions_disabled() -> bool:
+    """True when ``GK_DISABLE_FUSIONS`` is set to anything but empty or "0"."""
+    return os.environ.get("GK_DISABLE_FUSIONS", "").strip() not in ("", "0")
+
+
 def _load_families() -> None:
     from . import cuda_ops  # noqa: F401  (importing registers every family's lowerings)
 
@@ -90,14 +100,16 @@ def _lower_one(st: Stage, s_in: SignalSpec, s_out: SignalSpec, native: set[str])
 
 
 def lower_pipeline(pipeline: "Pipeline", chain: "SpecChain") -> list[OpDesc]:
-    """The native ops for a pipeline, fusions applied; UnsupportedError for the first stage that can't run."""
+    """The native ops for a pipeline, fusions applied (unless GK_DISABLE_FUSIONS=1); UnsupportedError
+    for the first stage that can't run."""
     _load_families()
     native = native_op_kinds()
     stages, specs = pipeline.stages, chain.specs
+    fusions = [] if fusions_disabled() else FUSIONS
     ops: list[OpDesc] = []
     i = 0
     while i < len(stages):
-        for pattern, fn in FUSIONS:
+        for pattern, fn in fusions:
             k = len(pattern)
             if tuple(st.type for st in stages[i:i + k]) == pattern:
                 desc = fn(stages[i:i + k], specs[i:i + k + 1])
