@@ -1,6 +1,5 @@
 """Admission of a session's streams before the first block (pygpukit_dsp/admission.py)."""
 
-import numpy as np
 import pytest
 
 from pygpukit_dsp import AdmissionError, Pipeline, Session, stages

@@ -7,7 +7,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ..errors import ConfigError
 from ..signal import SignalSpec
 from .base import Stage, StageParams, register_stage
 

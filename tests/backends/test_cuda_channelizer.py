@@ -16,27 +16,9 @@ from pygpukit_dsp.pipeline import Pipeline
 from pygpukit_dsp.signal import SignalSpec
 from pygpukit_dsp.stages.channelizer import Channelizer
 
+from .compare import both, rel_err, signal
+
 TOL = 1e-5
-
-
-def rel_err(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def signal(channels: int, n: int, complex_: bool, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((channels, n))
-    if complex_:
-        return (x + 1j * rng.standard_normal((channels, n))).astype(np.complex64)
-    return x.astype(np.float32)
-
-
-def both(stage: Channelizer, x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    p = Pipeline([stage], sample_rate=48000, block_size=block)
-    cpu = p.process(x, backend="cpu")
-    gpu = p.process(x, backend="cuda")
-    assert gpu.shape == cpu.shape and gpu.dtype == cpu.dtype
-    return gpu, cpu
 
 
 def test_lowering_passes_m_and_the_prototype():

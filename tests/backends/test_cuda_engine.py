@@ -24,7 +24,7 @@ import pytest
 
 from pygpukit_dsp import Pipeline, stages
 from pygpukit_dsp.backends import BackendChoice
-from pygpukit_dsp.errors import DeviceError, UnsupportedError
+from pygpukit_dsp.errors import UnsupportedError
 from pygpukit_dsp.signal import SignalSpec
 
 import pygpukit_dsp

@@ -14,38 +14,18 @@ import pytest
 import pygpukit_dsp.backends.cuda_ops  # noqa: F401  (registers the lowerings)
 from pygpukit_dsp.backends.cuda_ops.fir import (DIRECT_MAX_TAPS, lower_fir, plan_cuda_fir)
 from pygpukit_dsp.errors import UnsupportedError
-from pygpukit_dsp.pipeline import Pipeline
 from pygpukit_dsp.signal import SignalSpec
 from pygpukit_dsp.stages.fir import Fir
 
+from .compare import both, rel_err, signal
+
 TOL = 1e-5
-
-
-def rel_err(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def signal(channels: int, n: int, complex_: bool, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((channels, n))
-    if complex_:
-        x = x + 1j * rng.standard_normal((channels, n))
-        return x.astype(np.complex64)
-    return x.astype(np.float32)
 
 
 def taps_of(shape: tuple[int, ...], complex_: bool, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     t = rng.standard_normal(shape) / np.sqrt(shape[-1])
     return t + 1j * rng.standard_normal(shape) / np.sqrt(shape[-1]) if complex_ else t
-
-
-def both(stage: Fir, x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    p = Pipeline([stage], sample_rate=48000, block_size=block)
-    cpu = p.process(x, backend="cpu")
-    gpu = p.process(x, backend="cuda")
-    assert gpu.shape == cpu.shape and gpu.dtype == cpu.dtype
-    return gpu, cpu
 
 
 # ---------------------------------------------------------------------------------------------

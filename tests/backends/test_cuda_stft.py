@@ -19,21 +19,11 @@ from pygpukit_dsp.stages.average import Average
 from pygpukit_dsp.stages.elementwise import Power
 from pygpukit_dsp.stages.stft import Stft
 
+from .compare import both, rel_err, signal
+
 TOL = 1e-5
 POWER_TOL = 1e-4
 PATTERN = ("stft", "power", "average")
-
-
-def rel_err(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def signal(channels: int, n: int, complex_: bool, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((channels, n))
-    if complex_:
-        return (x + 1j * rng.standard_normal((channels, n))).astype(np.complex64)
-    return x.astype(np.float32)
 
 
 def w2_stages(nfft: int, frames: int, window="hann") -> list:
@@ -94,13 +84,6 @@ def test_lower_pipeline_picks_the_fused_op_when_the_native_module_has_it():
 
 # ---------------------------------------------------------------------------------------------
 # GPU: stft
-
-def both(stages: list, x: np.ndarray, block: int, rate: float = 48000) -> tuple[np.ndarray, np.ndarray]:
-    p = Pipeline(stages, sample_rate=rate, block_size=block)
-    cpu = p.process(x, backend="cpu")
-    gpu = p.process(x, backend="cuda")
-    assert gpu.shape == cpu.shape and gpu.dtype == cpu.dtype
-    return gpu, cpu
 
 
 @pytest.mark.gpu
