@@ -33,3 +33,30 @@ def both(stages: Stage | Sequence[Stage], x: np.ndarray, block: int,
     gpu = p.process(x, backend="cuda")
     assert gpu.shape == cpu.shape and gpu.dtype == cpu.dtype
     return gpu, cpu
+
+
+def run_both(stage_list: Sequence[Stage], spec_in, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cuda, cpu) outputs of the engines themselves, fed blocks of ``spec_in`` (partial final block).
+
+    Unlike :func:`both`, the input spec is given whole (frames-domain inputs, any dtype), and no
+    lowering-level fusion is bypassed: the engines are built from the stages directly.
+    """
+    from pygpukit_dsp.backends import BackendChoice
+    from pygpukit_dsp.backends.cpu import CpuEngine
+    from pygpukit_dsp.backends.cuda_engine import CudaEngine
+    from pygpukit_dsp.pipeline import SpecChain
+
+    specs = [spec_in]
+    for st in stage_list:
+        specs.append(st.output_spec(specs[-1]))
+    chain, pipeline = SpecChain(tuple(specs)), Pipeline(list(stage_list))
+    out = {}
+    for name, cls in (("cuda", CudaEngine), ("cpu", CpuEngine)):
+        eng = cls(pipeline, chain, BackendChoice(name, "test"))
+        try:
+            n, bs = x.shape[1], spec_in.block_size
+            out[name] = np.concatenate([eng.process(x[:, s:s + bs], final=s + bs >= n)
+                                        for s in range(0, n, bs)], axis=1)
+        finally:
+            eng.close()
+    return out["cuda"], out["cpu"]

@@ -12,32 +12,12 @@ import numpy as np
 import pytest
 
 from pygpukit_dsp import Pipeline, stages
-from pygpukit_dsp.backends import BackendChoice
-from pygpukit_dsp.backends.cpu import CpuEngine
 from pygpukit_dsp.backends.cuda_lowering import lower_pipeline
 from pygpukit_dsp.backends.cuda_ops.elementwise import db_constants, lower_db
-from pygpukit_dsp.pipeline import SpecChain
 from pygpukit_dsp.signal import SignalSpec
 from pygpukit_dsp.stages.elementwise import DbProcessor
 
-
-def run_both(stage_list, spec_in: SignalSpec, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from pygpukit_dsp.backends.cuda_engine import CudaEngine
-
-    specs = [spec_in]
-    for st in stage_list:
-        specs.append(st.output_spec(specs[-1]))
-    chain, pipeline = SpecChain(tuple(specs)), Pipeline(stage_list)
-    out = {}
-    for name, cls in (("cuda", CudaEngine), ("cpu", CpuEngine)):
-        eng = cls(pipeline, chain, BackendChoice(name, "test"))
-        try:
-            n, bs = x.shape[1], spec_in.block_size
-            out[name] = np.concatenate([eng.process(x[:, s:s + bs], final=s + bs >= n)
-                                        for s in range(0, n, bs)], axis=1)
-        finally:
-            eng.close()
-    return out["cuda"], out["cpu"]
+from .compare import run_both
 
 
 def real_signal(shape, seed=0):
