@@ -5,6 +5,7 @@
 #include <complex>
 #include <memory>
 
+#include "../engine/dispatcher.h"
 #include "../engine/stream_engine.h"
 #include "bindings.h"
 #include "gk/device.h"
@@ -125,6 +126,35 @@ py::array slot_view(std::shared_ptr<gk::PinnedBuffer> buffer, const gk::TensorDe
 
 }  // namespace
 
+namespace {
+
+void check_block(const gk::StreamEngine& e, const py::array& block, const char* method) {
+    const gk::TensorDesc& in = e.input_desc();
+    const int ndim = in.frames() ? 3 : 2;
+    if (!py::dtype(gk::dtype_name(in.dtype)).is(block.dtype()) || !(block.flags() & py::array::c_style) ||
+        block.ndim() != ndim || block.shape(0) != in.channels || (ndim == 3 && block.shape(2) != in.bins))
+        throw std::invalid_argument(std::string(method) + "() takes a C-contiguous " +
+                                    std::string(gk::dtype_name(in.dtype)) + " block of shape (" +
+                                    std::to_string(in.channels) + ", n" +
+                                    (ndim == 3 ? ", " + std::to_string(in.bins) : std::string()) + ")");
+}
+
+// A new array with the slot's n_out valid output items.
+py::array copy_output(const gk::StreamEngine& e, int slot, int64_t n_out) {
+    const gk::TensorDesc& out = e.output_desc();
+    std::vector<py::ssize_t> shape{out.channels, n_out};
+    if (out.frames()) shape.push_back(out.bins);
+    py::array result(py::dtype(gk::dtype_name(out.dtype)), shape);
+    const size_t item = gk::dtype_size(out.dtype) * static_cast<size_t>(out.frames() ? out.bins : 1);
+    const auto* pinned = static_cast<const unsigned char*>(e.output_buffer(slot)->data());
+    auto* dst = static_cast<unsigned char*>(result.mutable_data());
+    for (int64_t c = 0; c < out.channels; ++c)
+        std::memcpy(dst + c * item * n_out, pinned + c * item * out.items, item * n_out);
+    return result;
+}
+
+}  // namespace
+
 void bind_engine(py::module_& m) {
     using EnginePtr = std::shared_ptr<gk::StreamEngine>;
 
@@ -134,7 +164,8 @@ void bind_engine(py::module_& m) {
         m, "StreamEngine",
         "One pipeline's ops on one GPU, fed through pinned slots by a native worker thread.")
         .def(py::init([](std::shared_ptr<gk::Device> device, py::list ops, int slots, int priority,
-                         bool use_graph, int spin_us, bool single_stream, bool inline_submit) {
+                         bool use_graph, int spin_us, bool single_stream, bool inline_submit,
+                         bool mapped_io, bool flag_wait) {
                  ensure_library_dirs();
                  std::vector<gk::OpSpec> specs;
                  size_t i = 0;
@@ -146,14 +177,18 @@ void bind_engine(py::module_& m) {
                  options.spin_us = spin_us;
                  options.single_stream = single_stream;
                  options.inline_submit = inline_submit;
+                 options.mapped_io = mapped_io;
+                 options.flag_wait = flag_wait;
                  py::gil_scoped_release release;
                  return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options);
              }),
              py::arg("device"), py::arg("ops"), py::arg("slots") = 2, py::arg("priority") = 0,
              py::arg("use_graph") = true, py::arg("spin_us") = 200, py::arg("single_stream") = false,
-             py::arg("inline_submit") = false,
+             py::arg("inline_submit") = false, py::arg("mapped_io") = false, py::arg("flag_wait") = false,
              "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]; "
-             "inline_submit: process() runs an idle engine's block on the calling thread")
+             "inline_submit: process() runs an idle engine's block on the calling thread; "
+             "mapped_io (single_stream only): kernels move blocks through device-mapped pinned slots; "
+             "flag_wait (mapped_io only): completion is a host flag the push kernel writes")
         .def_property_readonly("slots", &gk::StreamEngine::slots)
         .def_property_readonly("input_layout",
                                [](const gk::StreamEngine& e) { return desc_tuple(e.input_desc()); },
@@ -164,6 +199,8 @@ void bind_engine(py::module_& m) {
         .def_property_readonly("use_graph", [](const gk::StreamEngine& e) { return e.options().use_graph; })
         .def_property_readonly("priority", [](const gk::StreamEngine& e) { return e.options().priority; })
         .def_property_readonly("spin_us", [](const gk::StreamEngine& e) { return e.options().spin_us; })
+        .def_property_readonly("mapped_io", [](const gk::StreamEngine& e) { return e.options().mapped_io; })
+        .def_property_readonly("flag_wait", [](const gk::StreamEngine& e) { return e.options().flag_wait; })
         .def_property_readonly("single_stream",
                                [](const gk::StreamEngine& e) { return e.options().single_stream; })
         .def_property_readonly("inline_submit",
@@ -192,16 +229,7 @@ void bind_engine(py::module_& m) {
         .def(
             "process",
             [](gk::StreamEngine& e, int slot, const py::array& block, bool final) {
-                const gk::TensorDesc& in = e.input_desc();
-                const gk::TensorDesc& out = e.output_desc();
-                const int ndim = in.frames() ? 3 : 2;
-                if (!py::dtype(gk::dtype_name(in.dtype)).is(block.dtype()) ||
-                    !(block.flags() & py::array::c_style) || block.ndim() != ndim ||
-                    block.shape(0) != in.channels || (ndim == 3 && block.shape(2) != in.bins))
-                    throw std::invalid_argument(
-                        "process() takes a C-contiguous " + std::string(gk::dtype_name(in.dtype)) +
-                        " block of shape (" + std::to_string(in.channels) + ", n" +
-                        (ndim == 3 ? ", " + std::to_string(in.bins) : std::string()) + ")");
+                check_block(e, block, "process");
                 const int64_t n = block.shape(1);
                 const void* src = block.data();
                 int64_t n_out = 0;
@@ -209,30 +237,14 @@ void bind_engine(py::module_& m) {
                     py::gil_scoped_release release;
                     n_out = e.process(slot, src, n, final);
                 }
-                std::vector<py::ssize_t> shape{out.channels, n_out};
-                if (out.frames()) shape.push_back(out.bins);
-                py::array result(py::dtype(gk::dtype_name(out.dtype)), shape);
-                const size_t item = gk::dtype_size(out.dtype) * static_cast<size_t>(out.frames() ? out.bins : 1);
-                const auto* pinned = static_cast<const unsigned char*>(e.output_buffer(slot)->data());
-                auto* dst = static_cast<unsigned char*>(result.mutable_data());
-                for (int64_t c = 0; c < out.channels; ++c)
-                    std::memcpy(dst + c * item * n_out, pinned + c * item * out.items, item * n_out);
-                return result;
+                return copy_output(e, slot, n_out);
             },
             py::arg("slot"), py::arg("block"), py::arg("final") = false,
             "Copy a block into the (free) slot, run it, and return a new array with its valid output.")
         .def(
             "fill",
             [](gk::StreamEngine& e, int slot, const py::array& block) {
-                const gk::TensorDesc& in = e.input_desc();
-                const int ndim = in.frames() ? 3 : 2;
-                if (!py::dtype(gk::dtype_name(in.dtype)).is(block.dtype()) ||
-                    !(block.flags() & py::array::c_style) || block.ndim() != ndim ||
-                    block.shape(0) != in.channels || (ndim == 3 && block.shape(2) != in.bins))
-                    throw std::invalid_argument(
-                        "fill() takes a C-contiguous " + std::string(gk::dtype_name(in.dtype)) +
-                        " block of shape (" + std::to_string(in.channels) + ", n" +
-                        (ndim == 3 ? ", " + std::to_string(in.bins) : std::string()) + ")");
+                check_block(e, block, "fill");
                 const void* src = block.data();
                 const int64_t n = block.shape(1);
                 py::gil_scoped_release release;
@@ -254,8 +266,38 @@ void bind_engine(py::module_& m) {
                  d["completion_waits"] = c.completion_waits;
                  d["graph_launches"] = c.graph_launches;
                  d["eager_blocks"] = c.eager_blocks;
+                 d["chunks"] = c.chunks;
                  return d;
              })
+        .def_property_readonly("units_per_block", &gk::StreamEngine::units_per_block,
+                               "Units of one full block (the scheduler's units_per_block).")
+        .def(
+            "process_split",
+            [](gk::StreamEngine& e, int slot, const py::array& block, bool final, std::vector<int64_t> cuts) {
+                check_block(e, block, "process_split");
+                const int64_t n = block.shape(1);
+                const void* src = block.data();
+                int64_t n_out = 0;
+                {
+                    py::gil_scoped_release release;
+                    n_out = e.process_split(slot, src, n, final, cuts);
+                }
+                return copy_output(e, slot, n_out);
+            },
+            py::arg("slot"), py::arg("block"), py::arg("final"), py::arg("cuts"),
+            "Run a block as the chunks between `cuts` (unit indices) on the calling thread; a new output array.")
+        .def_property("resident", &gk::StreamEngine::resident, &gk::StreamEngine::set_resident,
+                      "Blocks skip the H2D and D2H copies (benchmarks: GPU-resident input).")
+        .def("attach", &gk::StreamEngine::attach, py::arg("dispatcher"), py::arg("sched_stream"),
+             py::call_guard<py::gil_scoped_release>(),
+             "Hand every block to the dispatcher as a task of scheduler stream `sched_stream`.")
+        .def("detach", &gk::StreamEngine::detach, py::call_guard<py::gil_scoped_release>(),
+             "Back to the engine's own worker (waits for in-flight blocks).")
+        .def_property_readonly("attached", &gk::StreamEngine::attached)
+        .def("pump_resident", &gk::StreamEngine::pump_resident, py::arg("seconds"),
+             py::call_guard<py::gil_scoped_release>(),
+             "Resident blocks back to back until `seconds` pass or stop_pump(); completion times (ns).")
+        .def("stop_pump", &gk::StreamEngine::stop_pump, "Make a running pump_resident() return.")
         .def("time_resident", &gk::StreamEngine::time_resident, py::arg("iterations"),
              py::call_guard<py::gil_scoped_release>(),
              "Replay slot 0's compute on its (already copied) input; seconds per replay.")

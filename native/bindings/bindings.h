@@ -16,5 +16,6 @@ void bind_errors(py::module_& m);
 void bind_core(py::module_& m);
 void bind_jit(py::module_& m);
 void bind_engine(py::module_& m);
+void bind_dispatch(py::module_& m);
 
 }  // namespace gk_py

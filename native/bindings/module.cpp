@@ -140,4 +140,5 @@ PYBIND11_MODULE(_native, m) {
     bind_core(m);
     bind_jit(m);
     bind_engine(m);
+    bind_dispatch(m);
 }

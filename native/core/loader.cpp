@@ -193,6 +193,7 @@ void resolve(Resolver& r, DriverApi& a) {
     r.optional(a.cuGraphDestroy, "cuGraphDestroy");
     r.optional(a.cuGraphUpload, "cuGraphUpload");
     r.optional(a.cuMemsetD2D8Async, "cuMemsetD2D8Async");
+    r.optional(a.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
 }
 
 void resolve(Resolver& r, NvrtcApi& a) {

@@ -227,11 +227,30 @@ void DeviceBuffer::memset(unsigned char value, size_t nbytes, size_t offset, CUs
 // ------------------------------------------------------------------------------------------
 
 PinnedBuffer::PinnedBuffer(std::shared_ptr<Device> device, size_t nbytes)
+    : PinnedBuffer(std::move(device), nbytes, false) {}
+
+PinnedBuffer::PinnedBuffer(std::shared_ptr<Device> device, size_t nbytes, bool device_mapped)
     : device_(std::move(device)), nbytes_(nbytes) {
     if (nbytes == 0) throw std::invalid_argument("PinnedBuffer size must be at least 1 byte");
     device_->make_current();
-    cu_check(driver().cuMemHostAlloc(&data_, nbytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
-             "allocating " + bytes_text(nbytes) + " of pinned host memory");
+    const DriverApi& api = driver();
+    if (device_mapped && !api.cuMemHostGetDevicePointer)
+        throw DeviceError("this CUDA driver has no cuMemHostGetDevicePointer_v2: host memory cannot be "
+                          "mapped into GPU " + std::to_string(device_->index()) + "'s address space");
+    const unsigned flags = CU_MEMHOSTALLOC_PORTABLE | (device_mapped ? CU_MEMHOSTALLOC_DEVICEMAP : 0u);
+    cu_check(api.cuMemHostAlloc(&data_, nbytes, flags), "cuMemHostAlloc",
+             "allocating " + bytes_text(nbytes) + " of " + (device_mapped ? "device-mapped " : "") +
+                 "pinned host memory");
+    if (!device_mapped) return;
+    const CUresult r = api.cuMemHostGetDevicePointer(&device_ptr_, data_, 0);
+    if (r != CUDA_SUCCESS || device_ptr_ == 0) {
+        api.cuMemFreeHost(data_);
+        data_ = nullptr;
+        device_ptr_ = 0;
+        cu_check(r == CUDA_SUCCESS ? CUDA_ERROR_INVALID_VALUE : r, "cuMemHostGetDevicePointer_v2",
+                 "mapping " + bytes_text(nbytes) + " of pinned host memory into GPU " +
+                     std::to_string(device_->index()) + "'s address space");
+    }
 }
 
 PinnedBuffer::~PinnedBuffer() {

@@ -1,5 +1,7 @@
 #include "stream_engine.h"
+#include "dispatcher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #if defined(__SSE2__)
@@ -9,6 +11,7 @@
 #include <stdexcept>
 
 #include "gk/device.h"
+#include "gk/jit.h"
 #include "gk/loader.h"
 #include "gk/memory.h"
 
@@ -163,6 +166,7 @@ StreamEngine::~StreamEngine() {
 void StreamEngine::build() {
     device_->make_current();
     const DriverApi& api = driver();
+    if (options_.mapped_io || options_.flag_wait) setup_mapped_io();
     auto make_stream = [&](CUstream* s, const char* what) {
         const int least = device_->least_stream_priority(), greatest = device_->greatest_stream_priority();
         if (options_.priority > least || options_.priority < greatest)
@@ -177,9 +181,14 @@ void StreamEngine::build() {
     make_stream(&compute_, "creating the engine's compute stream");
     make_stream(&d2h_, "creating the engine's d2h stream");
 
+    units_total_ = 0;
     for (const OpSpec& s : specs_) {
         OpArgs args{device_, s.name, s.in, s.out, s.params};
         ops_.push_back(make_op(s.kind, args));
+        const int64_t u = ops_.back()->units();
+        if (u < 1) throw std::logic_error("op '" + s.name + "' reports " + std::to_string(u) + " units per block");
+        unit_begin_.push_back(units_total_);
+        units_total_ += u;
     }
     for (size_t i = 0; i + 1 < specs_.size(); ++i) {
         edges_.push_back(std::make_unique<DeviceBuffer>(device_, specs_[i].out.nbytes()));
@@ -188,8 +197,8 @@ void StreamEngine::build() {
     const size_t in_bytes = input_desc().nbytes(), out_bytes = output_desc().nbytes();
     for (int k = 0; k < options_.slots; ++k) {
         auto slot = std::make_unique<Slot>();
-        slot->h_in = std::make_shared<PinnedBuffer>(device_, in_bytes);
-        slot->h_out = std::make_shared<PinnedBuffer>(device_, out_bytes);
+        slot->h_in = std::make_shared<PinnedBuffer>(device_, in_bytes, options_.mapped_io);
+        slot->h_out = std::make_shared<PinnedBuffer>(device_, out_bytes, options_.mapped_io);
         std::memset(slot->h_in->data(), 0, in_bytes);
         std::memset(slot->h_out->data(), 0, out_bytes);
         slot->d_in = std::make_unique<DeviceBuffer>(device_, in_bytes);
@@ -234,6 +243,11 @@ void StreamEngine::teardown() noexcept {
         ops_.clear();  // before the streams: an op's library handles may still refer to them
         edges_.clear();
         slots_.clear();  // pinned buffers stay alive while NumPy views hold them
+        // mapped I/O
+        io_flag_.reset();
+        io_state_.reset();
+        io_pull_ = io_push_ = nullptr;
+        io_module_.reset();
     } catch (...) {
     }
     for (CUstream* s : {&h2d_, &compute_, &d2h_}) {
@@ -243,6 +257,13 @@ void StreamEngine::teardown() noexcept {
 }
 
 void StreamEngine::close() {
+    if (!closed_.load() && attached()) {
+        try {
+            detach();
+        } catch (...) {
+            // A failed engine still detaches (its tasks are cancelled); the failure was reported.
+        }
+    }
     std::lock_guard<std::mutex> control(control_mutex_);
     if (closed_.exchange(true)) return;
     stop_.store(true);
@@ -357,20 +378,16 @@ void StreamEngine::capture_graphs() {
 
 CUgraphExec StreamEngine::capture_slot(int s, bool with_copies) {
     const DriverApi& api = driver();
-    Slot& slot = *slots_[static_cast<size_t>(s)];
     const std::string what = "capturing the " + std::string(with_copies ? "copies and ops" : "ops") +
                              " of slot " + std::to_string(s) + " into a CUDA graph (stages " +
                              stage_names() + ")";
     cu_check(api.cuStreamBeginCapture(compute_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
              "cuStreamBeginCapture_v2", what);
     try {
-        if (with_copies)
-            cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(),
-                                           compute_), "cuMemcpyHtoDAsync_v2", what);
+        // The copies (mapped_io: the pull and push kernels) as the eager path queues them.
+        if (with_copies) enqueue_upload(s, compute_);
         enqueue_ops(s, input_desc().items, false);
-        if (with_copies)
-            cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(),
-                                           compute_), "cuMemcpyDtoHAsync_v2", what);
+        if (with_copies) enqueue_download(s, compute_, true);
     } catch (...) {
         CUgraph broken = nullptr;
         api.cuStreamEndCapture(compute_, &broken);
@@ -410,9 +427,12 @@ void StreamEngine::enqueue_block(int s) {
     Slot& slot = *slots_[static_cast<size_t>(s)];
     const bool full = !slot.final && slot.n_in == input_desc().items;
     const bool single = options_.single_stream;
+    slot.flag_seq = 0;  // set again below when this block's push writes the io flag
     if (single && full && slot.block_graph) {
-        // Latency mode: H2D, the ops and D2H in one graph on the compute stream.
+        // Latency mode: H2D, the ops and D2H in one graph on the compute stream (mapped_io: the
+        // pull and push kernels instead of the copies).
         cu_check(api.cuGraphLaunch(slot.block_graph, compute_), "cuGraphLaunch", "launching a block's graph");
+        if (options_.flag_wait) note_flagged_push(slot);
         counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
         counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
         counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
@@ -422,8 +442,7 @@ void StreamEngine::enqueue_block(int s) {
     }
     CUstream up = single ? compute_ : h2d_;
     CUstream down = single ? compute_ : d2h_;
-    cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), up),
-             "cuMemcpyHtoDAsync_v2", "copying a block to the GPU");
+    enqueue_upload(s, up);
     counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
     if (!single) {
         cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", "ordering a block's copy");
@@ -441,10 +460,117 @@ void StreamEngine::enqueue_block(int s) {
         cu_check(api.cuEventRecord(slot.ev_comp, compute_), "cuEventRecord", "ordering a block's compute");
         cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", "ordering a block");
     }
-    cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(), down),
-             "cuMemcpyDtoHAsync_v2", "copying a block from the GPU");
+    enqueue_download(s, down, false);
     counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
     cu_check(api.cuEventRecord(slot.ev_done, down), "cuEventRecord", "ordering a block's copy");
+}
+
+// ---------------------------------------------------------------------------------------------
+// mapped I/O (EngineOptions::mapped_io, flag_wait; docs/cuda.md, "Mapped I/O")
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+constexpr unsigned kIoThreads = 128;
+
+// CTAs of gk_io_pull / gk_io_push for nbytes: one 16-byte vector per thread, so that every load
+// of host memory is in flight at once, up to 4 CTAs per SM (beyond, each thread loops).
+unsigned io_grid(size_t nbytes, int multiprocessors) {
+    const size_t vectors = std::max<size_t>(nbytes / 16, 1);
+    const size_t want = (vectors + kIoThreads - 1) / kIoThreads;
+    const size_t cap = static_cast<size_t>(std::max(multiprocessors, 1)) * 4;
+    return static_cast<unsigned>(std::min(want, cap));
+}
+}  // namespace
+
+void StreamEngine::setup_mapped_io() {
+    if (options_.flag_wait && !options_.mapped_io)
+        throw std::invalid_argument("flag_wait needs mapped_io=True: the push kernel of mapped I/O writes "
+                                    "the flag");
+    if (!options_.single_stream)
+        throw std::invalid_argument("mapped_io needs single_stream=True (latency mode): the pull and push "
+                                    "kernels run on the compute stream with the ops");
+    const DriverApi& api = driver();
+    const DeviceProperties& p = device_->properties();
+    const std::string gpu = "GPU " + std::to_string(p.index) + " (" + p.name + ")";
+    int can_map = 0, unified = 0;
+    cu_check(api.cuDeviceGetAttribute(&can_map, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, device_->handle()),
+             "cuDeviceGetAttribute", "reading whether " + gpu + " can map host memory");
+    cu_check(api.cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device_->handle()),
+             "cuDeviceGetAttribute", "reading whether " + gpu + " has unified addressing");
+    if (!can_map)
+        throw DeviceError(gpu + " cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 0), "
+                          "which mapped_io needs; build the engine with mapped_io=False");
+    if (!unified)
+        throw DeviceError(gpu + " has no unified addressing (CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 0), "
+                          "which mapped_io needs; build the engine with mapped_io=False");
+    if (!api.cuMemHostGetDevicePointer)
+        throw DeviceError("this CUDA driver has no cuMemHostGetDevicePointer_v2, which mapped_io needs; "
+                          "update the driver or build the engine with mapped_io=False");
+    io_module_ = load_embedded_module(device_, "io", CompileOptions{});
+    io_pull_ = io_module_->function("gk_io_pull")->handle();  // the module keeps them loaded
+    io_push_ = io_module_->function("gk_io_push")->handle();
+    io_pull_grid_ = io_grid(input_desc().nbytes(), p.multiprocessors);
+    io_push_grid_ = io_grid(output_desc().nbytes(), p.multiprocessors);
+    if (options_.flag_wait) {
+        io_flag_ = std::make_unique<PinnedBuffer>(device_, 64, true);  // a cache line of its own
+        std::memset(io_flag_->data(), 0, io_flag_->nbytes());
+        io_state_ = std::make_unique<DeviceBuffer>(device_, 2 * sizeof(unsigned long long));
+        io_state_->memset(0, io_state_->nbytes(), 0, nullptr);
+        io_pushes_.store(0);
+    }
+}
+
+void StreamEngine::enqueue_upload(int s, CUstream stream) {
+    const DriverApi& api = driver();
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    if (!options_.mapped_io) {
+        cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), stream),
+                 "cuMemcpyHtoDAsync_v2", "copying a block to the GPU");
+        return;
+    }
+    CUdeviceptr dst = slot.d_in->ptr(), src = slot.h_in->device_ptr();
+    unsigned long long nbytes = input_desc().nbytes();
+    void* params[] = {&dst, &src, &nbytes};
+    const CUresult r =
+        api.cuLaunchKernel(io_pull_, io_pull_grid_, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
+    if (r != CUDA_SUCCESS)
+        cu_check(r, "cuLaunchKernel", "launching gk_io_pull (a block's input from mapped host memory)");
+}
+
+void StreamEngine::enqueue_download(int s, CUstream stream, bool capturing) {
+    const DriverApi& api = driver();
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    if (!options_.mapped_io) {
+        cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(), stream),
+                 "cuMemcpyDtoHAsync_v2", "copying a block from the GPU");
+        return;
+    }
+    CUdeviceptr dst = slot.h_out->device_ptr(), src = slot.d_out->ptr();
+    unsigned long long nbytes = output_desc().nbytes();
+    CUdeviceptr flag = io_flag_ ? io_flag_->device_ptr() : 0;
+    CUdeviceptr state = io_state_ ? io_state_->ptr() : 0;
+    void* params[] = {&dst, &src, &nbytes, &flag, &state};
+    const CUresult r =
+        api.cuLaunchKernel(io_push_, io_push_grid_, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
+    if (r != CUDA_SUCCESS)
+        cu_check(r, "cuLaunchKernel", "launching gk_io_push (a block's output to mapped host memory)");
+    if (flag && !capturing) note_flagged_push(slot);
+}
+
+void StreamEngine::note_flagged_push(Slot& slot) {
+    // Every flagged push runs on the compute stream in the order it was queued, and each adds one
+    // to the flag: the flag reaches this count exactly when this push has written the output.
+    slot.flag_seq = io_pushes_.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+CUresult StreamEngine::query_block_done(const Slot& slot, bool spinning) const {
+    if (slot.flag_seq != 0) {
+        // Acquire: the output, which gk_io_push fenced before the flag, is read after this load.
+        const auto* flag = static_cast<const unsigned long long*>(io_flag_->data());
+        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= slot.flag_seq) return CUDA_SUCCESS;
+        if (spinning) return CUDA_ERROR_NOT_READY;
+    }
+    return driver().cuEventQuery(slot.ev_done);
 }
 
 void StreamEngine::worker_main() {
@@ -477,7 +603,8 @@ void StreamEngine::worker_main() {
             Slot& slot = *slots_[static_cast<size_t>(s)];
             const auto deadline = Clock::now() + std::chrono::microseconds(spin);
             for (;;) {
-                const CUresult r = api.cuEventQuery(slot.ev_done);
+                // flag_wait: the io flag while spinning, then the event (mapped I/O)
+                const CUresult r = query_block_done(slot, slot.flag_seq != 0 && Clock::now() < deadline);
                 if (r == CUDA_SUCCESS) break;
                 if (r != CUDA_ERROR_NOT_READY)
                     cu_check(r, "cuEventQuery",
@@ -501,6 +628,7 @@ void StreamEngine::worker_main() {
                 }
                 to_worker_.wait_for(more, 0, kPollUs);
             }
+            slot.flag_seq = 0;
             counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
             inflight.pop_front();
             counters_.blocks.fetch_add(1, std::memory_order_relaxed);
@@ -572,6 +700,19 @@ void StreamEngine::submit(int s, int64_t n_valid, bool final) {
     {
         // One producer at a time: the ring index and the published count move together.
         std::lock_guard<std::mutex> lock(producer_mutex_);
+        if (dispatcher_) {
+            // Scheduled mode: the block becomes a scheduler task; its hand-over time is its
+            // arrival (read under the mutex, so one engine's arrivals never go backwards).
+            sched_posted_.fetch_add(1);
+            try {
+                dispatcher_->post(this, sched_stream_, s, Dispatcher::now_ns());
+            } catch (...) {
+                sched_posted_.fetch_sub(1);
+                slot.state.store(kFree);
+                throw;
+            }
+            return;
+        }
         const uint64_t k = submitted_.load();
         ring_[k % slots_.size()] = s;
         submitted_.store(k + 1);
@@ -647,7 +788,7 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
     fill(s, block, n);
-    if (options_.inline_submit) {
+    if (options_.inline_submit && !attached()) {
         int64_t n_out = 0;
         if (process_inline(s, n, final, &n_out)) return n_out;
     }
@@ -701,8 +842,8 @@ bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n
             rethrow_failure();
         }
     }
-    // The block's completion, as the worker waits for it: spin on the event for spin_us, then a
-    // blocking synchronise. One completion wait.
+    // The block's completion, as the worker waits for it: spin on the event (flag_wait: on the io
+    // flag, no driver call) for spin_us, then a blocking synchronise. One completion wait.
     const DriverApi& api = driver();
     auto what = [&] {  // built on the error path only
         return "waiting for a block of stages " + stage_names() + " (slot " + std::to_string(s) + ")";
@@ -710,7 +851,7 @@ bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n
     try {
         const auto deadline = Clock::now() + std::chrono::microseconds(options_.spin_us);
         for (unsigned i = 0;; ++i) {
-            const CUresult r = api.cuEventQuery(slot.ev_done);
+            const CUresult r = query_block_done(slot, true);
             if (r == CUDA_SUCCESS) break;
             if (r != CUDA_ERROR_NOT_READY) cu_check(r, "cuEventQuery", what());
             if ((i & 15u) == 15u && Clock::now() >= deadline) {
@@ -725,6 +866,7 @@ bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n
         fail(e.what(), e.call(), e.code(), e.code_name());
         throw;
     }
+    slot.flag_seq = 0;
     counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
     counters_.blocks.fetch_add(1, std::memory_order_relaxed);
     inline_blocks_.fetch_add(1, std::memory_order_relaxed);
@@ -734,8 +876,10 @@ bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n
 }
 
 void StreamEngine::wait_idle() {
-    to_caller_.wait([&] { return completed_.load() == submitted_.load() || failed_.load(); },
-                    options_.spin_us);
+    to_caller_.wait([&] {
+        return (completed_.load() == submitted_.load() && sched_done_.load() == sched_posted_.load()) ||
+               failed_.load();
+    }, options_.spin_us);
     if (failed_.load()) rethrow_failure();
 }
 
@@ -764,7 +908,219 @@ EngineCounters StreamEngine::counters() const {
     c.completion_waits = counters_.completion_waits.load();
     c.graph_launches = counters_.graph_launches.load();
     c.eager_blocks = counters_.eager_blocks.load();
+    c.chunks = counters_.chunks.load();
     return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chunks and the scheduler
+// ---------------------------------------------------------------------------------------------
+
+void StreamEngine::enqueue_op_units(int s, int64_t begin, int64_t end) {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+        const int64_t first = unit_begin_[i];
+        const int64_t last = i + 1 < ops_.size() ? unit_begin_[i + 1] : units_total_;
+        const int64_t b = std::max(begin, first), e = std::min(end, last);
+        if (b >= e) continue;
+        const OpSpec& spec = specs_[i];
+        try {
+            ops_[i]->enqueue_units(compute_, op_input(i, s), op_output(i, s), b - first, e - first);
+        } catch (const DeviceError& err) {
+            throw DeviceError(std::string(err.what()) + " [stage '" + spec.name + "' (" + spec.kind + "), units " +
+                                  std::to_string(b - first) + ".." + std::to_string(e - first) + "]",
+                              err.call(), err.code(), err.code_name());
+        } catch (const CompileError&) {
+            throw;
+        } catch (const std::exception& err) {
+            throw DeviceError("stage '" + spec.name + "' (" + spec.kind + ") failed to queue units " +
+                              std::to_string(b - first) + ".." + std::to_string(e - first) + ": " + err.what());
+        }
+    }
+}
+
+void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent start, CUevent stop) {
+    const DriverApi& api = driver();
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    const int64_t U = units_total_;
+    if (begin < 0 || end > U || begin >= end)
+        throw std::invalid_argument("chunk [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                    ") is not a unit range of a block of " + std::to_string(U) + " units");
+    const bool full = !slot.final && slot.n_in == input_desc().items;
+    const bool whole = begin == 0 && end == U;
+    const bool single = options_.single_stream;
+    const bool resident = resident_.load();
+    const char* what = "queueing a chunk of a block";
+    auto mark = [&](CUevent e) {
+        if (e) cu_check(api.cuEventRecord(e, compute_), "cuEventRecord", "timing a chunk");
+    };
+    if (!full && end != U) {
+        // A final (partial) block runs whole in its last chunk: its ops need n_in, not units.
+        mark(start);
+        mark(stop);
+        return;
+    }
+    if (single && whole && !resident) {
+        // The latency path exactly as the engine runs it alone (one stream, copies included).
+        mark(start);
+        enqueue_block(s);
+        mark(stop);
+        return;
+    }
+    CUstream up = single ? compute_ : h2d_;
+    CUstream down = single ? compute_ : d2h_;
+    const bool first = begin == 0 || !full;
+    if (first && !resident) {
+        cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), up),
+                 "cuMemcpyHtoDAsync_v2", what);
+        counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
+        if (!single) {
+            cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", what);
+            cu_check(api.cuStreamWaitEvent(compute_, slot.ev_h2d, 0), "cuStreamWaitEvent", what);
+        }
+    }
+    mark(start);  // after the upload: the chunk's cost is its compute
+    if (!full) {
+        slot.n_out = enqueue_ops(s, slot.n_in, slot.final);
+        counters_.eager_blocks.fetch_add(1, std::memory_order_relaxed);
+    } else if (whole && slot.graph) {
+        cu_check(api.cuGraphLaunch(slot.graph, compute_), "cuGraphLaunch", "launching a block's graph");
+        counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
+        slot.n_out = output_desc().items;
+    } else {
+        enqueue_op_units(s, begin, end);
+        if (!whole) counters_.chunks.fetch_add(1, std::memory_order_relaxed);
+        if (end == U) counters_.eager_blocks.fetch_add(1, std::memory_order_relaxed);
+        slot.n_out = output_desc().items;
+    }
+    mark(stop);
+    if (end != U) return;
+    if (resident) {
+        cu_check(api.cuEventRecord(slot.ev_done, compute_), "cuEventRecord", what);
+        return;
+    }
+    if (!single) {
+        cu_check(api.cuEventRecord(slot.ev_comp, compute_), "cuEventRecord", what);
+        cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", what);
+    }
+    cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(), down),
+             "cuMemcpyDtoHAsync_v2", what);
+    counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
+    cu_check(api.cuEventRecord(slot.ev_done, down), "cuEventRecord", what);
+}
+
+void StreamEngine::finish_scheduled(int s) {
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
+    counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+    slot.state.store(kDone);
+    sched_done_.fetch_add(1);
+    to_caller_.notify();
+}
+
+int64_t StreamEngine::process_split(int s, const void* block, int64_t n, bool final,
+                                    const std::vector<int64_t>& cuts) {
+    if (closed_.load()) throw Error("StreamEngine.process_split(): the engine is closed");
+    for (size_t i = 0; i < cuts.size(); ++i)
+        if (cuts[i] <= (i ? cuts[i - 1] : 0) || cuts[i] >= units_total_)
+            throw std::invalid_argument("cuts must increase strictly between 0 and units_per_block (" +
+                                        std::to_string(units_total_) + ")");
+    std::lock_guard<std::mutex> control(control_mutex_);
+    check_usable("process_split");
+    check_submission(s, n, final);
+    if (attached()) throw std::invalid_argument("process_split() on an engine attached to a dispatcher");
+    wait_idle();
+    for (size_t k = 0; k < slots_.size(); ++k)
+        if (slots_[k]->state.load() != kFree)
+            throw std::invalid_argument("process_split() needs an idle engine: collect every submitted slot first");
+    fill(s, block, n);
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    slot.n_in = n;
+    slot.final = final;
+    device_->make_current();
+    const DriverApi& api = driver();
+    std::vector<int64_t> bounds{0};
+    bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+    bounds.push_back(units_total_);
+    try {
+        for (size_t i = 0; i + 1 < bounds.size(); ++i) enqueue_chunk(s, bounds[i], bounds[i + 1], nullptr, nullptr);
+        cu_check(api.cuEventSynchronize(slot.ev_done), "cuEventSynchronize",
+                 "waiting for a split block of stages " + stage_names());
+    } catch (const DeviceError& e) {
+        fail(e.what(), e.call(), e.code(), e.code_name());
+        throw;
+    }
+    counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
+    counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+    return slot.n_out;
+}
+
+std::vector<uint64_t> StreamEngine::pump_resident(double seconds) {
+    if (!resident_.load()) throw std::invalid_argument("pump_resident() needs resident mode (set_resident(true))");
+    if (!(seconds > 0)) throw std::invalid_argument("seconds must be > 0");
+    for (size_t k = 0; k < slots_.size(); ++k)
+        if (slots_[k]->state.load() != kFree)
+            throw std::invalid_argument("pump_resident() needs an idle engine: collect every submitted slot first");
+    pump_stop_.store(false);
+    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    std::vector<uint64_t> stamps;
+    stamps.reserve(1 << 16);
+    const int K = slots();
+    const int64_t items = input_desc().items;
+    for (int s = 0; s < K; ++s) submit(s, items, false);
+    for (uint64_t b = 0;; ++b) {
+        const int s = static_cast<int>(b % static_cast<uint64_t>(K));
+        wait(s);
+        stamps.push_back(Dispatcher::now_ns());
+        if (pump_stop_.load() || Clock::now() >= end) break;
+        submit(s, items, false);
+    }
+    for (int s = 0; s < K; ++s)  // drain the ones still in flight
+        if (slots_[static_cast<size_t>(s)]->state.load() != kFree) {
+            wait(s);
+            stamps.push_back(Dispatcher::now_ns());
+        }
+    return stamps;
+}
+
+bool StreamEngine::attached() const {
+    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(producer_mutex_));
+    return dispatcher_ != nullptr;
+}
+
+void StreamEngine::attach(std::shared_ptr<Dispatcher> dispatcher, uint32_t sched_stream) {
+    if (!dispatcher) throw std::invalid_argument("attach() needs a dispatcher");
+    std::lock_guard<std::mutex> control(control_mutex_);
+    check_usable("attach");
+    if (dispatcher->device()->index() != device_->index())
+        throw std::invalid_argument("the dispatcher runs GPU " + std::to_string(dispatcher->device()->index()) +
+                                    ", this engine GPU " + std::to_string(device_->index()));
+    wait_idle();
+    for (size_t k = 0; k < slots_.size(); ++k)
+        if (slots_[k]->state.load() != kFree)
+            throw std::invalid_argument("attach() needs an idle engine: collect every submitted slot first");
+    if (attached()) throw std::invalid_argument("the engine is already attached to a dispatcher");
+    dispatcher->attach(this, sched_stream);
+    std::lock_guard<std::mutex> lock(producer_mutex_);
+    dispatcher_ = std::move(dispatcher);
+    sched_stream_ = sched_stream;
+}
+
+void StreamEngine::detach() {
+    std::shared_ptr<Dispatcher> d;
+    {
+        std::lock_guard<std::mutex> control(control_mutex_);
+        if (!attached()) return;
+        // In-flight blocks finish first (or the engine has failed: its tasks get cancelled).
+        try {
+            wait_idle();
+        } catch (const DeviceError&) {
+            // Failed: the dispatcher cancels the engine's remaining tasks below.
+        }
+        std::lock_guard<std::mutex> lock(producer_mutex_);
+        d = std::move(dispatcher_);
+        dispatcher_.reset();
+    }
+    d->detach(this);
 }
 
 // ---------------------------------------------------------------------------------------------

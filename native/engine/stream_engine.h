@@ -34,6 +34,8 @@ namespace gk {
 
 class Device;
 class DeviceBuffer;
+class Dispatcher;
+class Module;
 class PinnedBuffer;
 
 struct OpSpec {
@@ -62,15 +64,29 @@ struct EngineOptions {
     // use the worker, and so does process() while a submitted block is uncollected. Same
     // counters either way.
     bool inline_submit = false;
+    // Mapped I/O (single_stream only; docs/cuda.md, "Mapped I/O"): the slots' pinned input and
+    // output are mapped into the device's address space, and a block's two DMA copies become two
+    // kernels on the compute stream: gk_io_pull (mapped input -> device input) before the ops,
+    // gk_io_push (device output -> mapped output) after them (with use_graph, in the slot's block
+    // graph). Needs a GPU that can map host memory with unified addressing (DeviceError if not).
+    bool mapped_io = false;
+    // mapped_io only: the push kernel's last CTA writes a running count into a mapped host word
+    // after a system-scope fence, and the completion wait spins on that word (no driver call)
+    // instead of cuEventQuery; after spin_us without it, cuEventSynchronize on ev_done (still
+    // recorded every block) reports errors and ends the wait.
+    bool flag_wait = false;
 };
 
 struct EngineCounters {
     uint64_t blocks = 0;            // blocks completed
-    uint64_t h2d_copies = 0;        // host -> device copies issued by the per-block path
-    uint64_t d2h_copies = 0;        // device -> host copies issued by the per-block path
-    uint64_t completion_waits = 0;  // one per block: the wait for its ev_done
+    // Host -> device / device -> host copies issued by the per-block path; with mapped_io each is
+    // a kernel (gk_io_pull / gk_io_push) instead of a cuMemcpy*Async, still one each per block.
+    uint64_t h2d_copies = 0;
+    uint64_t d2h_copies = 0;
+    uint64_t completion_waits = 0;  // one per block: the wait for its ev_done (or its io flag)
     uint64_t graph_launches = 0;    // blocks run through a captured graph
-    uint64_t eager_blocks = 0;      // blocks run eagerly (final blocks, use_graph=false)
+    uint64_t eager_blocks = 0;      // blocks run eagerly (final blocks, use_graph=false, chunked)
+    uint64_t chunks = 0;            // partial chunks launched (a block split by the scheduler)
 };
 
 // Spin-then-block waiting on a predicate over atomics; any thread may notify.
@@ -133,6 +149,33 @@ public:
     // Blocks process() ran on the calling thread (inline_submit); also in counters()' blocks.
     uint64_t inline_blocks() const noexcept { return inline_blocks_.load(); }
 
+    // ---- chunks and the scheduler (native/engine/dispatcher.h, docs/scheduler.md) ----
+    // Units of one full block: the ops' units() in op order (the scheduler's units_per_block).
+    int64_t units_per_block() const noexcept { return units_total_; }
+    // Test entry point: `block` as process() takes it, run on the calling thread as the chunks
+    // [0, cuts[0]), [cuts[0], cuts[1]), ..., [cuts.back(), units_per_block()). The engine must be
+    // idle and not attached to a dispatcher. Returns the valid output items.
+    int64_t process_split(int slot, const void* block, int64_t n_valid, bool final,
+                          const std::vector<int64_t>& cuts);
+    // Resident mode (benchmarks, e.g. W2 beside W1 in W3): blocks skip the H2D and D2H copies and
+    // compute on whatever the slot's device input holds (uploaded by the last normal block).
+    void set_resident(bool on) { resident_.store(on); }
+    bool resident() const noexcept { return resident_.load(); }
+    // Benchmark entry point (resident mode, idle engine): resident blocks back to back with every
+    // slot in flight, through submit()/wait() (so an attached engine goes through its
+    // dispatcher), until `seconds` pass or stop_pump() is called; returns each block's
+    // completion time (steady clock ns, the scheduler's clock). No Python per block.
+    std::vector<uint64_t> pump_resident(double seconds);
+    void stop_pump() { pump_stop_.store(true); }
+    // Scheduled mode: submit() hands every block to `dispatcher` as a task of scheduler stream
+    // `sched_stream`; the dispatcher's worker launches it chunk by chunk as the scheduler decides
+    // and hands the slot back. process() goes through it too (no inline path). The engine must
+    // be idle. detach() returns the engine to its own worker (waits for in-flight blocks first);
+    // close() detaches.
+    void attach(std::shared_ptr<Dispatcher> dispatcher, uint32_t sched_stream);
+    void detach();
+    bool attached() const;
+
     // Benchmark entry points (the engine must be idle: every submitted slot waited for).
     // Input already on the device (slot 0's pinned input copied once): replay slot 0's compute
     // `iterations` times, each timed with events; seconds per replay. Resets op state after.
@@ -145,6 +188,7 @@ public:
     double measure_h2d_bandwidth(size_t nbytes, int repeats);
 
 private:
+    friend class Dispatcher;
     enum SlotState : int { kFree = 0, kSubmitted = 1, kDone = 2 };
 
     struct Slot {
@@ -157,12 +201,39 @@ private:
         int64_t n_in = 0;   // written by submit() before publication
         bool final = false;
         int64_t n_out = 0;  // written by the worker before it marks the slot done
+        // mapped I/O, flag_wait: the io flag value that marks this block done; 0: wait on ev_done.
+        // Cleared by enqueue_block(), set by enqueue_download() for the block it queues, cleared
+        // again by the completion wait that consumes it.
+        uint64_t flag_seq = 0;
     };
 
     struct Counters {
         std::atomic<uint64_t> blocks{0}, h2d_copies{0}, d2h_copies{0}, completion_waits{0},
-            graph_launches{0}, eager_blocks{0};
+            graph_launches{0}, eager_blocks{0}, chunks{0};
     };
+
+    // mapped I/O
+    // Checks the options and the GPU, loads the io kernels, allocates the flag (build()).
+    void setup_mapped_io();
+    // A block's H2D on `stream`: cuMemcpyHtoDAsync, or with mapped_io the gk_io_pull kernel.
+    void enqueue_upload(int slot, CUstream stream);
+    // A block's D2H on `stream`: cuMemcpyDtoHAsync, or with mapped_io the gk_io_push kernel; with
+    // flag_wait the push also bumps the io flag, and unless `capturing` (a graph launched later
+    // does the accounting) the slot's flag_seq is set to the value that marks this block done.
+    void enqueue_download(int slot, CUstream stream, bool capturing);
+    // Numbers a flagged push just queued (eagerly or in a block graph): the slot's flag_seq
+    // becomes the flag value that push writes.
+    void note_flagged_push(Slot& slot);
+    // CUDA_SUCCESS once the slot's block is done: its io flag reached (flag_wait), else
+    // cuEventQuery(ev_done). While `spinning`, a flagged block is NOT_READY until the flag
+    // arrives (no driver call).
+    CUresult query_block_done(const Slot& slot, bool spinning) const;
+    std::shared_ptr<Module> io_module_;
+    CUfunction io_pull_ = nullptr, io_push_ = nullptr;
+    unsigned io_pull_grid_ = 1, io_push_grid_ = 1;
+    std::unique_ptr<PinnedBuffer> io_flag_;   // flag_wait: one mapped host word the push writes
+    std::unique_ptr<DeviceBuffer> io_state_;  // flag_wait: {push CTAs arrived, flagged pushes}
+    std::atomic<uint64_t> io_pushes_{0};      // flagged pushes queued (= the flag once all are done)
 
     void build();
     void teardown() noexcept;
@@ -182,6 +253,16 @@ private:
     // done) when it is not, or when reset/close/timing holds the engine.
     bool process_inline(int slot, int64_t n_valid, bool final, int64_t* n_out);
     void worker_main();
+    // Dispatcher side (its worker thread, the engine's context current): queue units [begin, end)
+    // of slot s's submitted block on the engine's streams. The first chunk issues the H2D, the
+    // last the D2H and ev_done; `start`/`stop` (nullable, timing events) bracket the chunk's
+    // device work on the compute stream. A final (or partial) block runs whole in its last chunk.
+    void enqueue_chunk(int s, int64_t begin, int64_t end, CUevent start, CUevent stop);
+    // The ops' units [begin, end) of a full block, eagerly on the compute stream.
+    void enqueue_op_units(int s, int64_t begin, int64_t end);
+    // Dispatcher side: the block in slot s is done (its ev_done has completed).
+    void finish_scheduled(int s);
+    CUevent done_event(int s) const { return slots_[static_cast<size_t>(s)]->ev_done; }
     void fail(const std::string& message, const std::string& call, int code,
               const std::string& code_name);
     [[noreturn]] void rethrow_failure() const;
@@ -214,6 +295,15 @@ private:
     std::atomic<bool> failed_{false};
     std::string error_message_, error_call_, error_code_name_;
     int error_code_ = 0;
+
+    std::vector<int64_t> unit_begin_;  // unit_begin_[i]: op i's first unit in the block
+    int64_t units_total_ = 1;
+    std::atomic<bool> resident_{false};
+    std::atomic<bool> pump_stop_{false};
+    std::shared_ptr<Dispatcher> dispatcher_;  // set while attached (guarded by producer_mutex_)
+    uint32_t sched_stream_ = 0;
+    std::atomic<uint64_t> sched_posted_{0};  // blocks handed to the dispatcher
+    std::atomic<uint64_t> sched_done_{0};    // ... and handed back
 
     Counters counters_;
     std::atomic<uint64_t> inline_blocks_{0};

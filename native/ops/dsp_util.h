@@ -166,5 +166,80 @@ inline int64_t item_bytes(const TensorDesc& d) {
     return (d.frames() ? d.bins : 1) * static_cast<int64_t>(dtype_size(d.dtype));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Chunking (Op::units / Op::enqueue_units, the scheduler's kernel pacing).
+//
+// The rule every chunkable op uses: a block's `count` items along the op's unit axis (transforms,
+// frames, channels, columns, elements), `item_elements` elements of work each, are grouped into
+// units of `per` consecutive items, the last unit possibly shorter, with
+//   * at most kMaxUnits units per block (the scheduler paces in these steps), and
+//   * at least kMinUnitElements elements per unit (a unit must be worth a launch): a block
+//     smaller than that is one unit;
+//   * `per` a multiple of `align` (see align_items: unit offsets on 16-byte boundaries, for
+//     cuFFT and vector loads), except that it never exceeds `count`.
+// It depends only on the layout, so units() is the same for every block.
+constexpr int64_t kMaxUnits = 64;
+constexpr int64_t kMinUnitElements = 4096;
+
+struct UnitSplit {
+    int64_t count = 0;  // items along the unit axis
+    int64_t per = 1;    // items per unit (the last unit may hold fewer)
+    int64_t units = 1;
+
+    int64_t begin(int64_t u) const { return u * per; }
+    int64_t size(int64_t u) const {
+        const int64_t left = count - u * per;
+        return left < per ? left : per;
+    }
+    int64_t last() const { return size(units - 1); }  // items of the last unit
+    // Items [begin(b), end_item(e)) of units [b, e).
+    int64_t end_item(int64_t e) const { return e >= units ? count : e * per; }
+};
+
+inline int64_t gcd64(int64_t a, int64_t b) {
+    while (b != 0) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a < 0 ? -a : a;
+}
+
+// Items such that `items * item_bytes` is a multiple of 16.
+inline int64_t align_items(int64_t item_bytes) {
+    if (item_bytes <= 0) return 1;
+    return 16 / gcd64(item_bytes, 16);
+}
+
+inline int64_t lcm64(int64_t a, int64_t b) { return a / gcd64(a, b) * b; }
+
+inline UnitSplit split_units(int64_t count, int64_t item_elements, int64_t align = 1,
+                             int64_t min_elements = kMinUnitElements,
+                             int64_t max_units = kMaxUnits) {
+    UnitSplit s;
+    s.count = count;
+    if (count <= 1) {
+        s.per = count > 0 ? count : 1;
+        return s;
+    }
+    const int64_t elems = item_elements > 0 ? item_elements : 1;
+    int64_t per = ceil_div(count, max_units);
+    const int64_t floor_items = ceil_div(min_elements, elems);
+    if (per < floor_items) per = floor_items;
+    if (align > 1) per = ceil_div(per, align) * align;
+    if (per > count) per = count;
+    s.per = per;
+    s.units = ceil_div(count, per);
+    return s;
+}
+
+// enqueue_units()'s argument check: [begin, end) must be a non-empty range of [0, units).
+inline void check_unit_range(const char* kind, int64_t begin, int64_t end, int64_t units) {
+    if (begin < 0 || end > units || begin >= end)
+        throw std::logic_error(std::string("op '") + kind + "': units [" + std::to_string(begin) +
+                               ", " + std::to_string(end) + ") out of its " +
+                               std::to_string(units) + " unit(s)");
+}
+
 }  // namespace dsp
 }  // namespace gk

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "dsp_util.h"
 #include "gk/device.h"
 #include "gk/errors.h"
 #include "gk/jit.h"
@@ -61,14 +62,45 @@ public:
         const unsigned long long blocks = ((n_ + per_thread - 1) / per_thread + kThreads - 1) / kThreads;
         const unsigned long long cap = static_cast<unsigned long long>(device_->properties().multiprocessors) * 8;
         grid_ = static_cast<unsigned>(blocks < 1 ? 1 : (blocks < cap ? blocks : cap));
+        in_bytes_ = static_cast<int64_t>(dtype_size(a.in.dtype));
+        // Units: element ranges of the whole block (frames, channels and bins flattened), split
+        // by dsp::split_units (<= 64 units, >= 4096 elements each), a multiple of 64 elements
+        // per unit so that every unit starts 16-byte aligned (vector loads). Element-wise: any
+        // split gives bit-identical results.
+        split_ = dsp::split_units(static_cast<int64_t>(n_), 1, 64);
+    }
+
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t begin,
+                       int64_t end) override {
+        dsp::check_unit_range(kind_, begin, end, split_.units);
+        const int64_t first = split_.begin(begin), stop = split_.end_item(end);
+        const unsigned long long n = static_cast<unsigned long long>(stop - first);
+        const unsigned long long per_thread = in_bytes_ == 8 ? 2 : 4;
+        const unsigned long long blocks = ((n + per_thread - 1) / per_thread + kThreads - 1) / kThreads;
+        run(stream, in + static_cast<CUdeviceptr>(first * in_bytes_),
+            out + static_cast<CUdeviceptr>(first * 4), n,
+            static_cast<unsigned>(blocks < 1 ? 1 : (blocks < grid_ ? blocks : grid_)));
     }
 
     void enqueue(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t, bool) override {
+        run(stream, in, out, n_, grid_);
+    }
+
+    int64_t output_items(int64_t n_in) const override { return n_in; }
+    void reset(CUstream) override {}
+    const char* kind() const override { return kind_; }
+
+private:
+    // The kernel over n elements from in/out (the whole block, or one chunk's element range).
+    void run(CUstream stream, CUdeviceptr in, CUdeviceptr out, unsigned long long count,
+             unsigned grid_x) {
         CUdeviceptr y = out, x = in;
-        unsigned long long n = n_;
+        unsigned long long n = count;
         float scale = scale_, inv_ref = inv_ref_, floor = floor_;
         Dim3 grid, block;
-        grid.x = grid_;
+        grid.x = grid_x;
         block.x = kThreads;
         if (db_) {
             void* params[] = {&y, &x, &scale, &inv_ref, &floor, &n};
@@ -79,11 +111,6 @@ public:
         }
     }
 
-    int64_t output_items(int64_t n_in) const override { return n_in; }
-    void reset(CUstream) override {}
-    const char* kind() const override { return kind_; }
-
-private:
     static constexpr unsigned kThreads = 256;
     std::shared_ptr<Device> device_;
     const char* kind_;
@@ -93,6 +120,8 @@ private:
     float scale_ = 10.0f, inv_ref_ = 1.0f, floor_ = 1e-20f;
     unsigned long long n_ = 0;
     unsigned grid_ = 1;
+    int64_t in_bytes_ = 4;
+    dsp::UnitSplit split_;
 };
 
 }  // namespace

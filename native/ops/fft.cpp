@@ -75,32 +75,34 @@ public:
             }
         }
         plan_ = std::make_unique<CufftPlan>(device_, layout, label_);
+        make_units(layout);
+    }
+
+    // Units: the block's transforms (channel x frame rows, in memory order), grouped by
+    // dsp::split_units (<= 64 units, >= 4096 points each, unit offsets on 16-byte boundaries).
+    // A block of one transform per channel thus splits over channels. Plans for a unit's batch
+    // (and the shorter last unit's) are made here.
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin,
+                       int64_t end) override {
+        dsp::check_unit_range(kind(), begin, end, split_.units);
+        if (begin == 0 && end == split_.units) {
+            enqueue(s, in, out, in_.items, false);
+            return;
+        }
+        for (int64_t u = begin; u < end; ++u) {
+            const int64_t r0 = split_.begin(u), rows = split_.size(u);
+            CufftPlan& plan = rows == split_.per ? *unit_plan_ : *tail_plan_;
+            run_rows(s, plan, in + static_cast<CUdeviceptr>(r0 * in_row_bytes_),
+                     out + static_cast<CUdeviceptr>(r0 * out_row_bytes_),
+                     scratch_ ? scratch_->ptr() + static_cast<CUdeviceptr>(r0 * bins_ * 8) : 0,
+                     rows);
+        }
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
-        const int64_t count = channels_ * frames_;
-        switch (kind_) {
-            case FftKind::Fft:
-                if (real_in_) {
-                    plan_->exec_r2c(s, in, out);
-                    util_.hermitian_fill(s, out, n_, count);
-                } else {
-                    plan_->exec_c2c(s, in, out, CUFFT_FORWARD);
-                }
-                break;
-            case FftKind::Rfft:
-                plan_->exec_r2c(s, in, out);
-                break;
-            case FftKind::Ifft:
-                plan_->exec_c2c(s, in, out, CUFFT_INVERSE);
-                util_.scale_c64(s, out, out, 1.0f / static_cast<float>(n_), count * n_);
-                break;
-            case FftKind::Irfft:
-                util_.irfft_prepare(s, scratch_->ptr(), in, 1.0f / static_cast<float>(n_), bins_, n_,
-                                    count * bins_);
-                plan_->exec_c2r(s, scratch_->ptr(), out);
-                break;
-        }
+        run_rows(s, *plan_, in, out, scratch_ ? scratch_->ptr() : 0, channels_ * frames_);
         if (final)
             dsp::zero_after(s, util_, out, channels_, out_.items, dsp::item_bytes(out_),
                             output_items(n_in));
@@ -118,6 +120,53 @@ public:
 private:
     bool forward() const { return kind_ == FftKind::Fft || kind_ == FftKind::Rfft; }
 
+    // The transforms of `count` consecutive rows (channel x frame) with `plan` (batch == count);
+    // in/out/scratch point at the first row. Every step is row-local, so a subrange of rows
+    // gives exactly its part of the whole block.
+    void run_rows(CUstream s, CufftPlan& plan, CUdeviceptr in, CUdeviceptr out,
+                  CUdeviceptr scratch, int64_t count) {
+        switch (kind_) {
+            case FftKind::Fft:
+                if (real_in_) {
+                    plan.exec_r2c(s, in, out);
+                    util_.hermitian_fill(s, out, n_, count);
+                } else {
+                    plan.exec_c2c(s, in, out, CUFFT_FORWARD);
+                }
+                break;
+            case FftKind::Rfft:
+                plan.exec_r2c(s, in, out);
+                break;
+            case FftKind::Ifft:
+                plan.exec_c2c(s, in, out, CUFFT_INVERSE);
+                util_.scale_c64(s, out, out, 1.0f / static_cast<float>(n_), count * n_);
+                break;
+            case FftKind::Irfft:
+                util_.irfft_prepare(s, scratch, in, 1.0f / static_cast<float>(n_), bins_, n_,
+                                    count * bins_);
+                plan.exec_c2r(s, scratch, out);
+                break;
+        }
+    }
+
+    void make_units(const FftLayout& full) {
+        const int64_t rows = channels_ * frames_;
+        // Bytes of one row (one transform) of the input, the output and the irfft scratch.
+        in_row_bytes_ = forward() ? n_ * static_cast<int64_t>(dtype_size(in_.dtype)) : bins_ * 8;
+        out_row_bytes_ = forward() ? bins_ * 8 : n_ * static_cast<int64_t>(dtype_size(out_.dtype));
+        int64_t align = dsp::lcm64(dsp::align_items(in_row_bytes_), dsp::align_items(out_row_bytes_));
+        if (scratch_) align = dsp::lcm64(align, dsp::align_items(bins_ * 8));
+        split_ = dsp::split_units(rows, n_, align);
+        if (split_.units <= 1) return;
+        FftLayout unit = full;
+        unit.batch = split_.per;
+        unit_plan_ = std::make_unique<CufftPlan>(device_, unit, label_ + " (unit)");
+        if (split_.last() != split_.per) {
+            unit.batch = split_.last();
+            tail_plan_ = std::make_unique<CufftPlan>(device_, unit, label_ + " (last unit)");
+        }
+    }
+
     std::shared_ptr<Device> device_;
     FftKind kind_;
     std::string label_;
@@ -127,6 +176,10 @@ private:
     bool real_in_ = false;
     std::unique_ptr<CufftPlan> plan_;
     std::unique_ptr<DeviceBuffer> scratch_;
+    // chunking
+    dsp::UnitSplit split_;
+    int64_t in_row_bytes_ = 0, out_row_bytes_ = 0;
+    std::unique_ptr<CufftPlan> unit_plan_, tail_plan_;
 };
 
 GK_REGISTER_OP("fft", [](const OpArgs& a) { return std::make_unique<FftOp>(a, FftKind::Fft); });

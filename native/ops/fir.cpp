@@ -67,6 +67,70 @@ public:
             make_overlap_save(a);
         else
             throw std::invalid_argument(label_ + ": unknown method '" + method_ + "'");
+        make_units();
+    }
+
+    // Units: channels, grouped by dsp::split_units (<= 64 units, >= 4096 samples each); the state
+    // is per channel, so a unit filters its channels over the whole block.
+    //   direct: the _ch kernel over the unit's channels reads history[phase] and writes its
+    //           channels' next history; the block's last CTA (arrivals counted over all units)
+    //           flips the phase, exactly once per block.
+    //   overlap-save: framing, FFT (plans of a unit's batch, made here), spectrum product,
+    //           inverse FFT and output for the unit's channels (their rows are contiguous);
+    //           the history update for every channel after the last unit, as enqueue() does.
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin,
+                       int64_t end) override {
+        dsp::check_unit_range("fir", begin, end, split_.units);
+        if (begin == 0 && end == split_.units) {
+            enqueue(s, in, out, n_, false);
+            return;
+        }
+        if (method_ == "direct") {
+            // Consecutive units are consecutive channels: one launch covers [begin, end).
+            const int64_t c0 = split_.begin(begin), count = split_.end_item(end) - c0;
+            const int64_t tiles = ceil_div(n_, 64);
+            launch(*direct_ch_, dim(static_cast<unsigned>(tiles), static_cast<unsigned>(count)),
+                   dim(128), 0, s, out, in, hist2_->ptr(), sync_->ptr(), taps_->ptr(), u64(n_),
+                   u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_), static_cast<int>(padded_ / kt_),
+                   u64(c0), u64(channels_), static_cast<unsigned>(tiles * channels_));
+            return;
+        }
+        const int64_t in_bytes = static_cast<int64_t>(dtype_size(in_.dtype));
+        const int64_t out_bytes = static_cast<int64_t>(dtype_size(out_.dtype));
+        const int64_t frame_bytes = real_fft_ ? 4 : 8;
+        for (int64_t u = begin; u < end; ++u) {
+            const int64_t c0 = split_.begin(u), count = split_.size(u);
+            const int64_t r0 = c0 * frames_;  // first frame row of the unit
+            const CUdeviceptr frames = frames_buf_->ptr() + static_cast<CUdeviceptr>(r0 * nfft_ * frame_bytes);
+            const CUdeviceptr spectra = spectra_->ptr() + static_cast<CUdeviceptr>(r0 * bins_ * 8);
+            const CUdeviceptr x = in + static_cast<CUdeviceptr>(c0 * n_ * in_bytes);
+            const CUdeviceptr hist = history_->ptr() == 0 ? 0 : history_->ptr() +
+                                     static_cast<CUdeviceptr>(c0 * hist_len_ * in_bytes);
+            const CUdeviceptr h = spectrum_->ptr() +
+                                  static_cast<CUdeviceptr>(tap_rows_ == 1 ? 0 : c0 * bins_ * 8);
+            const CUdeviceptr y = out + static_cast<CUdeviceptr>(c0 * n_ * out_bytes);
+            const bool full = count == split_.per;
+            CufftPlan& fwd = full ? *unit_forward_ : *tail_forward_;
+            const unsigned rows = static_cast<unsigned>(count * frames_);
+            launch(*ols_frames_, dim(rows), dim(256), 0, s, frames, x, hist, u64(n_),
+                   u64(hist_len_), u64(nfft_), u64(step_), u64(frames_));
+            if (real_fft_)
+                fwd.exec_r2c(s, frames, spectra);
+            else
+                fwd.exec_c2c(s, frames, spectra, CUFFT_FORWARD);
+            launch(*ols_multiply_, dim(rows), dim(256), 0, s, spectra, h, u64(bins_), u64(frames_),
+                   u64(tap_rows_));
+            if (real_fft_)
+                (full ? *unit_inverse_ : *tail_inverse_).exec_c2r(s, spectra, frames);
+            else
+                fwd.exec_c2c(s, spectra, frames, CUFFT_INVERSE);
+            launch(*ols_output_, dim(static_cast<unsigned>(frames_), static_cast<unsigned>(count)),
+                   dim(256), 0, s, y, frames, u64(n_), u64(hist_len_), u64(nfft_), u64(step_),
+                   u64(frames_));
+        }
+        if (end == split_.units) history_->update(s, util_, in);
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
@@ -117,6 +181,34 @@ public:
 private:
     static unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
 
+    void make_units() {
+        if (method_ == "direct") {
+            split_ = dsp::split_units(channels_, n_);
+            if (split_.units > 1) direct_ch_ = module_->function(direct_name_ + "_ch");
+            return;
+        }
+        // Unit offsets of the frames and spectra scratch on 16-byte boundaries (cuFFT).
+        const int64_t align = dsp::lcm64(dsp::align_items(frames_ * nfft_ * (real_fft_ ? 4 : 8)),
+                                         dsp::align_items(frames_ * bins_ * 8));
+        split_ = dsp::split_units(channels_, n_, align);
+        if (split_.units <= 1) return;
+        FftLayout layout;
+        layout.n = nfft_;
+        layout.type = real_fft_ ? CUFFT_R2C : CUFFT_C2C;
+        auto plans = [&](int64_t ch, std::unique_ptr<CufftPlan>& fwd,
+                         std::unique_ptr<CufftPlan>& inv, const std::string& what) {
+            layout.batch = ch * frames_;
+            layout.type = real_fft_ ? CUFFT_R2C : CUFFT_C2C;
+            fwd = std::make_unique<CufftPlan>(device_, layout, label_ + what);
+            if (real_fft_) {
+                layout.type = CUFFT_C2R;
+                inv = std::make_unique<CufftPlan>(device_, layout, label_ + what);
+            }
+        };
+        plans(split_.per, unit_forward_, unit_inverse_, " (unit)");
+        if (split_.last() != split_.per) plans(split_.last(), tail_forward_, tail_inverse_, " (last unit)");
+    }
+
     void make_direct(const ParamArray& taps) {
         kt_ = L_ <= 32 ? 32 : 128;
         padded_ = ceil_div(L_, kt_) * kt_;
@@ -137,6 +229,7 @@ private:
         const std::string name = std::string("gk_fir_direct_") + (x_complex_ ? "c" : "r") +
                                  (h_complex_ ? "c" : "r") + "_k" + std::to_string(kt_);
         direct_ = module_->function(name);
+        direct_name_ = name;
     }
 
     void make_overlap_save(const OpArgs& a) {
@@ -200,6 +293,11 @@ private:
     std::unique_ptr<DeviceBuffer> spectrum_, frames_buf_, spectra_;
     std::unique_ptr<CufftPlan> forward_, inverse_;
     std::shared_ptr<Kernel> ols_frames_, ols_multiply_, ols_output_;
+    // chunking
+    dsp::UnitSplit split_;
+    std::string direct_name_;
+    std::shared_ptr<Kernel> direct_ch_;
+    std::unique_ptr<CufftPlan> unit_forward_, unit_inverse_, tail_forward_, tail_inverse_;
 };
 
 GK_REGISTER_OP("fir", [](const OpArgs& a) { return std::make_unique<FirOp>(a); });

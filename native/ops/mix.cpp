@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dsp_util.h"
 #include "gk/cublas_handle.h"
 #include "gk/device.h"
 #include "gk/errors.h"
@@ -74,6 +75,7 @@ public:
             build_cublas(a, m);
         else
             build_kernel(m);
+        make_units();
     }
 
     void enqueue(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool) override {
@@ -81,7 +83,32 @@ public:
         if (use_cublas_)
             enqueue_cublas(stream, in, out);
         else
-            enqueue_kernel(stream, in, out, n_in);
+            enqueue_kernel(stream, in, out, 0, n_in);
+    }
+
+    // Units: columns (the streaming axis: samples, or whole frames of bins), grouped by
+    // dsp::split_units (<= 64 units, >= 4096 input + output elements each), unit offsets on
+    // 16-byte boundaries (and whole 32-column tiles in the time domain). Every column is mixed
+    // on its own, so consecutive units run as one column range: the kernel on offset pointers,
+    // cuBLAS gemms on the range's columns (leading dimensions of the whole block); the per-bin
+    // cuBLAS path transposes just the range's frames (strided batched transposes). A complex
+    // matrix on real input promotes the whole block in the chunk holding unit 0.
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t begin,
+                       int64_t end) override {
+        dsp::check_unit_range("mix", begin, end, split_.units);
+        if (begin == 0 && end == split_.units) {
+            enqueue(stream, in, out, in_.items, false);
+            return;
+        }
+        const int64_t col0 = split_.begin(begin), count = split_.end_item(end) - col0;
+        if (!use_cublas_)
+            enqueue_kernel(stream, in, out, col0, count);
+        else if (per_bin_)
+            cublas_per_bin_columns(stream, in, out, col0, count);
+        else
+            cublas_columns(stream, in, out, col0, count, begin == 0);
     }
 
     int64_t output_items(int64_t n_in) const override { return n_in; }
@@ -132,11 +159,16 @@ private:
         }
     }
 
-    void enqueue_kernel(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t n_in) {
-        CUdeviceptr y = out, mat = matrix_->ptr(), x = in;
+    // Items [col0, col0 + n) of every row (the whole block: col0 = 0, n = valid items): the
+    // kernels see rows starting at the range (offset pointers) with the block's row stride.
+    void enqueue_kernel(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t col0, int64_t n) {
+        const int64_t first = col0 * per_item();
+        CUdeviceptr y = out + static_cast<CUdeviceptr>(first * static_cast<int64_t>(dtype_size(out_.dtype)));
+        CUdeviceptr mat = matrix_->ptr();
+        CUdeviceptr x = in + static_cast<CUdeviceptr>(first * static_cast<int64_t>(dtype_size(in_.dtype)));
         int c_out = static_cast<int>(c_out_), c_in = static_cast<int>(c_in_);
         unsigned long long row = static_cast<unsigned long long>(in_.row());
-        unsigned long long len = static_cast<unsigned long long>(n_in * per_item());
+        unsigned long long len = static_cast<unsigned long long>(n * per_item());
         const unsigned long long cap = static_cast<unsigned long long>(device_->properties().multiprocessors) * 16;
         Dim3 grid, block;
         if (per_bin_) {
@@ -185,6 +217,131 @@ private:
                                           : x_complex_ ? "gk_transpose_c64"
                                                        : "gk_transpose_f32_c64");
         transpose_out_ = module_->function(out_.dtype == DType::C64 ? "gk_transpose_c64" : "gk_transpose_f32");
+        transpose_in_strided_ = module_->function(!xt_complex ? "gk_transpose_strided_f32"
+                                                  : x_complex_ ? "gk_transpose_strided_c64"
+                                                               : "gk_transpose_strided_f32_c64");
+        transpose_out_strided_ = module_->function(
+            out_.dtype == DType::C64 ? "gk_transpose_strided_c64" : "gk_transpose_strided_f32");
+    }
+
+    void make_units() {
+        const int64_t x_item = per_item() * static_cast<int64_t>(dtype_size(in_.dtype));
+        const int64_t y_item = per_item() * static_cast<int64_t>(dtype_size(out_.dtype));
+        int64_t align = dsp::lcm64(dsp::align_items(x_item), dsp::align_items(y_item));
+        if (!in_.frames()) align = dsp::lcm64(align, 32);  // whole 32-column tiles of gk_mix_*
+        split_ = dsp::split_units(in_.items, (c_in_ + c_out_) * per_item(), align);
+    }
+
+    // out[z * out_batch + c * ldo + r] = in[z * in_batch + r * ldi + c]: r < rows, c < cols.
+    void transpose_strided(const Kernel& k, CUstream stream, CUdeviceptr out, CUdeviceptr in,
+                           unsigned long long rows, unsigned long long cols, unsigned long long ldi,
+                           unsigned long long ldo, unsigned long long batches,
+                           unsigned long long in_batch, unsigned long long out_batch) {
+        void* params[] = {&out, &in, &rows, &cols, &ldi, &ldo, &batches, &in_batch, &out_batch};
+        Dim3 grid, block;
+        const unsigned long long gx = (cols + 31) / 32, gy = (rows + 31) / 32;
+        grid.x = static_cast<unsigned>(gx < 65535 ? gx : 65535);
+        grid.y = static_cast<unsigned>(gy < 65535 ? gy : 65535);
+        grid.z = static_cast<unsigned>(batches < 65535 ? batches : 65535);
+        block.x = 32;
+        block.y = 8;
+        k.launch(grid, block, params, 0, stream);
+    }
+
+    // One matrix, cuBLAS: the gemm of enqueue_cublas() on columns [col0, col0 + n) of every row.
+    void cublas_columns(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t col0, int64_t n,
+                        bool first_chunk) {
+        const CublasApi& api = cublas();
+        cublasHandle_t h = handle_->on(stream);
+        const int c_out = static_cast<int>(c_out_), c_in = static_cast<int>(c_in_);
+        const int64_t row = in_.row(), first = col0 * per_item(), len = n * per_item();
+        if (!m_complex_) {
+            const int64_t w = x_complex_ ? 2 : 1;  // floats per element (complex x as 2 floats)
+            const float one = 1.0f, zero = 0.0f;
+            cublas_check(api.cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(len * w),
+                                         c_out, c_in, &one,
+                                         reinterpret_cast<const float*>(in) + first * w,
+                                         static_cast<int>(row * w),
+                                         reinterpret_cast<const float*>(matrix_->ptr()), c_in, &zero,
+                                         reinterpret_cast<float*>(out) + first * w,
+                                         static_cast<int>(row * w)),
+                         "cublasSgemm_v2", "mixing channels (a unit's columns)");
+            return;
+        }
+        CUdeviceptr x = in;
+        if (!x_complex_) {
+            if (first_chunk) promote_all(stream, in);
+            x = scratch_x_->ptr();
+        }
+        const gkComplex cone{1.0f, 0.0f}, czero{0.0f, 0.0f};
+        cublas_check(api.cublasCgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(len), c_out,
+                                     c_in, &cone, reinterpret_cast<const gkComplex*>(x) + first,
+                                     static_cast<int>(row),
+                                     reinterpret_cast<const gkComplex*>(matrix_->ptr()), c_in,
+                                     &czero, reinterpret_cast<gkComplex*>(out) + first,
+                                     static_cast<int>(row)),
+                     "cublasCgemm_v2", "mixing channels (a unit's columns)");
+    }
+
+    // Per-bin stack, cuBLAS: frames [f0, f0 + n) through the (bins, C, F) scratch layout.
+    void cublas_per_bin_columns(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t f0,
+                                int64_t n) {
+        const CublasApi& api = cublas();
+        cublasHandle_t h = handle_->on(stream);
+        const int64_t F = in_.items, bins = in_.bins;
+        const bool xt_complex = x_complex_ || m_complex_;
+        const int64_t xt_bytes = xt_complex ? 8 : 4, x_bytes = x_complex_ ? 8 : 4;
+        const int64_t y_bytes = out_.dtype == DType::C64 ? 8 : 4;
+        using ull = unsigned long long;
+        // in (C_in, F, bins) frames [f0, f0+n) -> scratch_x (bins, C_in, F) columns [f0, f0+n)
+        transpose_strided(*transpose_in_strided_, stream,
+                          scratch_x_->ptr() + static_cast<CUdeviceptr>(f0 * xt_bytes),
+                          in + static_cast<CUdeviceptr>(f0 * bins * x_bytes), ull(n), ull(bins),
+                          ull(bins), ull(c_in_ * F), ull(c_in_), ull(F * bins), ull(F));
+        const int c_out = static_cast<int>(c_out_), c_in = static_cast<int>(c_in_);
+        const int B = static_cast<int>(bins);
+        if (!m_complex_) {
+            const int64_t w = x_complex_ ? 2 : 1;  // floats per element
+            const float one = 1.0f, zero = 0.0f;
+            cublas_check(api.cublasSgemmStridedBatched(
+                             h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n * w), c_out, c_in, &one,
+                             reinterpret_cast<const float*>(scratch_x_->ptr()) + f0 * w,
+                             static_cast<int>(F * w), static_cast<long long>(c_in) * F * w,
+                             reinterpret_cast<const float*>(matrix_->ptr()), c_in,
+                             static_cast<long long>(c_out) * c_in, &zero,
+                             reinterpret_cast<float*>(scratch_y_->ptr()) + f0 * w,
+                             static_cast<int>(F * w), static_cast<long long>(c_out) * F * w, B),
+                         "cublasSgemmStridedBatched", "mixing channels per bin (a unit's frames)");
+        } else {
+            const gkComplex cone{1.0f, 0.0f}, czero{0.0f, 0.0f};
+            cublas_check(api.cublasCgemmStridedBatched(
+                             h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), c_out, c_in, &cone,
+                             reinterpret_cast<const gkComplex*>(scratch_x_->ptr()) + f0,
+                             static_cast<int>(F), static_cast<long long>(c_in) * F,
+                             reinterpret_cast<const gkComplex*>(matrix_->ptr()), c_in,
+                             static_cast<long long>(c_out) * c_in, &czero,
+                             reinterpret_cast<gkComplex*>(scratch_y_->ptr()) + f0,
+                             static_cast<int>(F), static_cast<long long>(c_out) * F, B),
+                         "cublasCgemmStridedBatched", "mixing channels per bin (a unit's frames)");
+        }
+        // scratch_y (bins, C_out, F) columns [f0, f0+n) -> out (C_out, F, bins) frames [f0, f0+n)
+        transpose_strided(*transpose_out_strided_, stream,
+                          out + static_cast<CUdeviceptr>(f0 * bins * y_bytes),
+                          scratch_y_->ptr() + static_cast<CUdeviceptr>(f0 * y_bytes), ull(bins),
+                          ull(n), ull(c_out_ * F), ull(bins), ull(c_out_), ull(F), ull(F * bins));
+    }
+
+    // out = complex(in, 0) over the whole block, into scratch_x_ (complex matrix, real input).
+    void promote_all(CUstream stream, CUdeviceptr in) {
+        CUdeviceptr dst = scratch_x_->ptr(), src = in;
+        unsigned long long n = static_cast<unsigned long long>(c_in_ * in_.row());
+        void* params[] = {&dst, &src, &n};
+        Dim3 grid, block;
+        const unsigned long long cap = static_cast<unsigned long long>(device_->properties().multiprocessors) * 8;
+        const unsigned long long gx = (n + 255) / 256;
+        grid.x = static_cast<unsigned>(gx < cap ? gx : cap);
+        block.x = 256;
+        promote_->launch(grid, block, params, 0, stream);
     }
 
     void transpose(const Kernel& k, CUstream stream, CUdeviceptr out, CUdeviceptr in,
@@ -275,6 +432,9 @@ private:
     std::shared_ptr<Kernel> kernel_, promote_, transpose_in_, transpose_out_;
     std::unique_ptr<DeviceBuffer> matrix_, scratch_x_, scratch_y_;
     std::unique_ptr<CublasHandle> handle_;
+    // chunking
+    dsp::UnitSplit split_;
+    std::shared_ptr<Kernel> transpose_in_strided_, transpose_out_strided_;
 };
 
 }  // namespace

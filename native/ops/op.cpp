@@ -176,7 +176,16 @@ std::unique_ptr<Op> make_op(const std::string& kind, const OpArgs& args) {
     }
     std::unique_ptr<Op> op = factory(args);
     if (!op) throw std::logic_error("op factory for '" + kind + "' returned nothing");
+    op->block_items_ = args.in.items;
     return op;
+}
+
+void Op::enqueue_units(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t begin, int64_t end) {
+    if (begin != 0 || end != units())
+        throw std::logic_error(std::string("op '") + kind() + "' has " + std::to_string(units()) +
+                               " unit(s) and cannot run units [" + std::to_string(begin) + ", " +
+                               std::to_string(end) + ") alone");
+    enqueue(stream, in, out, block_items_, false);
 }
 
 }  // namespace gk

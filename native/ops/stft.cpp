@@ -61,6 +61,38 @@ public:
         plan_ = std::make_unique<CufftPlan>(device_, layout, label_);
         module_ = load_embedded_module(device_, "stft", CompileOptions{});
         framing_ = module_->function(real_ ? "gk_stft_frames_f32" : "gk_stft_frames_c64");
+        make_units(layout);
+    }
+
+    // Units: the block's frames (channel x frame rows, in memory order), grouped by
+    // dsp::split_units (<= 64 units, >= 4096 windowed samples each, unit offsets on 16-byte
+    // boundaries); each unit frames its rows (reading the previous blocks' history, which stays
+    // untouched until the block's last unit) and transforms them with a plan of its batch. The
+    // last unit then updates the history once, as enqueue() does after its transform.
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin,
+                       int64_t end) override {
+        dsp::check_unit_range(kind(), begin, end, split_.units);
+        if (begin == 0 && end == split_.units) {
+            enqueue(s, in, out, n_, false);
+            return;
+        }
+        const int64_t frame_bytes = nfft_ * (real_ ? 4 : 8);
+        for (int64_t u = begin; u < end; ++u) {
+            const int64_t r0 = split_.begin(u), rows = split_.size(u);
+            launch(*framing_rows_, dim(static_cast<unsigned>(rows)), dim(256), 0, s,
+                   frames_buf_->ptr(), in, history_->ptr(), window_->ptr(), u64(n_),
+                   u64(hist_len_), u64(nfft_), u64(hop_), u64(frames_), u64(r0));
+            CufftPlan& plan = rows == split_.per ? *unit_plan_ : *tail_plan_;
+            const CUdeviceptr src = frames_buf_->ptr() + static_cast<CUdeviceptr>(r0 * frame_bytes);
+            const CUdeviceptr dst = out + static_cast<CUdeviceptr>(r0 * bins_ * 8);
+            if (real_)
+                plan.exec_r2c(s, src, dst);
+            else
+                plan.exec_c2c(s, src, dst, CUFFT_FORWARD);
+        }
+        if (end == split_.units) history_->update(s, util_, in);
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
@@ -86,6 +118,22 @@ public:
     const char* kind() const override { return "stft"; }
 
 private:
+    void make_units(const FftLayout& full) {
+        const int64_t align = dsp::lcm64(dsp::align_items(nfft_ * (real_ ? 4 : 8)),
+                                         dsp::align_items(bins_ * 8));
+        split_ = dsp::split_units(channels_ * frames_, nfft_, align);
+        if (split_.units <= 1) return;
+        framing_rows_ =
+            module_->function(real_ ? "gk_stft_frames_rows_f32" : "gk_stft_frames_rows_c64");
+        FftLayout unit = full;
+        unit.batch = split_.per;
+        unit_plan_ = std::make_unique<CufftPlan>(device_, unit, label_ + " (unit)");
+        if (split_.last() != split_.per) {
+            unit.batch = split_.last();
+            tail_plan_ = std::make_unique<CufftPlan>(device_, unit, label_ + " (last unit)");
+        }
+    }
+
     std::shared_ptr<Device> device_;
     std::string label_;
     TensorDesc in_, out_;
@@ -97,6 +145,10 @@ private:
     std::unique_ptr<CufftPlan> plan_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> framing_;
+    // chunking
+    dsp::UnitSplit split_;
+    std::shared_ptr<Kernel> framing_rows_;
+    std::unique_ptr<CufftPlan> unit_plan_, tail_plan_;
 };
 
 // How the fused op splits its frames over CTAs: each averaging group of `avg` frames is cut into
@@ -154,6 +206,42 @@ public:
         module_ = load_embedded_module(device_, "stft", CompileOptions{});
         fused_ = module_->function("gk_stft_pa_" + std::to_string(nfft_));
         reduce_ = module_->function("gk_stft_pa_reduce");
+        // Units: every unit launches the full block's grid (all CTAs: the GPU stays full), each
+        // CTA transforming a slice of the steps of its run (a step = the 4096 / nfft frames a CTA
+        // transforms at once) and adding into its partial spectrum; the last unit reduces. Units
+        // hold >= kPaUnitSamples samples (256 CTA-steps of 4096 samples) and whole steps, <= 64.
+        const int64_t steps = frames_per_part_ / (4096 / nfft_);
+        int64_t by_size = channels_ * n_ / kPaUnitSamples;
+        if (by_size < 1) by_size = 1;
+        units_ = steps < by_size ? steps : by_size;
+        if (units_ > dsp::kMaxUnits) units_ = dsp::kMaxUnits;
+        if (units_ < 1) units_ = 1;
+        steps_ = steps;
+        if (units_ > 1) fused_steps_ = module_->function("gk_stft_pa_steps_" + std::to_string(nfft_));
+    }
+
+    int64_t units() const override { return units_; }
+
+    void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin,
+                       int64_t end) override {
+        dsp::check_unit_range(kind(), begin, end, units_);
+        if (begin == 0 && end == units_) {
+            enqueue(s, in, out, n_, false);
+            return;
+        }
+        for (int64_t u = begin; u < end; ++u) {
+            // steps [u * S / U, (u + 1) * S / U): every unit at least one step (U <= S)
+            const int step_begin = static_cast<int>(u * steps_ / units_);
+            const int step_end = static_cast<int>((u + 1) * steps_ / units_);
+            launch(*fused_steps_, dim(static_cast<unsigned>(groups_ * parts_)), dim(256), 0, s,
+                   partial_->ptr(), in, window_->ptr(), u64(frames_), u64(avg_), u64(frames_),
+                   static_cast<int>(parts_), static_cast<int>(frames_per_part_), step_begin,
+                   step_end, u == 0 ? 0 : 1);
+        }
+        if (end == units_)
+            launch(*reduce_, dim(static_cast<unsigned>(groups_ * (nfft_ / 32))), dim(32, 8), 0, s,
+                   out, partial_->ptr(), u64(nfft_), static_cast<int>(parts_),
+                   u64(groups_per_channel_), u64(avg_), u64(frames_));
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
@@ -185,6 +273,10 @@ private:
     std::unique_ptr<DeviceBuffer> window_, partial_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> fused_, reduce_;
+    // chunking
+    static constexpr int64_t kPaUnitSamples = int64_t(1) << 20;
+    int64_t units_ = 1, steps_ = 1;
+    std::shared_ptr<Kernel> fused_steps_;
 };
 
 GK_REGISTER_OP("stft", [](const OpArgs& a) { return std::make_unique<StftOp>(a); });

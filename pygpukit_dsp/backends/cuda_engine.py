@@ -48,7 +48,7 @@ class CudaEngine:
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
                  slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int = 200,
                  device: int = 0, single_stream: bool | None = None,
-                 inline_submit: bool | None = None):
+                 inline_submit: bool | None = None, mapped_io: bool | None = None, flag_wait: bool = False):
         from .. import _native
 
         self.choice = choice
@@ -62,17 +62,26 @@ class CudaEngine:
         # vs 36.8 us native round trip, benchmarks/profile_w1.py). Throughput streams keep
         # separate copy streams, so that block n+1's upload overlaps block n's compute, and
         # replay each slot's captured graph (docs/cuda.md, "Latency mode").
+        # mapped_io (kernels move the block through device-mapped pinned slots, flag_wait: the
+        # completion is a host flag they write; docs/cuda.md, "Mapped I/O") is a latency-mode
+        # option: asking for it implies single_stream unless single_stream is given.
+        # Realtime streams default to mapped I/O replayed as one graph per slot (pull kernel, ops,
+        # push kernel): on the H100 it beat the eager copy path for W1 (process() p50 29.6 vs
+        # 32.5 us, p99 45.6 vs 51.4 us; benchmarks/profile_w1.py, docs/benchmarks.md).
+        if mapped_io is None:
+            mapped_io = realtime
         if single_stream is None:
-            single_stream = realtime
+            single_stream = realtime or mapped_io
         if use_graph is None:
-            use_graph = not single_stream
+            use_graph = not single_stream or mapped_io
         # Latency mode also runs process() on the calling thread when nothing else is in flight
         # (two thread hand-offs fewer per block); submit()/collect() always use the worker.
         if inline_submit is None:
             inline_submit = single_stream
         self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,
                                             priority=self.priority, use_graph=use_graph, spin_us=spin_us,
-                                            single_stream=single_stream, inline_submit=inline_submit)
+                                            single_stream=single_stream, inline_submit=inline_submit,
+                                            mapped_io=mapped_io, flag_wait=flag_wait)
         self._in_dtype = chain.input.np_dtype
         self._slots = self._engine.slots
         self._in = [self._engine.input_slot(s) for s in range(self._slots)]
@@ -140,6 +149,80 @@ class CudaEngine:
         out = self._engine.process(slot, block, final)
         self._next = (slot + 1) % self._slots
         return out
+
+    # ------------------------------------------------------------------ chunks, scheduler
+    @property
+    def units_per_block(self) -> int:
+        """Units of one full block (chunkable ops split theirs; the scheduler's units_per_block)."""
+        return int(self._engine.units_per_block)
+
+    def process_split(self, block: np.ndarray, cuts: list[int], final: bool = False) -> np.ndarray:
+        """Process ``block`` as the chunks between ``cuts`` (unit indices) and return its output.
+
+        What the scheduler does to a throughput block, on the calling thread: for tests of the
+        chunked ops (the result must equal :meth:`process`). The engine must be idle.
+        """
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        slot = self._next
+        if any(self._busy):
+            raise ValueError("process_split() needs an idle engine: collect every submitted slot first")
+        block = np.ascontiguousarray(block, dtype=self._in_dtype)
+        out = self._engine.process_split(slot, block, final, [int(c) for c in cuts])
+        self._next = (slot + 1) % self._slots
+        return out
+
+    def set_resident(self, on: bool = True) -> None:
+        """Blocks skip their H2D and D2H copies and compute on the input already on the GPU.
+
+        For benchmarks only (W2 GPU-resident beside W1 in W3): the output slots are not updated.
+        Run one normal block first so the device input holds data.
+        """
+        self._engine.resident = bool(on)
+
+    def submit_resident(self) -> int:
+        """Hand the next slot over without filling it (resident mode: no host copy either).
+
+        The block computes on the device input that slot already holds; returns the slot.
+        """
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        if not self.resident:
+            raise ValueError("submit_resident() needs set_resident(True) first")
+        slot = self._next
+        if self._busy[slot]:
+            raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
+        self._engine.submit(slot, self._items, False)
+        self._busy[slot] = True
+        self._next = (slot + 1) % self._slots
+        return slot
+
+    def pump_resident(self, seconds: float) -> list[int]:
+        """Resident blocks back to back, every slot in flight, with no Python per block.
+
+        Runs until ``seconds`` pass or :meth:`stop_pump` is called (from another thread) and
+        returns each block's completion time (``time.monotonic_ns`` clock). For throughput
+        benchmarks (W2 beside W1 in W3), where a Python loop per block would contend for the GIL
+        with the stream being measured. Needs :meth:`set_resident` and an idle engine.
+        """
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        if any(self._busy):
+            raise ValueError("pump_resident() needs an idle engine: collect every submitted slot first")
+        return list(self._engine.pump_resident(float(seconds)))
+
+    def stop_pump(self) -> None:
+        """Make a running :meth:`pump_resident` return after its current block."""
+        self._engine.stop_pump()
+
+    @property
+    def resident(self) -> bool:
+        return bool(self._engine.resident)
+
+    @property
+    def attached(self) -> bool:
+        """Whether a CudaDispatch launches this engine's blocks (see cuda_dispatch.py)."""
+        return not self._closed and bool(self._engine.attached)
 
     # ------------------------------------------------------------------ state, counters
     def reset(self) -> None:

@@ -230,7 +230,7 @@ def fake_results(fake_driver: str) -> dict:
 
 
 def test_fake_hot_path_counts_one_copy_each_way_and_one_wait_per_block(fake_results):
-    assert fake_results["after_50"] == {"blocks": 50, "h2d_copies": 50, "d2h_copies": 50,
+    assert fake_results["after_50"] == {"blocks": 50, "h2d_copies": 50, "d2h_copies": 50, "chunks": 0,
                                         "completion_waits": 50, "graph_launches": 50, "eager_blocks": 0}
     assert fake_results["driver_graph_launches"] == 50
     assert fake_results["graphs_live"] == 2  # one graph per slot
@@ -360,8 +360,11 @@ def test_runner_hands_blocks_over_with_submit_and_collect(monkeypatch):
     monkeypatch.setattr(backends, "open_backend", lambda *a, **k: TwoSlotEngine())
     x = np.arange(30, dtype=np.float32).reshape(1, 30)
     sink = NumpySink()
-    summary = Pipeline([stages.Gain(linear=3.0)], sample_rate=1000, block_size=8,
-                       source=NumpySource(array=x), sink=sink).run()
+    from pygpukit_dsp.runner import StreamRunner
+
+    # the runner alone: Pipeline.run() would attach this "cuda" double to a real CudaDispatch
+    summary = StreamRunner(Pipeline([stages.Gain(linear=3.0)], sample_rate=1000, block_size=8,
+                                    source=NumpySource(array=x), sink=sink)).run()
     np.testing.assert_array_equal(sink.result(), 3 * x)
     assert calls[:4] == ["submit", "collect", "submit", "collect"] and calls[-1] == "close"
     assert summary.blocks == 4 and summary.engine_counters == {"blocks": 4}
@@ -400,7 +403,7 @@ def test_gpu_hot_path_counts_exactly_one_h2d_one_d2h_one_wait_per_block():
         for b in _blocks(50):
             eng.process(b)
         assert eng.counters() == {"blocks": 50, "h2d_copies": 50, "d2h_copies": 50,
-                                  "completion_waits": 50, "graph_launches": 50, "eager_blocks": 0}
+                                  "completion_waits": 50, "graph_launches": 50, "eager_blocks": 0, "chunks": 0}
         eng.process(_blocks(1)[0][:, :100], final=True)
         c = eng.counters()
         assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (51, 51, 51, 51)
@@ -659,3 +662,387 @@ def test_frames_input_spec_shapes_are_checked_by_the_wrapper():
     with pytest.raises(ValueError, match="must be the final block"):
         eng._fill(np.zeros((2, 3, 5), np.float32), False)
     assert SignalSpec(1.0, 2, 8, "float32", "frames", 5).block_shape == eng._in_shape
+
+
+# ------------------------------------------------------------------------------------------
+# Mapped I/O (EngineOptions::mapped_io, flag_wait; docs/cuda.md, "Mapped I/O")
+# ------------------------------------------------------------------------------------------
+
+# What the fake driver needs for mapped_io: cuMemHostGetDevicePointer_v2 (the "device" address
+# of fake host memory is the host address), the cuMemHostAlloc flags (counted), and device
+# attribute overrides. fake_libcuda.c is compiled with cuDeviceGetAttribute and cuMemHostAlloc
+# renamed to fake_base_*, which these wrappers call.
+FAKE_MAPPED_API = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#undef cuDeviceGetAttribute
+#undef cuMemHostAlloc
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+CUresult fake_base_cuDeviceGetAttribute(int* value, int attribute, int dev);
+CUresult fake_base_cuMemHostAlloc(void** p, size_t n, unsigned flags);
+static long g_mapped_host_allocs = 0;
+long fake_cuda_mapped_host_allocs(void) { return g_mapped_host_allocs; }
+/* FAKE_CUDA_ATTRS="19=0,41=0": attribute -> value overrides. */
+CUresult cuDeviceGetAttribute(int* value, int attribute, int dev) {
+    const char* spec = getenv("FAKE_CUDA_ATTRS");
+    while (spec && *spec) {
+        char* end;
+        long a = strtol(spec, &end, 10);
+        if (*end != '=') break;
+        long v = strtol(end + 1, &end, 10);
+        if (a == attribute) { *value = (int)v; return 0; }
+        spec = *end == ',' ? end + 1 : end;
+    }
+    return fake_base_cuDeviceGetAttribute(value, attribute, dev);
+}
+CUresult cuMemHostAlloc(void** p, size_t n, unsigned flags) {
+    CUresult r = fake_base_cuMemHostAlloc(p, n, flags);
+    if (r == 0 && (flags & 0x02)) ++g_mapped_host_allocs; /* CU_MEMHOSTALLOC_DEVICEMAP */
+    return r;
+}
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
+    (void)flags;
+    *d = (CUdeviceptr)(uintptr_t)p;
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_mapped_driver(fake_driver: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    folder = tmp_path_factory.mktemp("fake_mapped_driver")
+    (folder / "graph_api.c").write_text(FAKE_GRAPH_API)
+    (folder / "mapped_api.c").write_text(FAKE_MAPPED_API)
+    out = folder / "libcuda_fake.so.1"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-DcuDeviceGetAttribute=fake_base_cuDeviceGetAttribute",
+                    "-DcuMemHostAlloc=fake_base_cuMemHostAlloc", "-o", str(out), str(FAKE_DRIVER_SOURCE),
+                    str(folder / "graph_api.c"), str(folder / "mapped_api.c")], check=True)
+    return str(out)
+
+
+FAKE_MAPPED_SCRIPT = r"""
+import ctypes, json, os, time
+import numpy as np
+from pygpukit_dsp import _native
+from pygpukit_dsp.errors import DeviceError
+
+fake = ctypes.CDLL(os.environ["GK_LIBCUDA"])
+dev = _native.Device(0)
+res = {}
+gain = {"kind": "gain", "name": "g", "in": (3, 16, 0, "float32"), "out": (3, 16, 0, "float32"),
+        "params": {"factor": 2.0}}
+
+# 1. Option combinations that cannot work are refused before anything is allocated.
+for label, kw in {"mapped_without_single": {"mapped_io": True},
+                  "flag_without_mapped": {"single_stream": True, "flag_wait": True}}.items():
+    try:
+        _native.StreamEngine(dev, [gain], use_graph=False, **kw)
+        res[label] = None
+    except ValueError as exc:
+        res[label] = str(exc)
+
+# 2. A GPU that cannot map host memory, or has no unified addressing: DeviceError at build.
+for label, attrs in {"no_map": "19=0", "no_uva": "41=0"}.items():
+    os.environ["FAKE_CUDA_ATTRS"] = attrs
+    try:
+        _native.StreamEngine(dev, [gain], use_graph=False, single_stream=True, mapped_io=True)
+        res[label] = None
+    except DeviceError as exc:
+        res[label] = str(exc)
+    del os.environ["FAKE_CUDA_ATTRS"]
+res["live_after_refusals"] = [fake.fake_cuda_live_streams(), fake.fake_cuda_live_host_allocs()]
+
+# 3. Every mode: one H2D, one D2H, one wait per block (inline process(), the worker's
+#    submit/wait, a final partial block); the push kernel gets the slot's mapped output.
+os.environ["FAKE_CUDA_PARAM_COUNT"] = "3"  # the fake reads this many: pull has 3, gain 4, push 5
+def param(i):
+    b = (ctypes.c_ubyte * 8)()
+    fake.fake_cuda_last_param(i, b)
+    return int.from_bytes(bytes(b), "little")
+x = np.ones((3, 16), np.float32)
+for flag in (False, True):
+    for graph in (False, True):
+        mapped0 = fake.fake_cuda_mapped_host_allocs()
+        e = _native.StreamEngine(dev, [gain], slots=2, single_stream=True, use_graph=graph,
+                                 inline_submit=True, mapped_io=True, flag_wait=flag, spin_us=20)
+        r = {"props": [e.mapped_io, e.flag_wait],
+             "mapped_allocs": fake.fake_cuda_mapped_host_allocs() - mapped0}
+        launches0, graphs0 = fake.fake_cuda_launches(), fake.fake_cuda_graph_launches()
+        t = time.perf_counter()
+        for b in range(6):
+            e.process(b % 2, x)                   # inline (the flag never comes: no kernel runs)
+        for b in range(4):
+            e.input_slot(b % 2)[:] = 1
+            e.submit(b % 2, 16)
+            e.wait(b % 2)                         # the worker
+        e.submit(0, 16); e.submit(1, 16); e.wait(0); e.wait(1)   # two in flight
+        r["seconds"] = time.perf_counter() - t
+        r["full"] = [e.counters(), fake.fake_cuda_launches() - launches0,
+                     fake.fake_cuda_graph_launches() - graphs0]
+        if not graph:
+            r["push"] = [param(0) == e.output_slot(1).ctypes.data, param(2), fake.fake_cuda_last_dim(0),
+                         fake.fake_cuda_last_dim(3)]
+        launches0 = fake.fake_cuda_launches()
+        y = e.process(0, np.ascontiguousarray(x[:, :5]), True)
+        r["final"] = [list(y.shape), e.counters(), fake.fake_cuda_launches() - launches0]
+        r["final_push_to_slot0"] = param(0) == e.output_slot(0).ctypes.data
+        e.close()
+        res[f"flag={int(flag)},graph={int(graph)}"] = r
+del os.environ["FAKE_CUDA_PARAM_COUNT"]
+e = _native.StreamEngine(dev, [gain], use_graph=False)
+res["default"] = [e.mapped_io, e.flag_wait]
+e.close()
+
+# 4. A failing push launch surfaces as a DeviceError naming the kernel.
+e = _native.StreamEngine(dev, [gain], use_graph=False, single_stream=True, mapped_io=True)
+os.environ["FAKE_CUDA_LAUNCH_ERROR"] = "1"
+try:
+    e.process(0, x)
+    res["launch_error"] = None
+except DeviceError as exc:
+    res["launch_error"] = [str(exc), exc.call]
+del os.environ["FAKE_CUDA_LAUNCH_ERROR"]
+e.close()
+res["live_at_end"] = [fake.fake_cuda_live_streams(), fake.fake_cuda_graphs_live()]
+
+# 5. CudaEngine(mapped_io=True) is a latency-mode engine unless told otherwise.
+from pygpukit_dsp import Pipeline, stages
+from pygpukit_dsp.backends import BackendChoice
+from pygpukit_dsp.backends.cuda_engine import CudaEngine
+p = Pipeline([stages.Gain(db=1.0)], sample_rate=1000, channels=2, block_size=64)
+eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True, flag_wait=True, spin_us=20)
+raw = eng._engine
+res["wrapper"] = [raw.single_stream, raw.mapped_io, raw.flag_wait, raw.use_graph, raw.inline_submit]
+eng.process(np.zeros((2, 64), np.float32))
+res["wrapper_counters"] = eng.counters()
+eng.close()
+try:
+    CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True, single_stream=False)
+    res["wrapper_refusal"] = None
+except ValueError as exc:
+    res["wrapper_refusal"] = str(exc)
+print(json.dumps(res))
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_mapped_results(fake_mapped_driver: str) -> dict:
+    return last_json(run_python(FAKE_MAPPED_SCRIPT, GK_LIBCUDA=fake_mapped_driver, GK_JIT_DISK_CACHE="0"))
+
+
+def test_fake_mapped_io_refuses_option_combinations_that_cannot_work(fake_mapped_results):
+    assert "mapped_io needs single_stream=True" in fake_mapped_results["mapped_without_single"]
+    assert "flag_wait needs mapped_io=True" in fake_mapped_results["flag_without_mapped"]
+    assert "mapped_io needs single_stream=True" in fake_mapped_results["wrapper_refusal"]
+
+
+def test_fake_mapped_io_refuses_a_gpu_that_cannot_map_host_memory(fake_mapped_results):
+    assert "GPU 0 (Fake GPU) cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 0)" \
+        in fake_mapped_results["no_map"]
+    assert "mapped_io=False" in fake_mapped_results["no_map"]
+    assert "no unified addressing (CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 0)" in fake_mapped_results["no_uva"]
+    assert fake_mapped_results["live_after_refusals"] == [0, 0]  # nothing leaked
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+@pytest.mark.parametrize("graph", [0, 1])
+def test_fake_mapped_io_counts_one_transfer_each_way_and_one_wait_per_block(fake_mapped_results, flag, graph):
+    r = fake_mapped_results[f"flag={flag},graph={graph}"]
+    assert r["props"] == [True, bool(flag)]
+    assert r["mapped_allocs"] == 2 * 2 + flag  # both slots' input and output (+ the flag word)
+    counters, launches, graph_launches = r["full"]
+    keys = ("blocks", "h2d_copies", "d2h_copies", "completion_waits", "graph_launches", "eager_blocks")
+    assert [counters[k] for k in keys] == [12, 12, 12, 12, 12 * graph, 12 * (1 - graph)]
+    # eager: pull, gain, push per block; graph: the three kernels are in the slot's block graph
+    assert (launches, graph_launches) == ((0, 12) if graph else (36, 0))
+    # a flag that never arrives (the fake runs no kernel) ends in cuEventSynchronize, no hang
+    assert r["seconds"] < 5
+    shape, after, final_launches = r["final"]
+    assert shape == [3, 5] and final_launches == 3  # the final block runs eagerly: pull, gain, push
+    assert (after["blocks"], after["h2d_copies"], after["d2h_copies"], after["completion_waits"]) == (13,) * 4
+    assert r["final_push_to_slot0"]
+
+
+def test_fake_mapped_io_push_kernel_writes_the_slots_mapped_output(fake_mapped_results):
+    for flag in (0, 1):
+        to_slot1, nbytes, grid, threads = fake_mapped_results[f"flag={flag},graph=0"]["push"]
+        assert to_slot1 and nbytes == 3 * 16 * 4
+        assert (grid, threads) == (1, 128)
+
+
+def test_fake_mapped_io_errors_and_teardown(fake_mapped_results):
+    message, call = fake_mapped_results["launch_error"]
+    assert call == "cuLaunchKernel" and "gk_io_pull" in message
+    assert fake_mapped_results["live_at_end"] == [0, 0]
+    assert fake_mapped_results["default"] == [False, False]
+
+
+def test_fake_mapped_io_wrapper_implies_latency_mode(fake_mapped_results):
+    # mapped_io implies latency mode, replayed as a graph (the measured best for W1)
+    assert fake_mapped_results["wrapper"] == [True, True, True, True, True]
+    c = fake_mapped_results["wrapper_counters"]
+    assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (1, 1, 1, 1)
+
+
+def test_fake_mapped_io_needs_the_drivers_host_pointer_entry_point(fake_driver):
+    code = r"""
+    import json, numpy as np
+    from pygpukit_dsp import _native
+    from pygpukit_dsp.errors import DeviceError
+    gain = {"kind": "gain", "name": "g", "in": (1, 8, 0, "float32"), "out": (1, 8, 0, "float32"),
+            "params": {"factor": 2.0}}
+    try:
+        _native.StreamEngine(_native.Device(0), [gain], single_stream=True, mapped_io=True)
+        print(json.dumps(None))
+    except DeviceError as exc:
+        print(json.dumps(str(exc)))
+    """
+    message = last_json(run_python(code, GK_LIBCUDA=fake_driver, GK_JIT_DISK_CACHE="0"))
+    assert "no cuMemHostGetDevicePointer_v2" in message and "mapped_io=False" in message
+
+
+def test_the_io_kernels_are_embedded_and_compile():
+    from pygpukit_dsp import _native
+    from pygpukit_dsp.capabilities import capabilities
+
+    if not capabilities()["nvrtc"]["found"]:
+        pytest.skip("NVRTC is needed to compile the io kernels (pip install nvidia-cuda-nvrtc)")
+    assert "io" in _native.embedded_kernels()
+    for arch in ("sm_80", "sm_90"):
+        cubin = _native.compile_embedded("io", arch).cubin
+        assert b"gk_io_pull" in cubin and b"gk_io_push" in cubin
+
+
+# GPU: outputs equal the CPU backend and, bit for bit, the same engine without mapped I/O.
+
+MAPPED_MODES = [(True, False), (True, True)]  # (mapped_io, flag_wait)
+
+
+def _w1_like() -> Pipeline:
+    """W1's shapes: fir 256 taps -> mix 16 x 64, 64 channels x 256 float32 (fused into fir_mix)."""
+    rng = np.random.default_rng(21)
+    return Pipeline([stages.Fir(taps=rng.standard_normal(256) / 16), stages.Mix(matrix=rng.standard_normal((16, 64)))],
+                    sample_rate=RATE, channels=64, block_size=256)
+
+
+def _complex_chain() -> Pipeline:
+    """complex64 through fir (complex taps) -> mix 3 x 5 -> gain; 8-byte items, odd row bytes."""
+    rng = np.random.default_rng(22)
+    taps = (rng.standard_normal(31) + 1j * rng.standard_normal(31)) / 8
+    return Pipeline([stages.Fir(taps=taps), stages.Mix(matrix=rng.standard_normal((3, 5))), stages.Gain(db=-2.0)],
+                    sample_rate=RATE, channels=5, block_size=100, dtype="complex64")
+
+
+def _odd_bytes_chain() -> Pipeline:
+    """3 x 5 float32 in (60 bytes: 3 vectors + a 12-byte tail), 1 x 5 out (20 bytes)."""
+    return Pipeline([stages.Gain(db=3.0), stages.Mix(matrix=[[0.5, -1.0, 2.0]])], sample_rate=RATE, channels=3,
+                    block_size=5)
+
+
+def _mapped_signal(p: Pipeline, blocks: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    n = p.block_size * blocks + 3  # a partial final block
+    x = rng.standard_normal((p.channels, n))
+    if p.dtype == "complex64":
+        return (x + 1j * rng.standard_normal(x.shape)).astype(np.complex64)
+    return x.astype(np.float32)
+
+
+def _run_engine(p: Pipeline, x: np.ndarray, **kw) -> tuple[np.ndarray, dict]:
+    eng = _engine(p, **kw)
+    try:
+        b, n = p.block_size, x.shape[1]
+        y = np.concatenate([eng.process(x[:, s:s + b], final=s + b >= n) for s in range(0, n, b)], axis=1)
+        return y, eng.counters()
+    finally:
+        eng.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mapped_io,flag_wait", MAPPED_MODES)
+@pytest.mark.parametrize("use_graph", [False, True])
+@pytest.mark.parametrize("make", [_w1_like, _complex_chain, _odd_bytes_chain])
+def test_gpu_mapped_io_equals_cpu_backend_and_copies(make, use_graph, mapped_io, flag_wait):
+    p = make()
+    blocks = 9
+    x = _mapped_signal(p, blocks, seed=31)
+    ref = p.process(x, backend="cpu")
+    plain, _ = _run_engine(p, x, single_stream=True, use_graph=use_graph)
+    got, c = _run_engine(p, x, single_stream=True, use_graph=use_graph, mapped_io=mapped_io, flag_wait=flag_wait)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    # float32 sums in another order than the CPU backend: relative error bound 1e-5
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
+    np.testing.assert_array_equal(got, plain)  # the same ops: the transfer itself is exact
+    total = blocks + 1
+    assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (total,) * 4
+    assert c["graph_launches"] == (blocks if use_graph else 0)
+    assert c["eager_blocks"] == (1 if use_graph else total)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flag_wait", [False, True])
+def test_gpu_mapped_io_two_slots_in_flight_equal_one_at_a_time(flag_wait):
+    p = _w1_like()
+    rng = np.random.default_rng(32)
+    blocks = [rng.standard_normal((64, 256)).astype(np.float32) for _ in range(16)]
+    eng = _engine(p, single_stream=True, mapped_io=True, flag_wait=flag_wait)
+    try:
+        one_at_a_time = [eng.process(b) for b in blocks]
+        eng.reset()
+        pipelined = []
+        pending = [eng.submit(blocks[0]), eng.submit(blocks[1])]
+        for i in range(2, len(blocks) + 2):
+            pipelined.append(np.array(eng.collect(pending.pop(0))))
+            if i < len(blocks):
+                pending.append(eng.submit(blocks[i]))
+        c = eng.counters()
+    finally:
+        eng.close()
+    for a, b in zip(one_at_a_time, pipelined):
+        np.testing.assert_array_equal(a, b)
+    assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (32,) * 4
+
+
+@pytest.mark.gpu
+def test_gpu_mapped_io_flag_wait_failing_kernel_raises_instead_of_hanging():
+    # A trapped kernel poisons the CUDA context for the whole process: run it in its own.
+    code = r"""
+    import json, time
+    import numpy as np
+    from pygpukit_dsp import Pipeline, stages
+    from pygpukit_dsp.backends import BackendChoice
+    from pygpukit_dsp.backends.cuda_engine import CudaEngine
+    from pygpukit_dsp.errors import DeviceError
+    src = '''
+    extern "C" __global__ void trap_on_magic(const float* in, float* out, long long channels,
+                                             long long items, long long row_in, long long row_out) {
+        long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+        if (i >= channels * row_out) return;
+        if (in[i] == 12345.0f) __trap();
+        out[i] = in[i];
+    }
+    '''
+    p = Pipeline([stages.Kernel(name="trap", entry="trap_on_magic", source=src)], sample_rate=1000,
+                 channels=2, block_size=64)
+    eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True, flag_wait=True)
+    out = {"inline": eng._engine.inline_submit}
+    x = np.ones((2, 64), np.float32)
+    out["ok_block"] = bool(np.array_equal(eng.process(x), x))
+    x[1, 7] = 12345.0
+    t = time.perf_counter()
+    try:
+        eng.process(x)
+    except DeviceError as exc:
+        out["process"] = str(exc)
+    out["error_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    eng.close()
+    out["close_s"] = time.perf_counter() - t
+    print(json.dumps(out))
+    """
+    out = last_json(run_python(code, timeout=120))
+    assert out["inline"] is True and out["ok_block"]
+    assert "CUDA_ERROR_" in out["process"], out["process"]
+    assert out["error_s"] < 10 and out["close_s"] < 10

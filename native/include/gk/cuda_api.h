@@ -55,6 +55,7 @@ enum : int {
     CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13,
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     CU_DEVICE_ATTRIBUTE_INTEGRATED = 18,
+    CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19,
     CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS = 31,
     CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
     CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
@@ -123,6 +124,8 @@ typedef CUresult (*PFN_cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize);
 typedef CUresult (*PFN_cuMemFree_v2)(CUdeviceptr dptr);
 typedef CUresult (*PFN_cuMemHostAlloc)(void** pp, size_t bytesize, unsigned int Flags);
 typedef CUresult (*PFN_cuMemFreeHost)(void* p);
+// Device address of host memory from cuMemHostAlloc(..., CU_MEMHOSTALLOC_DEVICEMAP) (mapped I/O).
+typedef CUresult (*PFN_cuMemHostGetDevicePointer_v2)(CUdeviceptr* pdptr, void* p, unsigned int Flags);
 typedef CUresult (*PFN_cuMemcpyHtoD_v2)(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount);
 typedef CUresult (*PFN_cuMemcpyDtoH_v2)(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount);
 typedef CUresult (*PFN_cuMemcpyHtoDAsync_v2)(CUdeviceptr dstDevice, const void* srcHost,

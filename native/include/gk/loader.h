@@ -82,6 +82,8 @@ struct DriverApi {
     PFN_cuGraphDestroy cuGraphDestroy = nullptr;
     PFN_cuGraphUpload cuGraphUpload = nullptr;              // optional
     PFN_cuMemsetD2D8Async cuMemsetD2D8Async = nullptr;      // optional
+    // Mapped host memory (the engine's mapped_io); optional: the engine refuses mapped_io without it.
+    PFN_cuMemHostGetDevicePointer_v2 cuMemHostGetDevicePointer = nullptr;
 };
 
 struct NvrtcApi {

@@ -105,6 +105,10 @@ private:
 class PinnedBuffer {
 public:
     PinnedBuffer(std::shared_ptr<Device> device, size_t nbytes);
+    // device_mapped: also mapped into the device's address space (CU_MEMHOSTALLOC_DEVICEMAP), so
+    // that kernels can read and write it at device_ptr(). The caller checks that the GPU can map
+    // host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY); DeviceError if the driver cannot.
+    PinnedBuffer(std::shared_ptr<Device> device, size_t nbytes, bool device_mapped);
     ~PinnedBuffer();
     PinnedBuffer(const PinnedBuffer&) = delete;
     PinnedBuffer& operator=(const PinnedBuffer&) = delete;
@@ -112,11 +116,15 @@ public:
     void* data() const noexcept { return data_; }
     size_t nbytes() const noexcept { return nbytes_; }
     const std::shared_ptr<Device>& device() const noexcept { return device_; }
+    bool device_mapped() const noexcept { return device_ptr_ != 0; }
+    // The device address of data() for a device-mapped buffer; 0 otherwise.
+    CUdeviceptr device_ptr() const noexcept { return device_ptr_; }
 
 private:
     std::shared_ptr<Device> device_;
     void* data_ = nullptr;
     size_t nbytes_ = 0;
+    CUdeviceptr device_ptr_ = 0;
 };
 
 }  // namespace gk

@@ -108,11 +108,27 @@ public:
     // out.items). Must agree with the stage's CPU implementation.
     virtual int64_t output_items(int64_t n_in) const = 0;
 
+    // Chunking (the scheduler's kernel pacing). A full block of a chunkable op splits into
+    // units() independently launchable parts along one axis (frames for the fft family, stft,
+    // power and average; channels for fir; columns for mix). enqueue_units(begin, end) queues
+    // units [begin, end) of a full block; running every unit once, in order, in any split into
+    // consecutive ranges, on one stream, must give exactly what enqueue(stream, in, out,
+    // in.items, false) gives, streaming state included. Not captured into graphs; allocates
+    // nothing. An op that cannot split keeps the defaults: one unit, the whole block.
+    virtual int64_t units() const { return 1; }
+    virtual void enqueue_units(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t begin,
+                               int64_t end);
+
     // Queue a reset of all streaming state to zero on `stream`.
     virtual void reset(CUstream stream) = 0;
 
     // For the engine's counters and errors.
     virtual const char* kind() const = 0;
+
+protected:
+    // The full block's item count, for the default enqueue_units(); set by make_op().
+    friend std::unique_ptr<Op> make_op(const std::string& kind, const OpArgs& args);
+    int64_t block_items_ = 0;
 };
 
 using OpFactory = std::function<std::unique_ptr<Op>(const OpArgs&)>;

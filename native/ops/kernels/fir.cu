@@ -161,12 +161,17 @@ __device__ __forceinline__ void load_stage(DirectSmem<TX, TH, KT>& sm, int b, in
     }
 }
 
-template <class TX, class TH, int KT>
+// RANGED (one unit of a chunked block, Op::enqueue_units): the launch covers channels
+// c0 .. c0 + gridDim.y - 1 of `channels`, and the phase flips when `arrivals` CTAs (the whole
+// block's, counted over the block's launches) have finished. Without RANGED: c0 = 0, channels =
+// gridDim.y, arrivals = the launch's CTAs, i.e. the full block's code, unchanged.
+template <class TX, class TH, int KT, bool RANGED>
 __device__ __forceinline__ void fir_direct(typename Promote<TX, TH>::type* __restrict__ out,
                                            const TX* __restrict__ in, TX* __restrict__ hist2,
                                            unsigned* __restrict__ sync,
                                            const TH* __restrict__ taps, gk_size_t n,
-                                           gk_size_t hist_len, gk_size_t tap_row, int stages) {
+                                           gk_size_t hist_len, gk_size_t tap_row, int stages,
+                                           gk_size_t c0, gk_size_t channels, unsigned arrivals) {
     typedef typename Promote<TX, TH>::type TY;
     constexpr int SLICE = KT / KSPLIT;  // taps per thread per stage
     constexpr int GROUPS = SLICE / 4;
@@ -174,12 +179,12 @@ __device__ __forceinline__ void fir_direct(typename Promote<TX, TH>::type* __res
 
     const int tid = threadIdx.x;
     const int og = tid % 16, ks = tid / 16;
-    const long long c = blockIdx.y;
+    const long long c = RANGED ? (long long)(c0 + blockIdx.y) : (long long)blockIdx.y;
     const long long t0 = (long long)blockIdx.x * TILE_OUT;
     // Ping-pong history: this block reads history `phase` and writes the next one into the other
     // buffer; the last CTA to finish flips the phase for the next launch (see the end).
     const unsigned phase = *reinterpret_cast<volatile unsigned*>(sync);
-    const gk_size_t hist_size = hist_len * gridDim.y;
+    const gk_size_t hist_size = hist_len * (RANGED ? channels : (gk_size_t)gridDim.y);
     const TX* hist = hist2 + (gk_size_t)phase * hist_size;
     TX* next_hist = hist2 + (gk_size_t)(phase ^ 1u) * hist_size;
     const TX* in_row = in + c * (long long)n;
@@ -252,7 +257,7 @@ __device__ __forceinline__ void fir_direct(typename Promote<TX, TH>::type* __res
     __syncthreads();
     if (tid == 0) {
         __threadfence();
-        const unsigned total = gridDim.x * gridDim.y;
+        const unsigned total = RANGED ? arrivals : gridDim.x * gridDim.y;
         if (atomicAdd(sync + 1, 1u) == total - 1u) {
             sync[1] = 0u;
             sync[0] = phase ^ 1u;
@@ -267,7 +272,15 @@ __device__ __forceinline__ void fir_direct(typename Promote<TX, TH>::type* __res
     extern "C" __global__ void __launch_bounds__(THREADS) NAME(                                  \
         Promote<TX, TH>::type* out, const TX* in, TX* hist2, unsigned* sync, const TH* taps,     \
         gk_size_t n, gk_size_t hist_len, gk_size_t tap_row, int stages) {                        \
-        fir_direct<TX, TH, KT>(out, in, hist2, sync, taps, n, hist_len, tap_row, stages);        \
+        fir_direct<TX, TH, KT, false>(out, in, hist2, sync, taps, n, hist_len, tap_row, stages,  \
+                                      0, 0, 0u);                                                 \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME##_ch(                             \
+        Promote<TX, TH>::type* out, const TX* in, TX* hist2, unsigned* sync, const TH* taps,     \
+        gk_size_t n, gk_size_t hist_len, gk_size_t tap_row, int stages, gk_size_t c0,            \
+        gk_size_t channels, unsigned arrivals) {                                                 \
+        fir_direct<TX, TH, KT, true>(out, in, hist2, sync, taps, n, hist_len, tap_row, stages,   \
+                                     c0, channels, arrivals);                                    \
     }
 
 // grid (ceil(n / 64), channels), block 128; hist_len = taps padded to a multiple of KT;
@@ -275,6 +288,10 @@ __device__ __forceinline__ void fir_direct(typename Promote<TX, TH>::type* __res
 // hist2: two histories of (channels, hist_len), zero at the start; sync: {phase, counter},
 // zero at the start. Each launch reads history[phase], writes history[phase ^ 1] and flips
 // the phase when its last CTA finishes: no separate history-update launch, no race.
+// <name>_ch: one unit of a chunked block, grid (ceil(n / 64), unit channels): channels c0 ..;
+// `channels` = all of them (history layout), `arrivals` = ceil(n / 64) * channels (the CTAs of
+// the whole block): the last CTA of the block's last unit flips the phase, so every unit reads
+// the same history and writes its channels' share of the next one.
 GK_FIR_DIRECT(gk_fir_direct_rr_k32, float, float, 32)
 GK_FIR_DIRECT(gk_fir_direct_rr_k128, float, float, 128)
 GK_FIR_DIRECT(gk_fir_direct_rc_k32, float, float2, 32)

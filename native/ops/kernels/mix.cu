@@ -134,6 +134,36 @@ __device__ __forceinline__ void transpose(TO* __restrict__ out, const TI* __rest
     }
 }
 
+// Batched strided transpose: for z < batches, r < rows, c < cols:
+//   out[z * out_batch + c * ldo + r] = in[z * in_batch + r * ldi + c]
+// (the frame ranges of the cuBLAS per-bin path when a block runs in units); block (32, 8),
+// grid (x: column tiles, y: row tiles, z: batches), all grid-stride.
+template <class TI, class TO>
+__device__ __forceinline__ void transpose_strided(TO* __restrict__ out, const TI* __restrict__ in,
+                                                  gk_size_t rows, gk_size_t cols, gk_size_t ldi,
+                                                  gk_size_t ldo, gk_size_t batches,
+                                                  gk_size_t in_batch, gk_size_t out_batch) {
+    __shared__ TO tile[kTile][kTile + 1];
+    for (gk_size_t z = blockIdx.z; z < batches; z += gridDim.z) {
+        const TI* src = in + z * in_batch;
+        TO* dst = out + z * out_batch;
+        for (gk_size_t by = blockIdx.y; by * kTile < rows; by += gridDim.y) {
+            for (gk_size_t bx = blockIdx.x; bx * kTile < cols; bx += gridDim.x) {
+                for (int j = threadIdx.y; j < kTile; j += blockDim.y) {
+                    const gk_size_t r = by * kTile + j, c = bx * kTile + threadIdx.x;
+                    if (r < rows && c < cols) tile[j][threadIdx.x] = convert(src[r * ldi + c], TO{});
+                }
+                __syncthreads();
+                for (int j = threadIdx.y; j < kTile; j += blockDim.y) {
+                    const gk_size_t c = bx * kTile + j, r = by * kTile + threadIdx.x;
+                    if (c < cols && r < rows) dst[c * ldo + r] = tile[threadIdx.x][j];
+                }
+                __syncthreads();
+            }
+        }
+    }
+}
+
 }  // namespace
 
 // Small-matrix mixing. m: (c_out, c_in) row-major; x: (c_in, row), y: (c_out, row); the first
@@ -184,6 +214,27 @@ extern "C" __global__ void gk_transpose_c64(float2* out, const float2* in, gk_si
 extern "C" __global__ void gk_transpose_f32_c64(float2* out, const float* in, gk_size_t rows,
                                                 gk_size_t cols) {
     transpose<float, float2>(out, in, rows, cols);
+}
+
+// Strided batched transposes (see transpose_strided): per-bin cuBLAS mixing of a frame range.
+extern "C" __global__ void gk_transpose_strided_f32(float* out, const float* in, gk_size_t rows,
+                                                    gk_size_t cols, gk_size_t ldi, gk_size_t ldo,
+                                                    gk_size_t batches, gk_size_t in_batch,
+                                                    gk_size_t out_batch) {
+    transpose_strided<float, float>(out, in, rows, cols, ldi, ldo, batches, in_batch, out_batch);
+}
+extern "C" __global__ void gk_transpose_strided_c64(float2* out, const float2* in, gk_size_t rows,
+                                                    gk_size_t cols, gk_size_t ldi, gk_size_t ldo,
+                                                    gk_size_t batches, gk_size_t in_batch,
+                                                    gk_size_t out_batch) {
+    transpose_strided<float2, float2>(out, in, rows, cols, ldi, ldo, batches, in_batch, out_batch);
+}
+extern "C" __global__ void gk_transpose_strided_f32_c64(float2* out, const float* in,
+                                                        gk_size_t rows, gk_size_t cols,
+                                                        gk_size_t ldi, gk_size_t ldo,
+                                                        gk_size_t batches, gk_size_t in_batch,
+                                                        gk_size_t out_batch) {
+    transpose_strided<float, float2>(out, in, rows, cols, ldi, ldo, batches, in_batch, out_batch);
 }
 
 // out = complex(in, 0): a real input promoted for a complex gemm.

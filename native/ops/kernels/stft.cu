@@ -131,13 +131,18 @@ __device__ __forceinline__ int pad(int i) { return i + (i >> 4); }
 
 constexpr int PA_THREADS = 256;
 
-template <int NFFT>
+// STEPS (chunked blocks, Op::enqueue_units): the CTA transforms only the steps
+// [step_begin, step_end) of its run (a step = the B frames transformed at once, frames
+// first + B * step ...), and adds its sums to its partial spectrum (accumulate) instead of
+// writing them. Without STEPS the code is the full block's, unchanged.
+template <int NFFT, bool STEPS>
 __device__ __forceinline__ void stft_power_average(float* __restrict__ partial,
                                                    const float2* __restrict__ in,
                                                    const float* __restrict__ window,
                                                    gk_size_t frames_per_channel, gk_size_t avg,
                                                    gk_size_t valid_frames, int parts,
-                                                   int frames_per_part) {
+                                                   int frames_per_part, int step_begin,
+                                                   int step_end, bool accumulate) {
     constexpr int T = NFFT / 16;          // threads per frame
     constexpr int B = PA_THREADS / T;     // frames transformed at once
     constexpr int PS = NFFT + NFFT / 16;  // padded frame in shared memory
@@ -153,13 +158,19 @@ __device__ __forceinline__ void stft_power_average(float* __restrict__ partial,
     const gk_size_t g = blockIdx.x / parts;
     const int p = blockIdx.x - (int)(g * parts);
     const gk_size_t gi = g % groups_per_channel;   // group within its channel
-    const long long first = (long long)p * frames_per_part;
+    long long first = (long long)p * frames_per_part;
     long long end = first + frames_per_part;
     if (end > (long long)avg) end = (long long)avg;
     // frames of this group that exist in the (possibly final) block
     long long group_valid = (long long)valid_frames - (long long)(gi * avg);
     if (group_valid < 0) group_valid = 0;
     if (end > group_valid) end = group_valid;
+    if (STEPS) {
+        const long long run = first;
+        first = run + (long long)step_begin * B;
+        const long long stop = run + (long long)step_end * B;
+        if (end > stop) end = stop;
+    }
 
     const float2 w2 = unit(-2.0f * (float)(tl % 16) / 256.0f);
     float2 w3[Q3];
@@ -245,6 +256,7 @@ __device__ __forceinline__ void stft_power_average(float* __restrict__ partial,
         float s = 0.0f;
 #pragma unroll
         for (int k = 0; k < B; ++k) s += red[k * NFFT + b];
+        if (STEPS && accumulate) s += dst[b];
         dst[b] = s;
     }
 }
@@ -262,13 +274,25 @@ __device__ __forceinline__ void stft_power_average(float* __restrict__ partial,
     extern "C" __global__ void __launch_bounds__(PA_THREADS, GK_PA_MIN_BLOCKS) gk_stft_pa_##NFFT(                   \
         float* partial, const float2* in, const float* window, gk_size_t frames_per_channel,      \
         gk_size_t avg, gk_size_t valid_frames, int parts, int frames_per_part) {                 \
-        stft_power_average<NFFT>(partial, in, window, frames_per_channel, avg, valid_frames,     \
-                                 parts, frames_per_part);                                         \
+        stft_power_average<NFFT, false>(partial, in, window, frames_per_channel, avg,            \
+                                        valid_frames, parts, frames_per_part, 0, 0, false);      \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(PA_THREADS, GK_PA_MIN_BLOCKS)                   \
+        gk_stft_pa_steps_##NFFT(float* partial, const float2* in, const float* window,            \
+                                gk_size_t frames_per_channel, gk_size_t avg,                      \
+                                gk_size_t valid_frames, int parts, int frames_per_part,           \
+                                int step_begin, int step_end, int accumulate) {                   \
+        stft_power_average<NFFT, true>(partial, in, window, frames_per_channel, avg,             \
+                                       valid_frames, parts, frames_per_part, step_begin,         \
+                                       step_end, accumulate != 0);                                \
     }
 
 // grid (groups * parts), block 256; groups = channels * frames_per_channel / avg. CTA
 // (g, p) = blockIdx.x / parts, % parts averages frames [p * frames_per_part, ...) of group g.
 // valid_frames: frames per channel present in this block (all of them but on a final block).
+// gk_stft_pa_steps_<NFFT>: the same grid, one unit of a chunked full block: every CTA transforms
+// steps [step_begin, step_end) of its run (B = 4096 / NFFT frames a step) and writes
+// (accumulate == 0, the first unit) or adds to (later units) its partial spectrum.
 GK_STFT_PA(256)
 GK_STFT_PA(512)
 GK_STFT_PA(1024)
@@ -319,8 +343,7 @@ __device__ __forceinline__ void stft_frames(T* __restrict__ frames, const T* __r
                                             const T* __restrict__ hist,
                                             const float* __restrict__ window, gk_size_t n,
                                             gk_size_t hist_len, gk_size_t nfft, gk_size_t hop,
-                                            gk_size_t nframes) {
-    const gk_size_t row = blockIdx.x;
+                                            gk_size_t nframes, gk_size_t row) {
     const gk_size_t c = row / nframes, k = row - c * nframes;
     const long long start = (long long)(k * hop) + (long long)hop - (long long)nfft;
     const T* in_row = in + c * n;
@@ -339,11 +362,30 @@ __device__ __forceinline__ void stft_frames(T* __restrict__ frames, const T* __r
 extern "C" __global__ void gk_stft_frames_f32(float* frames, const float* in, const float* hist,
                                               const float* window, gk_size_t n, gk_size_t hist_len,
                                               gk_size_t nfft, gk_size_t hop, gk_size_t nframes) {
-    stft_frames<float>(frames, in, hist, window, n, hist_len, nfft, hop, nframes);
+    stft_frames<float>(frames, in, hist, window, n, hist_len, nfft, hop, nframes, blockIdx.x);
 }
 
 extern "C" __global__ void gk_stft_frames_c64(float2* frames, const float2* in, const float2* hist,
                                               const float* window, gk_size_t n, gk_size_t hist_len,
                                               gk_size_t nfft, gk_size_t hop, gk_size_t nframes) {
-    stft_frames<float2>(frames, in, hist, window, n, hist_len, nfft, hop, nframes);
+    stft_frames<float2>(frames, in, hist, window, n, hist_len, nfft, hop, nframes, blockIdx.x);
+}
+
+// One unit of a chunked block (Op::enqueue_units): the frame rows row0 .. row0 + gridDim.x - 1
+// (row = c * nframes + k) of the whole block's frames, same indexing as above.
+extern "C" __global__ void gk_stft_frames_rows_f32(float* frames, const float* in,
+                                                   const float* hist, const float* window,
+                                                   gk_size_t n, gk_size_t hist_len, gk_size_t nfft,
+                                                   gk_size_t hop, gk_size_t nframes,
+                                                   gk_size_t row0) {
+    stft_frames<float>(frames, in, hist, window, n, hist_len, nfft, hop, nframes, row0 + blockIdx.x);
+}
+
+extern "C" __global__ void gk_stft_frames_rows_c64(float2* frames, const float2* in,
+                                                   const float2* hist, const float* window,
+                                                   gk_size_t n, gk_size_t hist_len, gk_size_t nfft,
+                                                   gk_size_t hop, gk_size_t nframes,
+                                                   gk_size_t row0) {
+    stft_frames<float2>(frames, in, hist, window, n, hist_len, nfft, hop, nframes,
+                        row0 + blockIdx.x);
 }

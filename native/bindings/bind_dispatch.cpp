@@ -1,0 +1,44 @@
+// Dispatcher: the native worker that launches attached engines' blocks as the Rust scheduler
+// decides. The scheduler's C ABI table and handle come from pygpukit_dsp_core's capsules.
+#include <memory>
+
+#include "../engine/dispatcher.h"
+#include "bindings.h"
+#include "gk/device.h"
+
+namespace gk_py {
+
+void bind_dispatch(py::module_& m) {
+    py::class_<gk::Dispatcher, std::shared_ptr<gk::Dispatcher>>(
+        m, "Dispatcher",
+        "One native worker thread launching attached StreamEngines' blocks chunk by chunk, in the "
+        "order a pygpukit_dsp_core.Scheduler decides (see docs/scheduler.md).")
+        .def(py::init([](std::shared_ptr<gk::Device> device, py::capsule sched, int spin_us) {
+                 // The table: imported once from pygpukit_dsp_core (it lives as long as that module).
+                 auto* abi = static_cast<const gk_sched_abi_v1*>(PyCapsule_Import(GK_SCHED_ABI_CAPSULE_NAME, 0));
+                 if (!abi) throw py::error_already_set();
+                 if (std::string(sched.name() ? sched.name() : "") != GK_SCHED_HANDLE_CAPSULE_NAME)
+                     throw py::value_error("Dispatcher takes Scheduler.capsule() (a '" +
+                                           std::string(GK_SCHED_HANDLE_CAPSULE_NAME) + "' capsule)");
+                 auto* handle = static_cast<gk_sched*>(sched.get_pointer());
+                 return std::make_shared<gk::Dispatcher>(std::move(device), abi, handle, spin_us);
+             }),
+             py::arg("device"), py::arg("scheduler_capsule"), py::arg("spin_us") = 200)
+        .def("close", &gk::Dispatcher::close, py::call_guard<py::gil_scoped_release>(),
+             "Drain every handed-over block, then stop the worker.")
+        .def_property_readonly("closed", &gk::Dispatcher::closed)
+        .def("stats", [](const gk::Dispatcher& d) {
+            gk::DispatcherStats s = d.stats();
+            py::dict out;
+            out["posted"] = s.posted;
+            out["launches"] = s.launches;
+            out["completed"] = s.completed;
+            out["waits"] = s.waits;
+            out["idles"] = s.idles;
+            out["cancelled"] = s.cancelled;
+            return out;
+        })
+        .def_static("now_ns", &gk::Dispatcher::now_ns, "The scheduler's clock (CLOCK_MONOTONIC), ns.");
+}
+
+}  // namespace gk_py

@@ -1,0 +1,374 @@
+#include "dispatcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "gk/device.h"
+#include "gk/errors.h"
+#include "gk/loader.h"
+
+namespace gk {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Blocked with chunks in flight, the worker looks at them again after this long.
+constexpr int kPollUs = 50;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#else
+    std::this_thread::yield();
+#endif
+}
+
+// A scheduler call failed: the scheduler's state and ours no longer agree.
+struct SchedulerFault : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+std::string abi_error(const gk_sched_abi_v1* abi) {
+    char buf[512] = {0};
+    abi->last_error(buf, sizeof buf);
+    return buf;
+}
+
+}  // namespace
+
+uint64_t Dispatcher::now_ns() {
+    // The scheduler's monotonic clock is CLOCK_MONOTONIC, which steady_clock reads on Linux.
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+Dispatcher::Dispatcher(std::shared_ptr<Device> device, const gk_sched_abi_v1* abi, gk_sched* sched,
+                       int spin_us)
+    : device_(std::move(device)), abi_(abi), sched_(sched), spin_us_(spin_us) {
+    if (!device_) throw std::invalid_argument("Dispatcher needs a Device");
+    if (!abi_ || !sched_) throw std::invalid_argument("Dispatcher needs the scheduler's C ABI table and a scheduler");
+    if (abi_->abi_version != GK_SCHED_ABI_VERSION || abi_->struct_size < sizeof(gk_sched_abi_v1))
+        throw std::invalid_argument("the scheduler's C ABI is version " + std::to_string(abi_->abi_version) +
+                                    ", this build needs " + std::to_string(GK_SCHED_ABI_VERSION) +
+                                    ": install matching pygpukit-dsp and pygpukit-dsp-core");
+    if (spin_us_ < 0) throw std::invalid_argument("spin_us must be >= 0, got " + std::to_string(spin_us_));
+    abi_->sched_retain(sched_);
+    worker_ = std::thread([this] { worker_main(); });
+}
+
+Dispatcher::~Dispatcher() {
+    try {
+        close();
+    } catch (...) {
+    }
+    if (const DriverApi* api = driver_if_loaded()) {
+        try {
+            device_->make_current();
+            for (auto& [a, b] : spare_events_) {
+                api->cuEventDestroy(a);
+                api->cuEventDestroy(b);
+            }
+        } catch (...) {
+        }
+    }
+    abi_->sched_release(sched_);
+}
+
+void Dispatcher::close() {
+    stop_.store(true);
+    {
+        std::lock_guard<std::mutex> lock(post_mutex_);
+    }
+    wake_.notify_all();
+    if (!joined_.exchange(true) && worker_.joinable()) worker_.join();
+}
+
+DispatcherStats Dispatcher::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+}
+
+void Dispatcher::attach(StreamEngine* engine, uint32_t sched_stream) {
+    if (stop_.load()) throw std::invalid_argument("the dispatcher is closed");
+    gk_stream_stats st{};
+    if (abi_->stream_stats(sched_, sched_stream, &st) != GK_OK)
+        throw std::invalid_argument("scheduler stream " + std::to_string(sched_stream) + ": " + abi_error(abi_));
+    if (static_cast<int64_t>(st.units_per_block) != 1 &&
+        static_cast<int64_t>(st.units_per_block) != engine->units_per_block())
+        throw std::invalid_argument("scheduler stream " + std::to_string(sched_stream) + " was registered with " +
+                                    std::to_string(st.units_per_block) + " units per block, but the engine's block has " +
+                                    std::to_string(engine->units_per_block()) +
+                                    " (register it with units_per_block=engine.units_per_block, or 1)");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::find(engines_.begin(), engines_.end(), engine) != engines_.end())
+        throw std::invalid_argument("this engine is already attached");
+    engines_.push_back(engine);
+    sched_units_[engine] = st.units_per_block;
+}
+
+void Dispatcher::detach(StreamEngine* engine) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    {
+        std::lock_guard<std::mutex> plock(post_mutex_);
+        posted_.erase(std::remove_if(posted_.begin(), posted_.end(),
+                                     [&](const Posted& p) { return p.engine == engine; }),
+                      posted_.end());
+    }
+    for (auto it = live_.begin(); it != live_.end();) {
+        if (it->second.engine == engine) {
+            abi_->cancel_task(sched_, it->first);
+            ++stats_.cancelled;
+            it = live_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+        if (it->engine == engine) {
+            give_events(it->start, it->stop);
+            it = in_flight_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    engines_.erase(std::remove(engines_.begin(), engines_.end(), engine), engines_.end());
+    sched_units_.erase(engine);
+}
+
+void Dispatcher::post(StreamEngine* engine, uint32_t sched_stream, int slot, uint64_t arrival_ns) {
+    {
+        std::lock_guard<std::mutex> lock(post_mutex_);
+        if (stop_.load()) throw std::invalid_argument("the dispatcher is closed: no block can be handed over");
+        posted_.push_back({engine, sched_stream, slot, arrival_ns});
+    }
+    wake_.notify_one();
+}
+
+void Dispatcher::check(int32_t rc, const char* what) {
+    if (rc != GK_OK) throw SchedulerFault(std::string("scheduler ") + what + " failed (" + std::to_string(rc) +
+                                          "): " + abi_error(abi_));
+}
+
+std::pair<CUevent, CUevent> Dispatcher::take_events() {
+    if (!spare_events_.empty()) {
+        auto e = spare_events_.back();
+        spare_events_.pop_back();
+        return e;
+    }
+    const DriverApi& api = driver();
+    CUevent a = nullptr, b = nullptr;
+    cu_check(api.cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate", "creating a chunk's timing events");
+    const CUresult r = api.cuEventCreate(&b, CU_EVENT_DEFAULT);
+    if (r != CUDA_SUCCESS) {
+        api.cuEventDestroy(a);
+        cu_check(r, "cuEventCreate", "creating a chunk's timing events");
+    }
+    return {a, b};
+}
+
+void Dispatcher::give_events(CUevent a, CUevent b) { spare_events_.emplace_back(a, b); }
+
+void Dispatcher::take_posts() {
+    std::vector<Posted> posts;
+    {
+        std::lock_guard<std::mutex> lock(post_mutex_);
+        posts.swap(posted_);
+    }
+    for (const Posted& p : posts) {
+        uint64_t task = 0, deadline = 0;
+        const int32_t rc = abi_->submit(sched_, p.stream, p.arrival_ns, &task, &deadline);
+        if (rc != GK_OK) {
+            fail_engine(p.engine, "the scheduler refused a block of scheduler stream " + std::to_string(p.stream) +
+                                      ": " + abi_error(abi_), {}, 0, {});
+            continue;
+        }
+        ++stats_.posted;
+        live_[task] = {p.engine, p.slot};
+    }
+}
+
+bool Dispatcher::poll_in_flight() {
+    const DriverApi& api = driver();
+    bool finished = false;
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+        InFlight& f = *it;
+        const CUevent ev = f.final ? f.engine->done_event(f.slot) : f.stop;
+        const CUresult r = api.cuEventQuery(ev);
+        if (r == CUDA_ERROR_NOT_READY) {
+            ++it;
+            continue;
+        }
+        StreamEngine* engine = f.engine;
+        if (r != CUDA_SUCCESS) {
+            const char* name = nullptr;
+            if (api.cuGetErrorName) api.cuGetErrorName(r, &name);
+            give_events(f.start, f.stop);
+            in_flight_.erase(it);
+            fail_engine(engine, "a chunk of stages " + engine->stage_names() + " failed on the GPU", "cuEventQuery",
+                        static_cast<int>(r), name ? name : "");
+            it = in_flight_.begin();  // fail_engine removed the engine's other entries
+            continue;
+        }
+        const uint64_t finish = now_ns();
+        float ms = 0.0f;
+        uint64_t gpu_ns = 1;
+        if (api.cuEventElapsedTime(&ms, f.start, f.stop) == CUDA_SUCCESS && ms > 0.0f)
+            gpu_ns = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(ms) * 1e6));
+        gk_completion c{};
+        check(abi_->complete(sched_, f.task, gpu_ns, finish, &c), "complete()");
+        const uint64_t task = f.task;
+        const int slot = f.slot;
+        const bool final = f.final;
+        give_events(f.start, f.stop);
+        it = in_flight_.erase(it);
+        finished = true;
+        if (final) {
+            if (c.state == GK_TASK_READY)
+                throw SchedulerFault("the scheduler still has units of task " + std::to_string(task) +
+                                     " after its final chunk");
+            live_.erase(task);
+            ++stats_.completed;
+            engine->finish_scheduled(slot);
+        }
+    }
+    return finished;
+}
+
+bool Dispatcher::launch_ready(gk_decision* last) {
+    bool launched = false;
+    for (;;) {
+        gk_decision d{};
+        check(abi_->next(sched_, GK_TIME_NOW, &d), "next()");
+        if (d.kind != GK_DECISION_LAUNCH) {
+            *last = d;
+            if (d.kind == GK_DECISION_WAIT) ++stats_.waits;
+            else ++stats_.idles;
+            return launched;
+        }
+        auto live = live_.find(d.task);
+        if (live == live_.end())
+            throw SchedulerFault("the scheduler launched task " + std::to_string(d.task) +
+                                 ", which no engine handed over");
+        StreamEngine* engine = live->second.engine;
+        const int slot = live->second.slot;
+        int64_t begin = d.chunk_begin, end = d.chunk_end;
+        auto units = sched_units_.find(engine);
+        if (units != sched_units_.end() && units->second == 1) {
+            // Registered as one unit (realtime streams): the chunk is the whole block.
+            begin = 0;
+            end = engine->units_per_block();
+        }
+        auto [start, stop] = take_events();
+        try {
+            engine->enqueue_chunk(slot, begin, end, start, stop);
+        } catch (const DeviceError& e) {
+            give_events(start, stop);
+            fail_engine(engine, e.what(), e.call(), e.code(), e.code_name());
+            continue;
+        } catch (const std::exception& e) {
+            give_events(start, stop);
+            fail_engine(engine, std::string("launching a chunk failed: ") + e.what(), {}, 0, {});
+            continue;
+        }
+        in_flight_.push_back({d.task, engine, slot, d.is_final != 0, start, stop});
+        ++stats_.launches;
+        launched = true;
+    }
+}
+
+void Dispatcher::fail_engine(StreamEngine* engine, const std::string& message, const std::string& call,
+                             int code, const std::string& code_name) {
+    engine->fail(message, call, code, code_name);
+    for (auto it = live_.begin(); it != live_.end();) {
+        if (it->second.engine == engine) {
+            abi_->cancel_task(sched_, it->first);
+            ++stats_.cancelled;
+            it = live_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+        if (it->engine == engine) {
+            give_events(it->start, it->stop);
+            it = in_flight_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void Dispatcher::fail_all(const std::string& message) {
+    std::vector<StreamEngine*> engines = engines_;
+    for (const auto& [task, live] : live_)
+        if (std::find(engines.begin(), engines.end(), live.engine) == engines.end()) engines.push_back(live.engine);
+    for (StreamEngine* e : engines) fail_engine(e, message, {}, 0, {});
+    live_.clear();
+    in_flight_.clear();
+}
+
+void Dispatcher::worker_main() {
+    try {
+        device_->make_current();
+    } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        fail_all(std::string("the dispatcher could not make the GPU's context current: ") + e.what());
+    }
+    auto last_progress = Clock::now();
+    gk_decision last{};
+    last.kind = GK_DECISION_IDLE;
+    for (;;) {
+        bool progressed = false, busy = false;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            try {
+                const uint64_t posted_before = stats_.posted;
+                take_posts();
+                const bool finished = poll_in_flight();
+                // Ask the scheduler only when its answer can have changed: a new block, a finished
+                // chunk, or the time it said to wait for has come.
+                const bool due = last.kind == GK_DECISION_WAIT &&
+                                 (last.wait_until_ns == GK_NO_TIME || now_ns() >= last.wait_until_ns);
+                if (finished || stats_.posted != posted_before || due || last.kind == GK_DECISION_LAUNCH) {
+                    progressed |= launch_ready(&last);
+                }
+                progressed |= finished;
+            } catch (const SchedulerFault& e) {
+                fail_all(std::string("the dispatcher stopped: ") + e.what());
+            } catch (const std::exception& e) {
+                fail_all(std::string("the dispatcher failed: ") + e.what());
+            }
+            busy = !in_flight_.empty();
+            if (stop_.load() && live_.empty() && !busy) {
+                std::lock_guard<std::mutex> plock(post_mutex_);
+                if (posted_.empty()) break;
+            }
+        }
+        const auto now = Clock::now();
+        if (progressed) {
+            last_progress = now;
+            continue;
+        }
+        // Spin for a while after the last activity: a completion or a new block is usually close.
+        if (now - last_progress < std::chrono::microseconds(spin_us_)) {
+            for (int i = 0; i < 32; ++i) cpu_relax();
+            continue;
+        }
+        std::unique_lock<std::mutex> plock(post_mutex_);
+        auto more = [&] { return !posted_.empty() || stop_.load(); };
+        if (busy) {
+            wake_.wait_for(plock, std::chrono::microseconds(kPollUs), more);
+        } else if (last.kind == GK_DECISION_WAIT && last.wait_until_ns != GK_NO_TIME) {
+            const uint64_t t = now_ns();
+            const uint64_t wait_ns = last.wait_until_ns > t ? last.wait_until_ns - t : 0;
+            if (wait_ns > 0) wake_.wait_for(plock, std::chrono::nanoseconds(wait_ns), more);
+        } else {
+            wake_.wait(plock, more);
+        }
+    }
+}
+
+}  // namespace gk

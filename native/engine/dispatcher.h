@@ -1,0 +1,120 @@
+// The dispatcher: one native worker thread that launches the blocks of several engines on one
+// GPU in the order the Rust scheduler decides (gk/sched_abi.h), chunk by chunk.
+//
+// An attached engine's submit() posts (engine, slot) with its hand-over time. The worker:
+//   1. submits each posted block to the scheduler as a task of the engine's stream;
+//   2. asks next(): LAUNCH -> the engine queues units [chunk_begin, chunk_end) of that block
+//      between two timing events on its compute stream; WAIT/IDLE -> nothing may start now;
+//   3. polls the chunks in flight: a finished chunk is reported with complete(task, measured GPU
+//      time, finish time); a finished last chunk (its ev_done) hands the slot back to the engine.
+// So no Python runs per block or chunk, the scheduler sees every launch (EDF among realtime
+// blocks, throughput chunks paced under the quantum) and accounts every block's latency.
+//
+// Errors: a CUDA error while launching or polling fails that engine only (its waiters get the
+// DeviceError, its tasks are cancelled); a scheduler error (a broken invariant) fails every
+// attached engine. close() drains what was handed over, then stops the worker.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gk/cuda_api.h"
+#include "gk/sched_abi.h"
+#include "stream_engine.h"
+
+namespace gk {
+
+class Device;
+
+struct DispatcherStats {
+    uint64_t posted = 0;     // blocks handed over by engines
+    uint64_t launches = 0;   // chunks launched (a whole block is one chunk)
+    uint64_t completed = 0;  // blocks handed back
+    uint64_t waits = 0;      // turns where the scheduler held everything back (WAIT)
+    uint64_t idles = 0;      // turns with nothing to launch (IDLE)
+    uint64_t cancelled = 0;  // tasks cancelled (engine failed or detached mid-block)
+};
+
+class Dispatcher {
+public:
+    // `abi` is the table from the pygpukit_dsp_core capsule; the dispatcher takes its own
+    // reference on `sched` (sched_retain) and drops it when destroyed.
+    Dispatcher(std::shared_ptr<Device> device, const gk_sched_abi_v1* abi, gk_sched* sched, int spin_us);
+    ~Dispatcher();
+    Dispatcher(const Dispatcher&) = delete;
+    Dispatcher& operator=(const Dispatcher&) = delete;
+
+    // Called by StreamEngine::attach/detach/submit.
+    void attach(StreamEngine* engine, uint32_t sched_stream);
+    void detach(StreamEngine* engine);  // cancels the engine's remaining tasks
+    void post(StreamEngine* engine, uint32_t sched_stream, int slot, uint64_t arrival_ns);
+
+    // Drains every handed-over block, then stops the worker. Idempotent.
+    void close();
+    bool closed() const noexcept { return stop_.load(); }
+    DispatcherStats stats() const;
+    const std::shared_ptr<Device>& device() const noexcept { return device_; }
+    // Monotonic nanoseconds, the scheduler's clock (CLOCK_MONOTONIC).
+    static uint64_t now_ns();
+
+private:
+    struct Posted {
+        StreamEngine* engine;
+        uint32_t stream;
+        int slot;
+        uint64_t arrival_ns;
+    };
+    struct Live {
+        StreamEngine* engine;
+        int slot;
+    };
+    struct InFlight {
+        uint64_t task;
+        StreamEngine* engine;
+        int slot;
+        bool final;
+        CUevent start, stop;
+    };
+
+    void worker_main();
+    void take_posts();                       // under mutex_
+    bool poll_in_flight();                   // under mutex_; true if anything finished
+    bool launch_ready(gk_decision* last);    // under mutex_; true if anything was launched
+    void fail_engine(StreamEngine* engine, const std::string& message, const std::string& call,
+                     int code, const std::string& code_name);  // under mutex_
+    void fail_all(const std::string& message);                 // under mutex_
+    void check(int32_t rc, const char* what);                  // throws SchedulerFault
+    std::pair<CUevent, CUevent> take_events();
+    void give_events(CUevent a, CUevent b);
+
+    std::shared_ptr<Device> device_;
+    const gk_sched_abi_v1* abi_;
+    gk_sched* sched_;
+    int spin_us_;
+
+    std::mutex post_mutex_;
+    std::vector<Posted> posted_;
+    std::condition_variable wake_;  // with post_mutex_: a post or close()
+
+    mutable std::mutex mutex_;  // the worker's state below; detach() takes it too
+    std::map<uint64_t, Live> live_;
+    std::deque<InFlight> in_flight_;
+    std::vector<std::pair<CUevent, CUevent>> spare_events_;
+    std::vector<StreamEngine*> engines_;
+    std::map<StreamEngine*, uint32_t> sched_units_;  // the stream's units_per_block: 1 or the engine's
+    DispatcherStats stats_;
+
+    std::thread worker_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> joined_{false};
+};
+
+}  // namespace gk

@@ -1,0 +1,99 @@
+// Block transfers as kernels, for the engine's mapped_io latency mode (docs/cuda.md, "Mapped I/O").
+//
+// The slot's pinned host buffers are mapped into the device's address space (cuMemHostAlloc with
+// CU_MEMHOSTALLOC_DEVICEMAP); instead of two copy-engine DMAs per block, gk_io_pull reads the
+// input straight from host memory into the slot's device input and gk_io_push writes the device
+// output straight into host memory. Many 16-byte loads in flight per thread and many CTAs keep the
+// PCIe/C2C link busy; a tail of fewer than 16 bytes is copied byte by byte.
+//
+// gk_io_push can also signal completion without an event: with a flag, the last CTA to finish
+// writes the running count of flagged pushes into a mapped host word, which the host spins on.
+#include "gk_common.cuh"
+
+#define GK_IO_UNROLL 4
+
+// dst[0, nbytes) = src[0, nbytes) over the whole grid. FROM_HOST: src is mapped host memory,
+// read with ld.global.cv (a system-memory line the GPU may hold is stale: fetch it again);
+// else dst is mapped host memory, written with st.global.wt (straight through to system memory
+// instead of waiting in L2 for a flush).
+template <bool FROM_HOST, class T>
+__device__ __forceinline__ T gk_io_load(const T* p) {
+    if (FROM_HOST) return __ldcv(p);
+    return *p;
+}
+template <bool FROM_HOST, class T>
+__device__ __forceinline__ void gk_io_store(T* p, T v) {
+    if (FROM_HOST)
+        *p = v;
+    else
+        __stwt(p, v);
+}
+
+template <bool FROM_HOST>
+__device__ __forceinline__ void gk_io_copy(unsigned char* dst, const unsigned char* src, gk_size_t nbytes) {
+    const gk_size_t first = gk_thread_index();
+    const gk_size_t stride = gk_grid_stride();
+    if (!gk_aligned(dst, 16) || !gk_aligned(src, 16)) {
+        // The engine's buffers are always 16-byte aligned; this keeps any other caller correct.
+        for (gk_size_t i = first; i < nbytes; i += stride)
+            gk_io_store<FROM_HOST>(dst + i, gk_io_load<FROM_HOST>(src + i));
+        return;
+    }
+    const gk_size_t vectors = nbytes >> 4;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    // GK_IO_UNROLL independent loads are issued before the first store: with host memory a load
+    // takes about a microsecond, so the link stays busy only with many requests in flight.
+    for (gk_size_t i = first; i < vectors; i += GK_IO_UNROLL * stride) {
+        uint4 v[GK_IO_UNROLL];
+#pragma unroll
+        for (int k = 0; k < GK_IO_UNROLL; ++k) {
+            const gk_size_t j = i + k * stride;
+            v[k] = j < vectors ? gk_io_load<FROM_HOST>(s + j) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int k = 0; k < GK_IO_UNROLL; ++k) {
+            const gk_size_t j = i + k * stride;
+            if (j < vectors) gk_io_store<FROM_HOST>(d + j, v[k]);
+        }
+    }
+    const gk_size_t done = vectors << 4;  // the tail: fewer than 16 bytes
+    if (first < nbytes - done)
+        gk_io_store<FROM_HOST>(dst + done + first, gk_io_load<FROM_HOST>(src + done + first));
+}
+
+// Host -> device: the slot's mapped pinned input into its device input.
+extern "C" __global__ void gk_io_pull(unsigned char* dst, const unsigned char* src, gk_size_t nbytes) {
+    gk_io_copy<true>(dst, src, nbytes);
+}
+
+// Device -> host: the slot's device output into its mapped pinned output.
+//
+// flag == 0: nothing more; the kernel's completion (the event the engine records after it)
+// orders these writes before the host's reads.
+//
+// flag != 0 (flag_wait): state points to two device words {CTAs arrived, flagged pushes so far}.
+// Memory ordering: every thread fences its host stores at system scope (__threadfence_system)
+// before the CTA barrier; thread 0 then fences again and counts its CTA in with an atomic. The
+// CTA that arrives last has, through that atomic chain, every CTA's fenced stores before it; it
+// fences at system scope once more and only then stores the new count into *flag (volatile: one
+// 8-byte store the host sees whole). A host that reads the new count with an acquire load
+// therefore reads the complete output after it. The last CTA also resets the arrival counter for
+// the next push (stream order: the next push starts after this one has finished).
+extern "C" __global__ void gk_io_push(unsigned char* dst, const unsigned char* src, gk_size_t nbytes,
+                                      unsigned long long* flag, unsigned long long* state) {
+    gk_io_copy<false>(dst, src, nbytes);
+    if (flag == 0) return;
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    __threadfence_system();
+    const unsigned long long arrived = atomicAdd(&state[0], 1ull);
+    if (arrived != (unsigned long long)gridDim.x - 1ull) return;
+    __threadfence_system();
+    state[0] = 0ull;
+    const unsigned long long count = state[1] + 1ull;
+    state[1] = count;
+    __threadfence_system();
+    *reinterpret_cast<volatile unsigned long long*>(flag) = count;
+}

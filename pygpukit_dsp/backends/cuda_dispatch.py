@@ -1,0 +1,104 @@
+"""Several CUDA engines on one GPU under the Rust scheduler.
+
+A :class:`CudaDispatch` owns one native worker thread (``_native.Dispatcher``, C++) that
+launches the blocks of every attached :class:`~pygpukit_dsp.backends.cuda_engine.CudaEngine`
+in the order a ``pygpukit_dsp_core.Scheduler`` decides, through the scheduler's C ABI
+(native/include/gk/sched_abi.h): every block handed over becomes a task (its hand-over time is
+its arrival), realtime blocks go first by earliest deadline, throughput blocks run in chunks of
+units that the scheduler releases only while no realtime deadline is endangered, and each
+chunk's GPU time (CUDA events) feeds the scheduler's cost estimate and accounting. No Python
+runs per block or chunk. ::
+
+    sched = Scheduler(quantum_ns=100_000)
+    rt = sched.register_stream("w1", "realtime", period_ns=5_333_333, deadline_ns=1_000_000,
+                               cost_ns=40_000)
+    tp = sched.register_stream("w2", "throughput", units_per_block=w2.units_per_block)
+    with CudaDispatch(sched) as dispatch:
+        dispatch.attach(w1, rt)
+        dispatch.attach(w2, tp)
+        out = w1.process(block)          # as before; launched by the dispatcher
+    sched.stream_stats(rt)["latency"]["p99_ns"]
+
+See docs/scheduler.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cuda_engine import CudaEngine
+
+DEFAULT_SPIN_US = 200
+
+
+class CudaDispatch:
+    """One native dispatcher thread for the engines of one GPU (see module doc).
+
+    ``spin_us``: how long the worker spins after its last activity before it sleeps. A
+    realtime stream whose period is longer than that pays a thread wake-up on each block;
+    set it above the period to trade one busy CPU core for that latency.
+    """
+
+    def __init__(self, scheduler: Any, *, device_index: int = 0, spin_us: int = DEFAULT_SPIN_US):
+        import pygpukit_dsp_core  # noqa: F401  (the C ABI capsule's module must be imported)
+
+        from .. import _native
+
+        self.scheduler = scheduler
+        self._engines: list[tuple["CudaEngine", int]] = []
+        self._closed = False
+        self._device = _native.Device(device_index)
+        self._native = _native.Dispatcher(self._device, scheduler.capsule(), spin_us=int(spin_us))
+
+    def attach(self, engine: "CudaEngine", stream_id: int) -> None:
+        """Launch ``engine``'s blocks through the scheduler as stream ``stream_id``.
+
+        The stream must be registered with ``units_per_block`` 1 or ``engine.units_per_block``.
+        The engine must be idle (nothing submitted and uncollected).
+        """
+        if self._closed:
+            raise ValueError("this CudaDispatch is closed")
+        engine._engine.attach(self._native, int(stream_id))
+        self._engines.append((engine, int(stream_id)))
+
+    def detach(self, engine: "CudaEngine") -> None:
+        """Back to the engine's own worker, after its in-flight blocks finish."""
+        for i, (e, _) in enumerate(self._engines):
+            if e is engine:
+                del self._engines[i]
+                if not engine._closed:
+                    engine._engine.detach()
+                return
+        raise ValueError("this engine is not attached to this CudaDispatch")
+
+    def stats(self) -> dict[str, int]:
+        """The worker's counters: posted, launches (chunks), completed, waits, idles, cancelled."""
+        return dict(self._native.stats())
+
+    def stream_stats(self, stream_id: int) -> dict[str, Any]:
+        """The scheduler's accounting of one stream (latency percentiles, misses, chunks...)."""
+        return dict(self.scheduler.stream_stats(int(stream_id)))
+
+    def close(self) -> None:
+        """Drain what was handed over, stop the worker, detach every engine. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._native.close()
+        finally:
+            for engine, _ in self._engines:
+                if not engine._closed:
+                    engine._engine.detach()
+            self._engines.clear()
+
+    def __enter__(self) -> "CudaDispatch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        names = ", ".join(str(sid) for _, sid in self._engines)
+        return f"CudaDispatch(streams=[{names}], closed={self._closed})"

@@ -1,0 +1,335 @@
+"""Several CUDA engines under the Rust scheduler (native/engine/dispatcher.cpp,
+pygpukit_dsp/backends/cuda_dispatch.py).
+
+* CPU-only: the dispatcher's mechanics against the fake driver of tests/native/fake_libcuda.c
+  (in a fresh interpreter): every block becomes a scheduler task, chunks follow the scheduler,
+  data and counters survive, a failing engine does not stop the others, close() drains.
+* ``gpu``: the same on a real GPU with real stages, results equal to solo runs.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from pygpukit_dsp import Pipeline, stages
+
+from .test_cuda_engine import last_json, run_python
+from .test_cuda_engine import fake_driver  # noqa: F401  (fixture)
+
+FAKE_SCRIPT = r"""
+import json, os, threading
+import numpy as np
+import pygpukit_dsp_core
+from pygpukit_dsp import _native
+from pygpukit_dsp.errors import DeviceError
+
+dev = _native.Device(0)
+res = {}
+
+def op(kind, ch, items, params, name):
+    return {"kind": kind, "name": name, "in": (ch, items, 0, "float32"),
+            "out": (ch, items, 0, "float32"), "params": params}
+
+zero = {"delays": np.zeros(3)}
+# Zero delays are device copies on the fake driver (it runs no kernel): data flows through.
+chain = lambda tag, n: [op("delay", 3, 16, zero, f"{tag}{i}") for i in range(n)]
+
+sched = pygpukit_dsp_core.Scheduler(quantum_ns=100_000)
+rt_id = sched.register_stream("rt", "realtime", period_ns=1_000_000, deadline_ns=1_000_000, cost_ns=20_000)
+# declared cost 1 ms over 3 units, quantum 100 us: one unit per chunk
+tp_id = sched.register_stream("tp", "throughput", cost_ns=1_000_000, units_per_block=3)
+disp = _native.Dispatcher(dev, sched.capsule(), spin_us=100)
+rt = _native.StreamEngine(dev, chain("r", 1), use_graph=False, single_stream=True, inline_submit=True)
+tp = _native.StreamEngine(dev, chain("t", 3), use_graph=True)
+res["units"] = [rt.units_per_block, tp.units_per_block]
+
+# misuse: units mismatch, attach twice
+bad = pygpukit_dsp_core.Scheduler()
+bad_id = bad.register_stream("b", "best_effort", units_per_block=2)
+bad_disp = _native.Dispatcher(dev, bad.capsule())
+try:
+    tp.attach(bad_disp, bad_id)
+except ValueError as exc:
+    res["units_mismatch"] = str(exc)
+bad_disp.close()
+
+rt.attach(disp, rt_id)
+tp.attach(disp, tp_id)
+try:
+    rt.attach(disp, rt_id)
+except ValueError as exc:
+    res["attach_twice"] = str(exc)
+res["attached"] = [rt.attached, tp.attached]
+
+x = np.arange(48, dtype=np.float32).reshape(3, 16)
+N = 40
+ok = {"rt": True, "tp": True}
+def run_rt():
+    for b in range(N):
+        out = rt.process(b % 2, x + b, False)
+        ok["rt"] &= bool(np.array_equal(out, x + b))
+def run_tp():
+    for b in range(N):
+        s = b % 2
+        tp.input_slot(s)[:] = -x - b
+        tp.submit(s, 16)
+        if b >= 1:
+            prev = (b - 1) % 2
+            tp.wait(prev)
+            ok["tp"] &= bool(np.array_equal(tp.output_slot(prev), -x - (b - 1)))
+    last = (N - 1) % 2
+    tp.wait(last)
+    ok["tp"] &= bool(np.array_equal(tp.output_slot(last), -x - (N - 1)))
+threads = [threading.Thread(target=run_rt), threading.Thread(target=run_tp)]
+for t in threads: t.start()
+for t in threads: t.join()
+res["data_ok"] = ok
+# a final partial block runs whole in its last chunk
+tp.input_slot(0)[:] = 0
+tp.input_slot(0)[:, :5] = 7
+tp.submit(0, 5, True)
+res["final_n"] = tp.wait(0)
+res["final_ok"] = bool(np.all(tp.output_slot(0)[:, :5] == 7))
+res["rt_counters"] = rt.counters()
+res["tp_counters"] = tp.counters()
+res["disp_stats"] = disp.stats()
+res["rt_stats"] = {k: v for k, v in sched.stream_stats(rt_id).items() if k in ("submitted", "completed", "missed", "chunks", "live")}
+res["tp_stats"] = {k: v for k, v in sched.stream_stats(tp_id).items() if k in ("submitted", "completed", "missed", "chunks", "live")}
+res["rt_latency_count"] = sched.stream_stats(rt_id)["latency"]["count"]
+
+# process_split (test entry) refuses an attached engine
+try:
+    tp.process_split(0, x, False, [1])
+except ValueError as exc:
+    res["split_attached"] = str(exc)
+
+# a failing engine: its caller gets the DeviceError, the other engine keeps going
+os.environ["FAKE_CUDA_LAUNCH_ERROR"] = "1"
+failing = _native.StreamEngine(dev, [op("gain", 3, 16, {"factor": 2.0}, "g")], use_graph=False)
+f_id = sched.register_stream("failing", "best_effort")
+failing.attach(disp, f_id)
+try:
+    failing.process(0, x, False)
+    res["fail_error"] = None
+except DeviceError as exc:
+    res["fail_error"] = str(exc)
+del os.environ["FAKE_CUDA_LAUNCH_ERROR"]
+out = rt.process(0, x, False)
+res["rt_after_failure"] = bool(np.array_equal(out, x))
+failing.close()
+
+# close drains and detaches; the engines run alone again
+disp.close()
+res["closed"] = disp.closed
+try:
+    rt.submit(0, 16)
+    res["submit_after_close"] = None
+except ValueError as exc:
+    res["submit_after_close"] = str(exc)
+rt.detach(); tp.detach()
+res["detached"] = [rt.attached, tp.attached]
+res["alone_ok"] = bool(np.array_equal(rt.process(1, x, False), x))
+# process_split on an idle, detached engine: every cut gives the same data
+res["split_ok"] = [bool(np.array_equal(tp.process_split(0, x + 3, False, cuts), x + 3))
+                   for cuts in ([1], [2], [1, 2])]
+try:
+    tp.process_split(0, x, False, [0])
+except ValueError as exc:
+    res["bad_cuts"] = str(exc)
+res["split_counters"] = tp.counters()
+rt.close(); tp.close()
+print(json.dumps(res))
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_dispatch(fake_driver: str) -> dict:  # noqa: F811
+    pytest.importorskip("pygpukit_dsp_core")
+    return last_json(run_python(FAKE_SCRIPT, GK_LIBCUDA=fake_driver, GK_JIT_DISK_CACHE="0"))
+
+
+def test_fake_units_per_block_sums_the_ops_units(fake_dispatch):
+    assert fake_dispatch["units"] == [1, 3]
+
+
+def test_fake_attach_is_checked(fake_dispatch):
+    assert "units per block" in fake_dispatch["units_mismatch"]
+    assert "already attached" in fake_dispatch["attach_twice"]
+    assert fake_dispatch["attached"] == [True, True]
+
+
+def test_fake_blocks_of_two_engines_flow_through_one_dispatcher(fake_dispatch):
+    assert fake_dispatch["data_ok"] == {"rt": True, "tp": True}
+    assert fake_dispatch["final_n"] == 5 and fake_dispatch["final_ok"]
+
+
+def test_fake_every_block_is_a_scheduler_task(fake_dispatch):
+    rt, tp = fake_dispatch["rt_stats"], fake_dispatch["tp_stats"]
+    assert rt["submitted"] == rt["completed"] + rt["missed"] >= 40 and rt["live"] == 0
+    assert tp["submitted"] == tp["completed"] + tp["missed"] == 41 and tp["live"] == 0
+    assert fake_dispatch["rt_latency_count"] == rt["submitted"]
+    d = fake_dispatch["disp_stats"]
+    assert d["posted"] == d["completed"] == rt["submitted"] + tp["submitted"]
+
+
+def test_fake_throughput_blocks_are_launched_in_scheduler_chunks(fake_dispatch):
+    # cost 1 ms over 3 units with a 100 us quantum: every full block in 3 one-unit chunks
+    tp = fake_dispatch["tp_stats"]
+    # the final partial block gets its 3 chunks too; it runs whole in the last one
+    assert tp["chunks"] == 41 * 3
+    c = fake_dispatch["tp_counters"]
+    assert c["chunks"] == 40 * 3
+    assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (41, 41, 41, 41)
+    rc = fake_dispatch["rt_counters"]
+    assert rc["chunks"] == 0 and rc["blocks"] == rc["h2d_copies"] == rc["d2h_copies"] == rc["completion_waits"]
+
+
+def test_fake_failing_engine_does_not_stop_the_others(fake_dispatch):
+    assert fake_dispatch["fail_error"] is not None and "stage" in fake_dispatch["fail_error"]
+    assert fake_dispatch["rt_after_failure"]
+
+
+def test_fake_close_drains_and_detaches(fake_dispatch):
+    assert fake_dispatch["closed"]
+    assert "closed" in fake_dispatch["submit_after_close"]
+    assert fake_dispatch["detached"] == [False, False]
+    assert fake_dispatch["alone_ok"]
+
+
+def test_fake_process_split_runs_any_cut(fake_dispatch):
+    assert "attached" in fake_dispatch["split_attached"]
+    assert fake_dispatch["split_ok"] == [True, True, True]
+    assert "strictly between 0" in fake_dispatch["bad_cuts"]
+
+
+# ------------------------------------------------------------------------------------------
+# GPU
+# ------------------------------------------------------------------------------------------
+
+
+def _w1_like(qos: str) -> Pipeline:
+    rng = np.random.default_rng(1)
+    return Pipeline([stages.Fir(taps=rng.standard_normal(64) / 8), stages.Mix(matrix=rng.standard_normal((4, 8)))],
+                    name="w1", sample_rate=48_000, channels=8, block_size=256, qos={"class": qos})
+
+
+SPEC_BLOCK = 1024 * 256  # 1024 frames of 256 per channel: enough for several units
+
+
+def _spectrum(qos: str) -> Pipeline:
+    return Pipeline([stages.Stft(nfft=256, hop=256, window="hann"), stages.Power(), stages.Average(frames=16)],
+                    name="spec", sample_rate=1e6, channels=2, block_size=SPEC_BLOCK, dtype="complex64",
+                    qos={"class": qos})
+
+
+def _engine(pipeline: Pipeline):
+    from pygpukit_dsp.backends import open_backend
+
+    return open_backend(pipeline, pipeline.propagate(pipeline.input_spec()), "cuda")
+
+
+@pytest.mark.gpu
+def test_gpu_realtime_and_throughput_share_the_gpu_with_solo_results():
+    from pygpukit_dsp_core import Scheduler
+
+    from pygpukit_dsp.backends.cuda_dispatch import CudaDispatch
+
+    p1, p2 = _w1_like("realtime"), _spectrum("throughput")
+    rng = np.random.default_rng(7)
+    x1 = [rng.standard_normal((8, 256)).astype(np.float32) for _ in range(30)]
+    x2 = [(rng.standard_normal((2, SPEC_BLOCK)) + 1j * rng.standard_normal((2, SPEC_BLOCK))).astype(np.complex64)
+          for _ in range(6)]
+    solo1, solo2 = _engine(p1), _engine(p2)
+    ref1 = [solo1.process(b) for b in x1]
+    ref2 = [solo2.process(b) for b in x2]
+    solo1.close(), solo2.close()
+
+    e1, e2 = _engine(p1), _engine(p2)
+    assert e2.units_per_block > 1
+    sched = Scheduler(quantum_ns=20_000)
+    rt = sched.register_stream("w1", "realtime", period_ns=5_333_333, deadline_ns=2_000_000, cost_ns=60_000)
+    tp = sched.register_stream("spec", "throughput", units_per_block=e2.units_per_block)
+    got2: list[np.ndarray] = []
+    with CudaDispatch(sched) as dispatch:
+        dispatch.attach(e1, rt)
+        dispatch.attach(e2, tp)
+
+        def spectrum() -> None:
+            for b in x2:
+                got2.append(e2.process(b).copy())
+
+        t = threading.Thread(target=spectrum)
+        t.start()
+        got1 = [e1.process(b) for b in x1]
+        t.join()
+        stats = dispatch.stats()
+    for a, b in zip(got1, ref1):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    for a, b in zip(got2, ref2):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b).max()))
+    s_rt, s_tp = sched.stream_stats(rt), sched.stream_stats(tp)
+    assert s_rt["submitted"] == s_rt["completed"] + s_rt["missed"] == 30
+    assert s_tp["submitted"] == s_tp["completed"] == 6
+    assert s_rt["latency"]["count"] == 30 and s_rt["latency"]["p99_ns"] > 0
+    assert s_tp["busy_ns"] > 0 and s_tp["measured_cost_ns"] is not None
+    assert stats["posted"] == stats["completed"] == 36
+    assert e1.counters()["blocks"] == 30 and e2.counters()["blocks"] == 6
+    e1.close(), e2.close()
+
+
+@pytest.mark.gpu
+def test_gpu_throughput_block_split_into_chunks_equals_whole_block():
+    from pygpukit_dsp_core import Scheduler
+
+    from pygpukit_dsp.backends.cuda_dispatch import CudaDispatch
+
+    p = _spectrum("throughput")
+    rng = np.random.default_rng(3)
+    xs = [(rng.standard_normal((2, SPEC_BLOCK)) + 1j * rng.standard_normal((2, SPEC_BLOCK))).astype(np.complex64)
+          for _ in range(4)]
+    solo = _engine(p)
+    ref = [solo.process(b) for b in xs]
+    solo.close()
+    e = _engine(p)
+    sched = Scheduler(quantum_ns=1_000)
+    # a declared cost far above the quantum: one unit per chunk
+    sid = sched.register_stream("spec", "throughput", cost_ns=10_000_000, units_per_block=e.units_per_block)
+    with CudaDispatch(sched) as dispatch:
+        dispatch.attach(e, sid)
+        got = [e.process(b) for b in xs]
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b).max()))
+    assert e.counters()["chunks"] >= 4 * (e.units_per_block - 1)
+    assert sched.stream_stats(sid)["chunks"] >= 4 * e.units_per_block - 4
+    e.close()
+
+
+@pytest.mark.gpu
+def test_gpu_resident_blocks_skip_the_copies():
+    from pygpukit_dsp_core import Scheduler
+
+    from pygpukit_dsp.backends.cuda_dispatch import CudaDispatch
+
+    p = _spectrum("throughput")
+    e = _engine(p)
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((2, SPEC_BLOCK)) + 1j * rng.standard_normal((2, SPEC_BLOCK))).astype(np.complex64)
+    e.process(x)
+    before = e.counters()
+    e.set_resident(True)
+    sched = Scheduler()
+    sid = sched.register_stream("spec", "throughput", units_per_block=e.units_per_block)
+    with CudaDispatch(sched) as dispatch:
+        dispatch.attach(e, sid)
+        for _ in range(5):
+            e.collect(e.submit_resident())
+        stamps = e.pump_resident(0.05)
+    after = e.counters()
+    assert len(stamps) >= 2 and stamps == sorted(stamps)
+    assert after["blocks"] - before["blocks"] == 5 + len(stamps)
+    assert after["h2d_copies"] == before["h2d_copies"] and after["d2h_copies"] == before["d2h_copies"]
+    assert sched.stream_stats(sid)["completed"] == 5 + len(stamps)
+    e.close()
