@@ -51,8 +51,52 @@ ProgressFn = Callable[[Progress], None]
 
 
 @dataclass
+class SchedulerAccounting:
+    """The scheduler's figures of one stream, from the dispatcher of its device (Session runs).
+
+    Latency here is release to finish as the scheduler sees it: from the hand-over of a block
+    (its submission as a task) until the dispatcher reported it done; misses are blocks that
+    finished after release + deadline. The runner's own host-side figures (RunSummary's
+    ``latency_us`` and ``deadline_misses``) also include the copy of the output to the caller.
+    """
+
+    device: str                    # "cpu" | "cuda": the dispatcher that ran the blocks
+    deadline_us: float | None      # relative deadline the misses are counted against
+    latency_us: dict[str, float]   # count, min, mean, p50, p90, p99, p999, max
+    submitted: int
+    completed: int                 # finished by their deadline
+    missed: int                    # finished after it
+    dropped: int                   # abandoned (a block that raised)
+    cancelled: int                 # withdrawn (e.g. interrupted before it ran)
+    chunks: int                    # launches (a whole CPU block is one chunk)
+    busy_us: float                 # measured device time (cpu: engine time) of all chunks
+    cost_us: float | None          # per-block cost the scheduler used last (declared or measured)
+    achieved_rate_hz: float        # blocks per second since the first release
+
+    @classmethod
+    def from_stats(cls, device: str, st: dict[str, Any]) -> "SchedulerAccounting":
+        """From ``Scheduler.stream_stats`` (nanoseconds) to microseconds."""
+        lat = st.get("latency", {})
+        latency = {k: (v / 1e3 if k != "count" else v) for k, v in lat.items()
+                   if k in ("count", "min", "mean", "p50", "p90", "p99", "p999", "max")}
+        deadline, cost = st.get("deadline_ns"), st.get("cost_ns")
+        return cls(device=device, deadline_us=deadline / 1e3 if deadline is not None else None,
+                   latency_us=latency, submitted=st["submitted"], completed=st["completed"],
+                   missed=st["missed"], dropped=st["dropped"], cancelled=st["cancelled"],
+                   chunks=st["chunks"], busy_us=st["busy_ns"] / 1e3,
+                   cost_us=cost / 1e3 if cost is not None else None,
+                   achieved_rate_hz=float(st.get("achieved_rate_hz", 0.0)))
+
+
+@dataclass
 class RunSummary:
-    """Everything a run reports: backend and why, counts, latency percentiles, misses."""
+    """Everything a run reports: backend and why, counts, latency percentiles, misses.
+
+    ``latency_us`` and ``deadline_misses`` are the runner's host-side figures (hand-over to the
+    engine until the output is available to the sink); ``scheduler`` holds the scheduler's
+    accounting of the same blocks when the run went through a Session (always, for
+    ``Pipeline.run`` and ``gk-stream run``), else None.
+    """
 
     pipeline: str
     backend: str
@@ -73,6 +117,7 @@ class RunSummary:
     ended_by: str = "source end"  # "source end" | "block limit" | "duration limit" | "interrupted" | "stop"
     fault: str | None = None
     output_unit: str = "samples"  # "frames" when the output is in the frames domain
+    scheduler: SchedulerAccounting | None = None  # set by Session after the dispatch drained
 
     @property
     def samples_per_s(self) -> float:
@@ -92,10 +137,17 @@ class RunSummary:
             f"  blocks {self.blocks}, samples in {self.samples_in}, out {self.samples_out}"
             f"{' frames' if self.output_unit == 'frames' else ''} (per channel), "
             f"{self.wall_s:.3f} s wall, {self.samples_per_s / 1e6:.3f} Msamples/s; ended by {self.ended_by}",
-            f"  latency per block (us): p50 {lat.get('p50', 0):.1f}  p99 {lat.get('p99', 0):.1f}  "
+            f"  latency per block, host (us): p50 {lat.get('p50', 0):.1f}  p99 {lat.get('p99', 0):.1f}  "
             f"p99.9 {lat.get('p999', 0):.1f}  max {lat.get('max', 0):.1f}",
-            f"  qos {self.qos_class}: deadline {self.deadline_us:.1f} us, deadline misses {self.deadline_misses}",
+            f"  qos {self.qos_class}: deadline {self.deadline_us:.1f} us, deadline misses {self.deadline_misses} (host)",
         ]
+        sa = self.scheduler
+        if sa is not None:
+            sl = sa.latency_us
+            lines.append(
+                f"  scheduler ({sa.device} dispatcher): latency p50 {sl.get('p50', 0):.1f}  "
+                f"p99 {sl.get('p99', 0):.1f}  p99.9 {sl.get('p999', 0):.1f}  max {sl.get('max', 0):.1f} us; "
+                f"misses {sa.missed}, drops {sa.dropped}, chunks {sa.chunks}, busy {sa.busy_us / 1e3:.3f} ms")
         issues = {f"source {k}": v for k, v in self.source_stats.items() if v and k != "samples"}
         issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k != "samples"})
         if issues:

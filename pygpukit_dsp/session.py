@@ -1,20 +1,33 @@
-"""Session: several pipelines running at once, each as its own stream."""
+"""Session: several pipelines running at once, each as its own stream, under the scheduler."""
 
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import GkError, StreamFault
 from .pipeline import Pipeline
-from .runner import ProgressFn, RunSummary, StreamRunner
+from .runner import ProgressFn, RunSummary, SchedulerAccounting, StreamRunner
+
+if TYPE_CHECKING:
+    from pygpukit_dsp_core import Scheduler
+
+    from .dispatch import Dispatch
 
 
 class Session:
-    """Runs several pipelines concurrently, one thread per stream.
+    """Runs several pipelines concurrently, one thread per stream, blocks dispatched by the scheduler.
 
-    Every pipeline is opened (sources, sinks, backends, spec checks) before any block
-    flows, so a configuration error in one stops all of them before they start.
+    Every pipeline is opened (sources, sinks, backends, spec checks) before any block flows, so
+    a configuration error in one stops all of them before they start. Then every stream is
+    admitted by the scheduler of its device (AdmissionError with the figures on a refusal) and
+    its engine attached to that device's dispatcher: the scheduler decides the order of all
+    blocks (realtime first, earliest deadline first; the others paced) and accounts them::
+
+        s = Session([audio, spectrum])
+        for summary in s.run():
+            print(summary.pipeline, summary.scheduler.latency_us["p99"], summary.scheduler.missed)
+        s.stream_stats("audio")          # the scheduler's raw figures (ns)
     """
 
     def __init__(self, pipelines: Sequence[Pipeline], *, backend: str | None = None):
@@ -23,6 +36,24 @@ class Session:
         self.pipelines = list(pipelines)
         self.backend = backend
         self._stop = threading.Event()
+        self.schedulers: dict[str, "Scheduler"] = {}  # device ("cpu" | "cuda") -> its scheduler
+        self.dispatch: "Dispatch | None" = None
+
+    @property
+    def scheduler(self) -> "Scheduler":
+        """The scheduler of this session's streams, when they all run on one device."""
+        if len(self.schedulers) == 1:
+            return next(iter(self.schedulers.values()))
+        if not self.schedulers:
+            raise AttributeError("the session has no scheduler before run() admitted its streams")
+        raise AttributeError("this session runs streams on both cpu and cuda, each device with its "
+                             "own scheduler: use Session.schedulers['cpu'] or ['cuda']")
+
+    def stream_stats(self, name: str) -> dict[str, Any]:
+        """The scheduler's figures (ns) of the stream of pipeline ``name``, during or after run()."""
+        if self.dispatch is None:
+            raise RuntimeError("the session has not started: call run() first")
+        return self.dispatch.stream_stats(name)
 
     def stop(self) -> None:
         """Ask every stream to stop after its current block (they drain and finalise)."""
@@ -31,19 +62,19 @@ class Session:
     def run(self, *, blocks: int | None = None, duration: float | None = None,
             progress: ProgressFn | None = None) -> list[RunSummary]:
         from .admission import admit
+        from .dispatch import start_dispatch
 
         runners: list[StreamRunner] = []
         try:
             for p in self.pipelines:
                 runners.append(StreamRunner(p, backend=self.backend))
-            self.scheduler = admit(runners)  # AdmissionError before the first block
+            self.schedulers = admit(runners)  # AdmissionError before the first block
+            self.dispatch = start_dispatch(runners, self.schedulers)
         except BaseException:
             for r in runners:
                 r._close(quiet=True)
             raise
-        if len(runners) == 1:
-            return [runners[0].run(blocks=blocks, duration=duration, progress=progress,
-                                   stop=self._stop.is_set)]
+        dispatch = self.dispatch
 
         results: list[RunSummary | BaseException | None] = [None] * len(runners)
 
@@ -55,6 +86,37 @@ class Session:
                 results[i] = exc
                 self._stop.set()
 
+        close_error: BaseException | None = None
+        try:
+            if len(runners) == 1:
+                work(0, runners[0])  # on the caller's thread: Ctrl-C reaches the runner
+                if isinstance(results[0], KeyboardInterrupt):
+                    raise results[0]
+            else:
+                self._run_threads(runners, work)
+        finally:
+            try:
+                dispatch.close()  # after the runners finished: drains, stops the dispatchers
+            except Exception as exc:
+                close_error = exc
+
+        for res in results:  # a fault's summary (StreamFault.summary) gets them too
+            summary = res if isinstance(res, RunSummary) else getattr(res, "summary", None)
+            if isinstance(summary, RunSummary):
+                self._add_scheduler_figures(summary)
+        summaries: list[RunSummary] = []
+        for p, res in zip(self.pipelines, results):
+            if isinstance(res, GkError) or (len(runners) == 1 and isinstance(res, BaseException)):
+                raise res  # one pipeline: its own exception, as StreamRunner.run raised it
+            if isinstance(res, BaseException):
+                raise StreamFault(f"pipeline '{p.name}' failed: {res}") from res
+            assert res is not None
+            summaries.append(res)
+        if close_error is not None:
+            raise close_error
+        return summaries
+
+    def _run_threads(self, runners: list[StreamRunner], work: Any) -> None:
         threads = [threading.Thread(target=work, args=(i, r), name=f"gk-{r.pipeline.name}", daemon=True)
                    for i, r in enumerate(runners)]
         for t in threads:
@@ -67,12 +129,11 @@ class Session:
             self._stop.set()
             for t in threads:
                 t.join()
-        summaries: list[RunSummary] = []
-        for p, res in zip(self.pipelines, results):
-            if isinstance(res, GkError):
-                raise res
-            if isinstance(res, BaseException):
-                raise StreamFault(f"pipeline '{p.name}' failed: {res}") from res
-            assert res is not None
-            summaries.append(res)
-        return summaries
+
+    def _add_scheduler_figures(self, summary: RunSummary) -> None:
+        assert self.dispatch is not None
+        try:
+            stats = self.dispatch.stream_stats(summary.pipeline)
+        except Exception:  # the dispatcher failed; the runner's own figures still stand
+            return
+        summary.scheduler = SchedulerAccounting.from_stats(self.dispatch.device_of(summary.pipeline), stats)

@@ -34,7 +34,8 @@ def test_admitted_streams_run_and_measured_cost_is_used_when_none_is_declared():
     s = Session([a, b])
     summaries = s.run()
     assert [x.pipeline for x in summaries] == ["a", "b"] and all(x.blocks == 5 for x in summaries)
-    stats = {st["name"]: st for st in s.scheduler.stats()["streams"]}
+    # a finished CPU stream leaves the scheduler; the session keeps its final figures
+    stats = {name: s.stream_stats(name) for name in ("a", "b")}
     assert stats["a"]["admitted"] and stats["a"]["declared_cost_ns"] > 0  # measured before the run
     assert stats["b"]["declared_cost_ns"] == 100_000
 
@@ -44,5 +45,67 @@ def test_best_effort_streams_need_no_cost():
                  source=NullSource(duration_s=0.1), sink=NullSink())
     s = Session([p])
     s.run()
-    assert s.scheduler.stats()["streams"][0]["qos"] == "best_effort"
+    assert s.stream_stats("pipeline")["qos"] == "best_effort"
 
+
+
+# ----------------------------------------------------------------------------- per device, units
+
+
+def _fake_runner(name, device, qos, units=None, block=480):
+    from types import SimpleNamespace
+
+    from pygpukit_dsp.backends import BackendChoice
+    from pygpukit_dsp.qos import QoS
+    from pygpukit_dsp.signal import SignalSpec
+
+    engine = SimpleNamespace(choice=BackendChoice(device, "test"))
+    if units is not None:
+        engine.units_per_block = units
+    return SimpleNamespace(pipeline=SimpleNamespace(name=name, qos=QoS(**qos), where=None),
+                           chain=SimpleNamespace(input=SignalSpec(48000.0, 1, block)), engine=engine)
+
+
+def test_each_device_has_its_own_scheduler():
+    from pygpukit_dsp.admission import admit
+
+    # 0.5 + 0.5 of one device would break U_max 0.9; on two devices both fit
+    cpu = _fake_runner("cpu_rt", "cpu", {"class": "realtime", "cost_us": 5000})
+    gpu = _fake_runner("gpu_rt", "cuda", {"class": "realtime", "cost_us": 5000})
+    scheds = admit([cpu, gpu])
+    assert set(scheds) == {"cpu", "cuda"}
+    assert [st["name"] for st in scheds["cpu"].stats()["streams"]] == ["cpu_rt"]
+    assert [st["name"] for st in scheds["cuda"].stats()["streams"]] == ["gpu_rt"]
+    with pytest.raises(AdmissionError) as ei:
+        admit([cpu, gpu, _fake_runner("gpu_2", "cuda", {"class": "realtime", "cost_us": 5000})])
+    assert ei.value.stream == "gpu_2" and ei.value.figures["device"] == "cuda"
+
+
+def test_units_per_block_chunked_only_for_cuda_throughput_and_best_effort():
+    from pygpukit_dsp.admission import admit
+
+    runners = [_fake_runner("tp", "cuda", {"class": "throughput"}, units=4096),
+               _fake_runner("be", "cuda", {"class": "best_effort"}, units=16),
+               _fake_runner("rt", "cuda", {"class": "realtime", "cost_us": 100}, units=64),
+               _fake_runner("old", "cuda", {"class": "best_effort"}),          # engine without units
+               _fake_runner("cpu_tp", "cpu", {"class": "throughput"}, units=4096)]
+    scheds = admit(runners)
+    units = {st["name"]: st["units_per_block"] for s in scheds.values() for st in s.stats()["streams"]}
+    assert units == {"tp": 4096, "be": 16, "rt": 1, "old": 1, "cpu_tp": 1}
+
+
+def test_every_stream_gets_its_qos_deadline_for_the_miss_count():
+    from pygpukit_dsp.admission import admit
+
+    scheds = admit([_fake_runner("be", "cpu", {"class": "best_effort"}),
+                    _fake_runner("tp", "cpu", {"class": "throughput", "deadline_ms": 2})])
+    deadlines = {st["name"]: st["deadline_ns"] for st in scheds["cpu"].stats()["streams"]}
+    assert deadlines == {"be": 10_000_000, "tp": 2_000_000}  # default: one block period (480 @ 48 kHz)
+
+
+def test_two_pipelines_with_one_name_are_a_config_error():
+    from pygpukit_dsp import ConfigError
+    from pygpukit_dsp.admission import admit
+
+    with pytest.raises(ConfigError, match="two pipelines of the session are named 'x'"):
+        admit([_fake_runner("x", "cpu", {}), _fake_runner("x", "cpu", {})])

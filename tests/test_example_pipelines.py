@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pygpukit_dsp import Pipeline
+from pygpukit_dsp import Pipeline, Session
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(p.name for p in (ROOT / "pipelines").glob("*.yaml"))
@@ -21,16 +21,17 @@ def workdir(tmp_path):
     return dst
 
 
-def test_the_four_examples_exist():
-    assert EXAMPLES == ["beamformer.yaml", "demo.yaml", "file_filter.yaml", "sdr_channelizer.yaml"]
+def test_the_five_examples_exist():
+    assert EXAMPLES == ["beamformer.yaml", "demo.yaml", "file_filter.yaml", "multi.yaml", "sdr_channelizer.yaml"]
 
 
 def _run(workdir, name, backend):
-    p = Pipeline.from_yaml(workdir / name)
-    return p, p.run(backend=backend)
+    """Every pipeline of the file in one Session; the summaries in file order."""
+    return Session(Pipeline.load_all(workdir / name), backend=backend).run()
 
 
-def _check_outputs(workdir, name, summary):
+def _check_outputs(workdir, name, summaries):
+    summary = summaries[0]
     if name == "file_filter.yaml":
         x, fs_in = sf.read(workdir / "data" / "chirp_hum.wav", dtype="float32")
         y, fs_out = sf.read(workdir / "out" / "chirp_filtered.wav", dtype="float32")
@@ -49,21 +50,34 @@ def _check_outputs(workdir, name, summary):
         assert int(np.argmax(energy)) == 3  # beams at -60,-30,0,+30,+60 degrees; the source is at +30
     elif name == "demo.yaml":
         assert summary.samples_in == 5 * 48000 and summary.samples_out == -(-5 * 48000 // 256)
+    elif name == "multi.yaml":
+        monitor, spectrum = summaries
+        assert (monitor.pipeline, monitor.qos_class) == ("monitor", "realtime")
+        assert (spectrum.pipeline, spectrum.qos_class) == ("spectrum", "throughput")
+        assert monitor.samples_in == 24000 and spectrum.samples_in == 1024000
+        for s in summaries:  # the scheduler ran and accounted every block
+            assert s.scheduler.submitted == s.scheduler.chunks == s.blocks
+            assert s.scheduler.completed + s.scheduler.missed == s.blocks
+        y = np.load(workdir / "out" / "spectrum.npy")
+        assert y.shape == (1, 16, 4096) and y.dtype == np.float32
+        # tones at +100 kHz and -250 kHz, 500 Hz bins (FFT order): 200 and 4096 - 500
+        assert set(np.argsort(y[0].mean(axis=0))[-2:]) == {200, 3596}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_runs_on_cpu(workdir, name):
-    p, s = _run(workdir, name, "cpu")
-    assert s.backend == "cpu" and s.blocks > 0 and s.ended_by == "source end"
-    _check_outputs(workdir, name, s)
+    summaries = _run(workdir, name, "cpu")
+    for s in summaries:
+        assert s.backend == "cpu" and s.blocks > 0 and s.ended_by == "source end"
+    _check_outputs(workdir, name, summaries)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_runs_on_cuda(workdir, name):
-    p, s = _run(workdir, name, "cuda")
-    assert s.backend == "cuda"
-    _check_outputs(workdir, name, s)
+    summaries = _run(workdir, name, "cuda")
+    assert all(s.backend == "cuda" for s in summaries)
+    _check_outputs(workdir, name, summaries)
 
 
 def test_file_to_file_resample_keeps_rate_change(tmp_path):

@@ -1,0 +1,141 @@
+"""A Session's dispatch: every block of every stream goes through its device's scheduler.
+
+After admission (admission.py registered each stream with the scheduler of its device),
+:func:`start_dispatch` attaches each runner's engine to that device's dispatcher:
+
+* CPU streams: :class:`~pygpukit_dsp.backends.cpu_dispatch.CpuDispatcher`, one Python thread
+  that runs the blocks of all CPU streams one at a time in the scheduler's order;
+* CUDA streams: ``pygpukit_dsp.backends.cuda_dispatch.CudaDispatch`` on GPU 0, one native
+  worker thread that launches every block chunk by chunk in the scheduler's order.
+
+The runners keep calling ``engine.process`` / ``submit`` / ``collect`` as before; the
+dispatchers decide when each block runs and the schedulers account latency (release to
+finish), misses, drops, chunks and busy time per stream. :meth:`Dispatch.close` drains and
+stops both; :meth:`Dispatch.stream_stats` reads a stream's figures, also after the close.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .admission import device_of
+from .errors import StreamFault
+
+if TYPE_CHECKING:
+    from pygpukit_dsp_core import Scheduler
+
+    from .backends.cpu_dispatch import CpuDispatcher
+    from .runner import StreamRunner
+
+
+class Dispatch:
+    """The dispatchers of one session, and where each stream's figures live."""
+
+    def __init__(self, schedulers: Mapping[str, "Scheduler"]):
+        self.schedulers = dict(schedulers)
+        self.cpu: "CpuDispatcher | None" = None
+        self.cuda: Any = None  # CudaDispatch when the session has a CUDA stream
+        self._streams: dict[str, tuple[str, int]] = {}  # pipeline name -> (device, stream id)
+        self._closed = False
+
+    @property
+    def streams(self) -> dict[str, tuple[str, int]]:
+        """Pipeline name -> (device, scheduler stream id)."""
+        return dict(self._streams)
+
+    def device_of(self, name: str) -> str:
+        return self._lookup(name)[0]
+
+    def _lookup(self, name: str) -> tuple[str, int]:
+        try:
+            return self._streams[name]
+        except KeyError:
+            known = ", ".join(self._streams) or "none"
+            raise KeyError(f"no stream named '{name}' in this dispatch (streams: {known})") from None
+
+    def stream_stats(self, name: str) -> dict[str, Any]:
+        """The scheduler's figures of the stream ``name`` (see docs/scheduler.md, Accounting)."""
+        device, sid = self._lookup(name)
+        if device == "cpu" and self.cpu is not None:
+            return self.cpu.stream_stats(sid)
+        return dict(self.schedulers[device].stream_stats(sid))
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Each dispatcher's counters, by device."""
+        out: dict[str, dict[str, Any]] = {}
+        if self.cpu is not None:
+            out["cpu"] = self.cpu.stats()
+        if self.cuda is not None:
+            out["cuda"] = dict(self.cuda.stats())
+        return out
+
+    def close(self) -> None:
+        """Drain and stop every dispatcher (each is closed even if another fails). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        errors: list[str] = []
+        first: BaseException | None = None
+        for disp in (self.cpu, self.cuda):
+            if disp is None:
+                continue
+            try:
+                disp.close()
+            except Exception as exc:
+                first = first or exc
+                errors.append(f"{type(disp).__name__}: {exc}")
+        if errors:
+            raise StreamFault("while closing the dispatch: " + "; ".join(errors)) from first
+
+    def __enter__(self) -> "Dispatch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_dispatch(runners: list["StreamRunner"],
+                   schedulers: "Mapping[str, Scheduler] | Scheduler") -> Dispatch:
+    """Attach every runner's engine to its device's dispatcher; returns the running Dispatch.
+
+    ``schedulers`` is what :func:`pygpukit_dsp.admission.admit` returned (device -> scheduler),
+    or one scheduler when every runner is on one device. Each runner's stream must be
+    registered there under its pipeline's name. On failure nothing stays attached.
+    """
+    devices = [device_of(r) for r in runners]
+    if not isinstance(schedulers, Mapping):
+        if len(set(devices)) > 1:
+            raise ValueError("these runners use both cpu and cuda: give one scheduler per device "
+                             "(as admit() returns); a dispatcher must see only its own device's tasks")
+        schedulers = {d: schedulers for d in devices}
+    dispatch = Dispatch(schedulers)
+    try:
+        for r, device in zip(runners, devices):
+            sched = schedulers.get(device)
+            sid = sched.stream_id(r.pipeline.name) if sched is not None else None
+            if sid is None:
+                raise ValueError(f"stream '{r.pipeline.name}' is not registered with the {device} "
+                                 "scheduler: admit the runners first")
+            if device == "cpu":
+                if dispatch.cpu is None:
+                    from .backends.cpu_dispatch import CpuDispatcher
+
+                    dispatch.cpu = CpuDispatcher(sched)
+                dispatch.cpu.attach(r.engine, sid)
+            elif device == "cuda":
+                if dispatch.cuda is None:
+                    from .backends.cuda_dispatch import CudaDispatch  # only with a CUDA stream
+
+                    dispatch.cuda = CudaDispatch(sched, device_index=0)
+                dispatch.cuda.attach(r.engine, sid)
+            else:
+                raise ValueError(f"runner '{r.pipeline.name}' runs on unknown device '{device}'")
+            dispatch._streams[r.pipeline.name] = (device, sid)
+    except BaseException:
+        try:
+            dispatch.close()
+        except Exception:  # the error that stopped the start is the one to report
+            pass
+        raise
+    return dispatch
