@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
+BENCH_BLOCKS = 2000   # gk-stream bench defaults for a single-pipeline file
+BENCH_WARMUP = 200
+
+
 def _err(msg: str) -> None:
     print(f"gk-stream: {msg}", file=sys.stderr)
 
@@ -63,15 +67,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         live.clear()
     for s in summaries:
         print(s.format())
-    if len(summaries) > 1:
-        print("streams:")
-        for s in summaries:
-            print(f"  {s.pipeline:<16} class {s.qos_class:<11} deadline {s.deadline_us:9.1f} us  "
-                  f"p99 {s.latency_us.get('p99', 0):9.1f} us  misses {s.deadline_misses}")
+    print(_qos_lines(summaries))
     if args.stats_json:
         data: Any = [s.to_dict() for s in summaries]
         _write_json(args.stats_json, data[0] if len(data) == 1 else data)
     return 0
+
+
+def _qos_lines(summaries: list) -> str:
+    """One QoS line per stream: class, deadline, p99 and misses from the scheduler's accounting
+    (release to finish on its device's dispatcher); the runner's host figures where none."""
+    width = max(16, *(len(s.pipeline) for s in summaries))
+    lines = ["streams (scheduler accounting: hand-over to finish on each device's dispatcher):"]
+    for s in summaries:
+        sa = s.scheduler
+        if sa is not None:
+            deadline = sa.deadline_us if sa.deadline_us is not None else s.deadline_us
+            p99, misses, where = sa.latency_us.get("p99", 0.0), sa.missed, f"{sa.device}, drops {sa.dropped}"
+        else:
+            deadline, p99, misses, where = s.deadline_us, s.latency_us.get("p99", 0.0), s.deadline_misses, "host"
+        lines.append(f"  {s.pipeline:<{width}} class {s.qos_class:<11} deadline {deadline:9.1f} us  "
+                     f"p99 {p99:9.1f} us  misses {misses}  ({where})")
+    return "\n".join(lines)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -164,23 +181,60 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import run_bench
+    from .bench.contention import load_contention
+    from .errors import ConfigError
     from .pipeline import Pipeline
 
-    pipelines = _select(Pipeline.load_all(args.file), args.pipeline)
+    loaded = Pipeline.load_all(args.file)
+    contention = load_contention(args.file, loaded)  # a file with 'bench: {kind: contention}' (W3)
+    if contention is not None:
+        return _bench_contention(args, contention)
+    if args.period_ms is not None:
+        raise ConfigError("--period-ms applies to contention bench files only (e.g. benchmarks/w3.yaml)",
+                          hint="a latency bench hands each block over as soon as the previous one is done")
+    pipelines = _select(loaded, args.pipeline)
     if len(pipelines) != 1:
-        from .errors import ConfigError
-
         raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; bench takes one",
                           hint="pick one with --pipeline NAME")
     compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else []
-    report = run_bench(pipelines[0], backend=args.backend, blocks=args.blocks, warmup=args.warmup,
+    report = run_bench(pipelines[0], backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
+                       warmup=BENCH_WARMUP if args.warmup is None else args.warmup,
                        compare=compare, plot=args.plot, progress=not args.quiet and sys.stderr.isatty(),
-                       mode=args.mode)
+                       mode=args.mode or "latency")
     print(report.markdown())
     if args.json:
         _write_json(args.json, report.to_dict())
     if args.markdown:
         Path(args.markdown).write_text(report.markdown() + "\n")
+    return 0
+
+
+def _bench_contention(args: argparse.Namespace, bench: Any) -> int:
+    """W3: the file's realtime pipeline under its throughput pipeline (bench/contention.py)."""
+    from .bench.contention import run_w3
+    from .errors import ConfigError
+
+    given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
+                                      ("--pipeline", args.pipeline), ("--plot", args.plot)) if value]
+    if given:
+        raise ConfigError(f"{given[0]} does not apply to a contention bench file ({args.file})",
+                          hint="it runs both of its pipelines and its own PyTorch baseline; "
+                               "see docs/benchmarks.md, W3")
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    report = run_w3(bench, backend=args.backend, blocks=args.blocks, warmup=args.warmup,
+                    period_ms=args.period_ms, progress=None if args.quiet else say)
+    print(report.markdown())
+    if args.json:
+        _write_json(args.json, report.to_dict())
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown() + "\n")
+    failed = [c.name for c in report.checks if c.project and not c.ok]
+    if failed:
+        _err(f"error: output check failed: {'; '.join(failed)}")
+        return 1
     return 0
 
 
@@ -217,6 +271,26 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _milliseconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+    return v
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -239,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     limit.add_argument("--blocks", type=_positive_int, help="stop after N blocks")
     limit.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds of signal")
     run.add_argument("--pipeline", metavar="NAME", help="run only this pipeline of the file")
-    run.add_argument("--stats-json", metavar="PATH", help="write the run summary as JSON")
+    run.add_argument("--stats-json", "--json", dest="stats_json", metavar="PATH",
+                     help="write the run summary as JSON (host figures, and the scheduler's under 'scheduler')")
     run.add_argument("--quiet", action="store_true", help="no live progress line")
     run.set_defaults(fn=cmd_run)
 
@@ -255,16 +330,22 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--json", action="store_true")
     dev.set_defaults(fn=cmd_devices)
 
-    b = sub.add_parser("bench", help="latency benchmark against NumPy/CuPy/PyTorch baselines")
+    b = sub.add_parser("bench", help="benchmark against NumPy/CuPy/PyTorch baselines (latency, throughput; "
+                                     "a file with 'bench: {kind: contention}': W3)")
     b.add_argument("file")
     b.add_argument("--backend", choices=["auto", "cuda", "cpu"])
-    b.add_argument("--blocks", type=_positive_int, default=2000, help="timed blocks (default 2000)")
-    b.add_argument("--warmup", type=int, default=200, help="untimed warm-up blocks (default 200)")
+    b.add_argument("--blocks", type=_positive_int,
+                   help=f"timed blocks (default {BENCH_BLOCKS}; contention files: their 'blocks')")
+    b.add_argument("--warmup", type=_count, help=f"untimed warm-up blocks (default {BENCH_WARMUP}; "
+                                                 "contention files: their 'warmup')")
     b.add_argument("--compare", metavar="LIST", help="baselines, e.g. numpy,cupy,torch,torch-graph")
-    b.add_argument("--mode", choices=["latency", "resident", "streamed"], default="latency",
+    b.add_argument("--mode", choices=["latency", "resident", "streamed"],
                    help="latency: one block at a time through host memory (default); "
                         "resident: input already on the GPU, transfers excluded; "
                         "streamed: throughput from pinned host memory")
+    b.add_argument("--period-ms", type=_milliseconds, metavar="MS",
+                   help="contention files (W3): the realtime pipeline's arrival period "
+                        "(default: the file's period_ms, else its block period)")
     b.add_argument("--pipeline", metavar="NAME")
     b.add_argument("--json", metavar="PATH", help="write the report as JSON")
     b.add_argument("--markdown", metavar="PATH", help="write the Markdown table to a file")

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install the wheels built by scripts/build_wheels.sh, then run
 # what SECTIONS names and leave results under $OUT (device tool) or out/gpu: run.log (devices,
-# benchmark tables and logs), pytest_*.log, memcheck.log, *.json and w1.png (at most 8 files:
-# the device tool returns no more). Prints a short summary last.
+# benchmark tables and logs), pytest_*.log, memcheck.log, *.json, w1.png and w3.md (at most 8
+# files: the device tool returns no more; the default sections write 7, bench-w3 adds w3.md and
+# w3.json, so name fewer sections next to it: e.g. SECTIONS="gpu-tests bench-w3"). Prints a short
+# summary last.
 #   SECTIONS="gpu-tests tests bench-w1 bench-w2 profile sanitizer" bash scripts/gpu_run.sh
+#   SECTIONS=bench-w3 BLOCKS_W3=500 PERIOD_MS_W3=1 bash scripts/gpu_run.sh     # a quick W3 (~15 s)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out/gpu}"
@@ -11,6 +14,9 @@ mkdir -p "$OUT"
 SECTIONS="${SECTIONS:-gpu-tests tests bench-w1 bench-w2}"
 BLOCKS_W1="${BLOCKS_W1:-5000}"
 BLOCKS_W2="${BLOCKS_W2:-200}"
+BLOCKS_W3="${BLOCKS_W3:-}"          # default: benchmarks/w3.yaml's (3000 after 300 warm-up)
+PERIOD_MS_W3="${PERIOD_MS_W3:-}"
+QUANTA_W3="${QUANTA_W3:-}"          # e.g. "250000 30000": one W3 run per scheduler quantum (ns)    # default: W1's block period, 5.33 ms (the full run takes ~2 min)
 LOG="$OUT/run.log"
 source scripts/gpu_install.sh || exit 1
 export PYTHONUNBUFFERED=1 GK_REQUIRE_GPU=1 GK_CACHE_DIR="${GK_CACHE_DIR:-/tmp/gk-cache}"
@@ -49,9 +55,29 @@ if has bench-w2; then
         --blocks "$BLOCKS_W2" --warmup 4 --json "$OUT/w2_streamed.json" >> "$LOG" 2>&1
     summary+=("W2 streamed: rc=$?")
 fi
+if has bench-w3; then
+    section "bench W3"
+    w3_args=()
+    [[ -n "$BLOCKS_W3" ]] && w3_args+=(--blocks "$BLOCKS_W3" --warmup $(( BLOCKS_W3 / 10 )))
+    [[ -n "$PERIOD_MS_W3" ]] && w3_args+=(--period-ms "$PERIOD_MS_W3")
+    if [[ -z "$QUANTA_W3" ]]; then
+        $GK bench benchmarks/w3.yaml ${w3_args[@]+"${w3_args[@]}"} --json "$OUT/w3.json" --markdown "$OUT/w3.md" >> "$LOG" 2>&1
+        summary+=("W3: rc=$?")
+    else
+        # one run per scheduler quantum (a copy of w3.yaml next to it: its data paths are relative)
+        for q in $QUANTA_W3; do
+            sed "s/^  quantum_ns: .*/  quantum_ns: $q/" benchmarks/w3.yaml > benchmarks/.w3_q$q.yaml
+            section "bench W3 quantum_ns=$q"
+            $GK bench benchmarks/.w3_q$q.yaml ${w3_args[@]+"${w3_args[@]}"} --json "$OUT/w3_q$q.json" \
+                --markdown "$OUT/w3_q$q.md" >> "$LOG" 2>&1
+            summary+=("W3 quantum $q: rc=$?")
+            rm -f benchmarks/.w3_q$q.yaml
+        done
+    fi
+fi
 if has profile; then
     section "profile W1"
-    python3 benchmarks/profile_w1.py >> "$LOG" 2>&1
+    python3 benchmarks/profile_w1.py --out "$OUT/profile_w1" >> "$LOG" 2>&1
     summary+=("profile W1: rc=$?")
 fi
 if has sanitizer; then
@@ -63,4 +89,4 @@ fi
 echo "== summary"
 printf '%s\n' "${summary[@]}"
 grep -E "^(FAILED|ERROR)" "$OUT"/pytest_*.log 2>/dev/null | head -40
-sed -n '/== bench W1/,$p' "$LOG"
+sed -n '/^== bench/,$p' "$LOG"

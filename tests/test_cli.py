@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -155,8 +157,29 @@ def test_run_multi_prints_one_qos_line_per_stream_and_refuses_with_numbers(tmp_p
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if "class realtime" in ln]
     assert len(lines) == 2 and all("deadline" in ln and "p99" in ln and "misses 0" in ln for ln in lines)
+    assert all("(cpu, drops 0)" in ln for ln in lines)  # the scheduler's figures, not the host's
     bad = tmp_path / "bad.yaml"
     bad.write_text(head + stream.format(n="a", c=6000) + stream.format(n="b", c=6000))
     r = gk("run", bad)
     assert r.returncode == 2
     assert "stream 'b' not admitted" in r.stderr and "bound=0.9" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_run_multi_example_prints_the_scheduler_qos_line_of_each_stream(tmp_path):
+    shutil.copytree(ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("out"))
+    js = tmp_path / "multi.json"
+    r = gk("run", tmp_path / "pipelines" / "multi.yaml", "--backend", "cpu", "--json", js)
+    assert r.returncode == 0, r.stderr
+    qos = r.stdout.split("streams (scheduler accounting")[1].splitlines()[1:]
+    assert len(qos) == 2
+    for line, name, cls, deadline in ((qos[0], "monitor", "realtime", "5333.3"),
+                                      (qos[1], "spectrum", "throughput", "32000.0")):
+        assert re.fullmatch(rf"  {name} +class {cls} +deadline +{deadline} us  p99 +[0-9.]+ us  "
+                            r"misses \d+  \(cpu, drops 0\)", line), line
+    assert r.stdout.count("scheduler (cpu dispatcher): latency p50") == 2
+    data = json.loads(js.read_text())
+    assert [d["pipeline"] for d in data] == ["monitor", "spectrum"]
+    for d in data:  # the runner's host figures and the scheduler's, side by side
+        assert d["latency_us"]["count"] == d["blocks"] == d["scheduler"]["latency_us"]["count"]
+        assert d["scheduler"]["submitted"] == d["blocks"] and d["scheduler"]["device"] == "cpu"
+        assert set(d["scheduler"]) >= {"missed", "dropped", "chunks", "busy_us"}

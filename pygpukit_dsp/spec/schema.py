@@ -31,8 +31,10 @@ PIPELINE_KEYS = ("name", "sample_rate", "block_size", "channels", "dtype", "back
                  "source", "stages", "sink")
 # top-level keys of the multi form that act as defaults for every pipeline
 DEFAULT_KEYS = ("sample_rate", "block_size", "channels", "dtype", "backend")
-TOP_SINGLE_KEYS = ("version",) + PIPELINE_KEYS
-TOP_MULTI_KEYS = ("version", "pipelines") + DEFAULT_KEYS
+# 'bench': settings read by `gk-stream bench` (e.g. benchmarks/w3.yaml, pygpukit_dsp/bench/
+# contention.py validates them); the pipeline loader, run and validate pass over it.
+TOP_SINGLE_KEYS = ("version",) + PIPELINE_KEYS + ("bench",)
+TOP_MULTI_KEYS = ("version", "pipelines") + DEFAULT_KEYS + ("bench",)
 
 
 @dataclass(eq=False)

@@ -1,0 +1,832 @@
+"""W3, the contention benchmark: W1 as a realtime stream while W2 runs as a throughput stream.
+
+A bench file of this kind is a pipeline file with two pipelines and a top-level ``bench:``
+mapping (benchmarks/w3.yaml)::
+
+    bench:
+      kind: contention
+      realtime: w1            # measured for latency (qos class realtime)
+      throughput: w2          # the load (qos class throughput)
+      blocks: 3000            # timed W1 blocks; warmup: 300 untimed before them
+      period_ms: 1.0          # W1 arrival period (default: its block period)
+      quantum_ns: 250000      # the scheduler's chunk quantum
+      throughput_mode: resident
+      throughput_seconds: 3.0 # W2 solo window
+
+:func:`run_w3` measures, in one process and in this order:
+
+a. pygpukit-dsp W1 alone: its CudaEngine attached to a CudaDispatch whose scheduler holds W1
+   as a realtime stream (cost declared from the p99 of a short calibration). One block arrives
+   every period (the host sleeps, then spins, to the arrival time); a block's latency is the
+   host wall clock from hand-over (``engine.process``) until its output is back.
+b. pygpukit-dsp W2 alone: GPU-resident blocks (one normal block uploads the data first), two in
+   flight through submit/collect, on its own CudaDispatch, for ``throughput_seconds``.
+c. Both on ONE CudaDispatch and scheduler: W2 as in (b) in a background thread while the W1
+   loop of (a) runs; W2's throughput is counted over the W1 loop's window.
+d. PyTorch (pygpukit_dsp/bench/baselines/torch_w3.py): W1 as a CUDA graph on its own stream,
+   W2 resident (a CUDA graph) on another stream in a background thread, paced the same way;
+   W1 solo, W2 solo, both at the same stream priority, and W1 at the device's highest priority.
+
+Outputs are checked: W1's and W2's outputs under load equal their solo outputs (same inputs,
+state reset), and PyTorch's equal ours.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from ..errors import AdmissionError, ConfigError, ConfigErrors, DeviceError
+from ..stages.base import StageParams, validate_params
+
+if TYPE_CHECKING:
+    from ..pipeline import Pipeline, SpecChain
+    from ..spec.loader import Marks
+
+# Targets of issue 4 (H100).
+P99_RATIO_TARGET = 1.5      # W1 p99 under load / W1 p99 alone
+MISSES_TARGET = 0           # W1 blocks over the deadline under load
+W2_KEPT_TARGET = 0.70       # W2 samples/s under load / alone
+
+W1_POOL = 32                # distinct W1 input blocks, cycled
+W1_CHECK_BLOCKS = 6         # the last blocks of every W1 run are compared across runs
+W2_CHECK_BLOCKS = 2         # normal (non-resident) W2 blocks from reset at the start of every W2 run
+SELF_RTOL = 1e-5            # same implementation alone vs under load: same kernels, same data
+CALIBRATION_BLOCKS = 200    # W1 blocks whose p99 is declared as its cost
+W2_IN_FLIGHT = 2            # the engine's two slots
+PUMP_MAX_SECONDS = 3600.0   # a pump runs until stopped; this only bounds a forgotten one
+W2_WARM_S = 0.3             # W2 runs this long before its solo window opens
+SPIN_NS = 150_000           # the host sleeps until this close to an arrival, then spins
+PUMP_START_TIMEOUT_S = 120.0
+
+Progress = Callable[[str], None]
+
+
+# ----------------------------------------------------------------------------- the bench file
+
+
+class ContentionSettings(StageParams):
+    """The ``bench:`` mapping of a contention bench file (see the module doc)."""
+
+    kind: Literal["contention"] = Field(description="the bench kind: contention (W3)")
+    realtime: str | None = Field(None, description="the realtime pipeline (default: the one with qos class realtime)")
+    throughput: str | None = Field(None, description="the load (default: the one with qos class throughput)")
+    blocks: int = Field(3000, ge=W1_CHECK_BLOCKS, description="timed W1 blocks per W1 run")
+    warmup: int = Field(300, ge=0, description="untimed W1 blocks before them")
+    period_ms: float | None = Field(None, gt=0, description="W1 arrival period (default: its block period)")
+    quantum_ns: int = Field(250_000, ge=1_000, description="the scheduler's chunk quantum")
+    throughput_mode: str = Field("resident", description="W2: resident (input already on the GPU)")
+    throughput_seconds: float = Field(3.0, gt=0, description="W2 solo timing window")
+    spin_us: int | None = Field(None, ge=0, description="dispatcher spin before sleeping (default: the W1 period)")
+
+    @field_validator("throughput_mode")
+    @classmethod
+    def _resident_only(cls, v: str) -> str:
+        if v != "resident":
+            raise ValueError(f"throughput_mode '{v}' is not measured by the contention bench: only 'resident' "
+                             "(W2's input already in device memory, transfers excluded: DESIGN.md's W3)")
+        return v
+
+
+@dataclass
+class ContentionBench:
+    """A loaded contention bench file: its settings and its two pipelines."""
+
+    settings: ContentionSettings
+    realtime: "Pipeline"
+    throughput: "Pipeline"
+    path: str = "<python>"
+
+
+def load_contention(path: str | Path, pipelines: list["Pipeline"] | None = None) -> ContentionBench | None:
+    """The contention bench in ``path``; None when the file has no top-level ``bench:`` (a plain
+    pipeline file). ``pipelines``: the file's pipelines if already loaded. ConfigError (with
+    FILE:LINE:COL) for a bad ``bench:`` mapping or pipelines that do not fit it."""
+    from ..pipeline import Pipeline
+    from ..spec.loader import load_marked
+
+    if pipelines is None:
+        pipelines = Pipeline.load_all(path)  # the file's own errors first (missing, YAML, pipelines)
+    text = Path(path).read_text(encoding="utf-8-sig")
+    doc, marks = load_marked(text, str(path))
+    if not isinstance(doc, dict) or "bench" not in doc or marks is None:
+        return None
+    return contention_from_document(doc["bench"], marks.child("bench") or marks, pipelines, str(path))
+
+
+def contention_from_document(section: Any, bm: "Marks", pipelines: list["Pipeline"],
+                             path: str = "<string>") -> ContentionBench:
+    """Validate a ``bench:`` mapping (marks ``bm``) against the file's pipelines."""
+    if not isinstance(section, dict):
+        raise ConfigError(f"bench must be a mapping, got {type(section).__name__}", where=bm.where,
+                          hint="e.g. 'bench: {kind: contention, realtime: w1, throughput: w2}'")
+    if "kind" in section and section["kind"] != "contention":
+        raise ConfigError(f"unknown bench kind {section['kind']!r}", where=bm.value_where("kind"),
+                          hint="the kinds are: contention (W3: a realtime pipeline under a throughput one)")
+    try:
+        settings = validate_params(ContentionSettings, section, what="bench")
+    except ConfigError as exc:
+        group = exc.errors if isinstance(exc, ConfigErrors) else [exc]
+        located = [e if e.where else ConfigError(e.message, hint=e.hint, path=e.path,
+                                                 where=bm.locate(e.path, as_key="unknown parameter" in e.message))
+                   for e in group]
+        raise (located[0] if len(located) == 1 else ConfigErrors(located)) from None
+    assert isinstance(settings, ContentionSettings)
+    realtime = _pick(pipelines, settings.realtime, "realtime", bm)
+    throughput = _pick(pipelines, settings.throughput, "throughput", bm)
+    if realtime is throughput:
+        raise ConfigError("bench: realtime and throughput name the same pipeline", where=bm.where,
+                          hint="name two different pipelines")
+    return ContentionBench(settings, realtime, throughput, path)
+
+
+def _pick(pipelines: list["Pipeline"], name: str | None, cls: str, bm: "Marks") -> "Pipeline":
+    from ..stages.base import did_you_mean
+
+    names = [p.name for p in pipelines]
+    if name is None:
+        found = [p for p in pipelines if p.qos.cls == cls]
+        if len(found) != 1:
+            raise ConfigError(f"bench: {len(found)} pipelines have qos class {cls}; the contention bench "
+                              f"needs one", where=bm.where,
+                              hint=f"name it with '{cls}: NAME' (pipelines: {', '.join(names)})")
+        return found[0]
+    for p in pipelines:
+        if p.name == name:
+            if p.qos.cls != cls:
+                raise ConfigError(f"bench: pipeline '{name}' has qos class {p.qos.cls}, but '{cls}:' needs "
+                                  f"class {cls}", where=bm.value_where(cls),
+                                  hint=f"give '{name}' 'qos: {{class: {cls}}}' or name another pipeline")
+            return p
+    raise ConfigError(f"bench: no pipeline named '{name}'", where=bm.value_where(cls),
+                      hint=did_you_mean(name, names) or f"pipelines: {', '.join(names)}")
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+@dataclass
+class LatencyFigures:
+    """W1 host wall-clock latency of one run (microseconds), and its deadline misses."""
+
+    blocks: int
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    max: float
+    mean: float
+    misses: int          # blocks over the deadline
+    overruns: int = 0    # blocks that took longer than a period (the next one was handed over late)
+
+    @classmethod
+    def from_ns(cls, lat_ns: np.ndarray, deadline_ns: int, overruns: int = 0) -> "LatencyFigures":
+        us = np.asarray(lat_ns, dtype=np.float64) / 1e3
+        p50, p90, p99, p999 = (float(v) for v in np.percentile(us, [50, 90, 99, 99.9]))
+        return cls(blocks=int(us.size), p50=p50, p90=p90, p99=p99, p999=p999, max=float(us.max()),
+                   mean=float(us.mean()), misses=int((np.asarray(lat_ns) > deadline_ns).sum()),
+                   overruns=overruns)
+
+
+@dataclass
+class ContentionRow:
+    """One line of the table: a W1 run and/or a W2 run of one implementation and setting."""
+
+    key: str                          # project_solo project_load torch_solo torch_same torch_high
+    label: str
+    status: str = "ok"                # ok | skipped | failed
+    reason: str = ""
+    w1: LatencyFigures | None = None
+    w2_samples_per_s: float | None = None
+    solo_key: str | None = None       # the row a load row is compared with
+    extra: dict[str, Any] = field(default_factory=dict)  # priorities, scheduler and dispatcher stats
+
+
+@dataclass
+class OutputCheck:
+    name: str
+    max_rel_err: float | None
+    tolerance: float
+    ok: bool
+    reason: str = ""
+    project: bool = True   # pygpukit-dsp against itself (a failure is a bug); False: a baseline
+
+
+@dataclass
+class TargetVerdict:
+    name: str
+    met: bool | None                  # None: not measured (the run failed)
+    detail: str
+
+
+@dataclass
+class ContentionReport:
+    realtime: str
+    throughput: str
+    w1_spec: str
+    w2_spec: str
+    period_us: float
+    deadline_us: float
+    settings: dict[str, Any]
+    machine: str
+    rows: list[ContentionRow]
+    checks: list[OutputCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def row(self, key: str) -> ContentionRow | None:
+        return next((r for r in self.rows if r.key == key), None)
+
+    def _solo(self, r: ContentionRow) -> ContentionRow | None:
+        solo = self.row(r.solo_key) if r.solo_key else None
+        return solo if solo is not None and solo.status == "ok" else None
+
+    def w1_p99_ratio(self, key: str) -> float | None:
+        """W1 p99 under load / W1 p99 alone, for a load row."""
+        r = self.row(key)
+        solo = self._solo(r) if r is not None else None
+        if r is None or r.status != "ok" or solo is None or r.w1 is None or solo.w1 is None or not solo.w1.p99:
+            return None
+        return r.w1.p99 / solo.w1.p99
+
+    def w2_kept(self, key: str) -> float | None:
+        """W2 samples/s under load / alone (1.0 = nothing lost), for a load row."""
+        r = self.row(key)
+        solo = self._solo(r) if r is not None else None
+        if r is None or r.status != "ok" or solo is None or r.w2_samples_per_s is None \
+                or not solo.w2_samples_per_s:
+            return None
+        return r.w2_samples_per_s / solo.w2_samples_per_s
+
+    @property
+    def checks_passed(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def targets(self) -> list[TargetVerdict]:
+        """The three targets of issue 4, judged on pygpukit-dsp's rows."""
+        solo, load = self.row("project_solo"), self.row("project_load")
+        measured = all(r is not None and r.status == "ok" and r.w1 is not None for r in (solo, load))
+        out: list[TargetVerdict] = []
+        name = f"W1 p99 under load <= {P99_RATIO_TARGET:g}x its solo p99"
+        ratio = self.w1_p99_ratio("project_load")
+        if ratio is None or not measured:
+            out.append(TargetVerdict(name, None, "not measured"))
+        else:
+            out.append(TargetVerdict(name, ratio <= P99_RATIO_TARGET,
+                                     f"{ratio:.2f}x: {load.w1.p99:.1f} / {solo.w1.p99:.1f} us"))
+        name = f"zero W1 deadline misses at {self.deadline_us / 1e3:g} ms under load"
+        if not measured:
+            out.append(TargetVerdict(name, None, "not measured"))
+        else:
+            out.append(TargetVerdict(name, load.w1.misses <= MISSES_TARGET,
+                                     f"{load.w1.misses} of {load.w1.blocks} blocks; alone {solo.w1.misses}"))
+        name = f"W2 keeps >= {W2_KEPT_TARGET:.0%} of its solo throughput"
+        kept = self.w2_kept("project_load")
+        if kept is None:
+            out.append(TargetVerdict(name, None, "not measured"))
+        else:
+            out.append(TargetVerdict(name, kept >= W2_KEPT_TARGET,
+                                     f"{kept:.1%}: {load.w2_samples_per_s / 1e9:.1f} / "
+                                     f"{solo.w2_samples_per_s / 1e9:.1f} Gsamples/s"))
+        return out
+
+    def markdown(self) -> str:
+        s = self.settings
+        lines = [
+            f"### W3 contention: {self.realtime} (realtime) under {self.throughput} (throughput, "
+            f"{s.get('throughput_mode', 'resident')}) on one GPU",
+            "",
+            f"{self.realtime}: {self.w1_spec}; one block every {self.period_us:.1f} us, deadline "
+            f"{self.deadline_us:.0f} us; {s.get('blocks')} timed blocks after {s.get('warmup')} warm-up per run. "
+            f"{self.throughput}: {self.w2_spec}; GPU-resident, {W2_IN_FLIGHT} blocks in flight; solo window "
+            f"{s.get('throughput_seconds')} s. Scheduler quantum {s.get('quantum_ns', 0) / 1e3:g} us. {self.machine}",
+            "",
+            f"| run | W1 p50 us | W1 p99 us | W1 p99.9 us | W1 max us | W1 misses > {self.deadline_us:.0f} us "
+            f"| W2 Gsamples/s | W1 p99 load/solo | W2 kept |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in self.rows:
+            if r.status != "ok":
+                lines.append(f"| {r.label} | | | | | | | | {r.status}: {r.reason} |")
+                continue
+            w1 = r.w1
+            cells = [f"{w1.p50:.1f}", f"{w1.p99:.1f}", f"{w1.p999:.1f}", f"{w1.max:.1f}", str(w1.misses)] \
+                if w1 is not None else [""] * 5
+            w2 = f"{r.w2_samples_per_s / 1e9:.1f}" if r.w2_samples_per_s is not None else ""
+            ratio, kept = self.w1_p99_ratio(r.key), self.w2_kept(r.key)
+            lines.append(f"| {r.label} | " + " | ".join(cells) + f" | {w2} | "
+                         f"{f'{ratio:.2f}x' if ratio is not None else ''} | "
+                         f"{f'{kept:.1%}' if kept is not None else ''} |")
+        lines += ["", "Targets (issue 4):"]
+        for t in self.targets():
+            verdict = "not measured" if t.met is None else ("**met**" if t.met else "**not met**")
+            lines.append(f"- {t.name}: {verdict} ({t.detail})")
+        lines += ["", "Outputs: " + ("all checks passed" if self.checks_passed else "**CHECK FAILED**")]
+        for c in self.checks:
+            err = f"rel err {c.max_rel_err:.1e}" if c.max_rel_err is not None else c.reason
+            lines.append(f"- {c.name}: {err} (tolerance {c.tolerance:.0e}) {'ok' if c.ok else 'FAILED'}")
+        scheduled = [r for r in self.rows if r.status == "ok" and r.extra.get("scheduler_w1")]
+        if scheduled:
+            lines += ["", "The scheduler's own accounting of W1 (hand-over to GPU completion, warm-up included):"]
+        for r in scheduled:
+            sched = r.extra["scheduler_w1"]
+            lat = sched.get("latency", {})
+            p99 = lat.get("p99_ns", lat.get("p99", 0)) or 0
+            lines.append(f"- {r.label}: p99 {p99 / 1e3:.1f} us, missed {sched.get('missed', 0)} of "
+                         f"{sched.get('submitted', 0)}")
+        if self.notes:
+            lines.append("")
+            lines += [f"- {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["targets"] = [asdict(t) for t in self.targets()]
+        d["checks_passed"] = self.checks_passed
+        d["ratios"] = {r.key: {"w1_p99_load_over_solo": self.w1_p99_ratio(r.key), "w2_kept": self.w2_kept(r.key)}
+                       for r in self.rows if r.solo_key}
+        return d
+
+
+# ----------------------------------------------------------------------------- timing loops
+
+
+@dataclass
+class _W1Run:
+    lat_ns: np.ndarray
+    outputs: list[np.ndarray]       # the last W1_CHECK_BLOCKS outputs
+    t_start: int                    # perf_counter_ns at the first timed hand-over
+    t_end: int
+    overruns: int
+
+
+def _wait_until(t_ns: int) -> None:
+    """Sleep until SPIN_NS before ``t_ns``, then spin. The spin yields the GIL on every turn
+    (sleep(0)): a pure Python spin would hold it for a whole switch interval (5 ms), starving
+    the W2 thread of the hand-offs it needs between blocks."""
+    perf = time.perf_counter_ns
+    while True:
+        left = t_ns - perf()
+        if left <= 0:
+            return
+        time.sleep((left - SPIN_NS) / 1e9 if left > SPIN_NS else 0)
+
+
+def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *, warmup: int, blocks: int,
+              period_ns: int) -> _W1Run:
+    """One block per period; latency = hand-over to output, for the blocks after ``warmup``."""
+    perf = time.perf_counter_ns
+    total = warmup + blocks
+    keep_from = total - W1_CHECK_BLOCKS
+    lat = np.empty(blocks, dtype=np.int64)
+    outs: list[np.ndarray] = []
+    k = len(inputs)
+    overruns = 0
+    t_start = 0
+    t_next = perf() + period_ns
+    for i in range(total):
+        _wait_until(t_next)
+        t0 = perf()
+        y = process(inputs[i % k])
+        t1 = perf()
+        if i >= warmup:
+            lat[i - warmup] = t1 - t0
+            if i == warmup:
+                t_start = t0
+        if i >= keep_from:
+            outs.append(np.array(y, copy=True))
+        t_next += period_ns
+        if t1 > t_next:  # longer than a period: the next block (already arrived) goes at once
+            overruns += 1
+            t_next = t1
+    return _W1Run(lat, outs, t_start, perf(), overruns)
+
+
+def _pace_until(event: threading.Event, process: Callable[[np.ndarray], Any], inputs: list[np.ndarray],
+                period_ns: int) -> int:
+    """W1 blocks at the period (untimed) until ``event`` is set; returns how many ran."""
+    t_next = time.perf_counter_ns()
+    n = 0
+    while not event.is_set():
+        _wait_until(t_next)
+        process(inputs[n % len(inputs)])
+        n += 1
+        t_next += period_ns
+    return n
+
+
+@dataclass
+class _Pump:
+    """A W2 loop running in a background thread (see :func:`_start_pump`)."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    started: threading.Event = field(default_factory=threading.Event)  # resident loop running
+    stamps: list[int] = field(default_factory=list)  # perf_counter_ns of every completed block
+    outputs: list[np.ndarray] = field(default_factory=list)  # the checked (normal) blocks' outputs
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    def rate(self, t0: int, t1: int, samples_per_block: int) -> float:
+        """Samples/s of the blocks completed in (t0, t1]."""
+        stamps = np.asarray(self.stamps, dtype=np.int64)
+        n = int(((stamps > t0) & (stamps <= t1)).sum())
+        return n * samples_per_block / ((t1 - t0) / 1e9)
+
+
+PumpBody = Callable[[_Pump], None]
+
+
+def _start_pump(body: PumpBody) -> _Pump:
+    pump = _Pump()
+
+    def run() -> None:
+        try:
+            body(pump)
+        except BaseException as exc:  # handed to the main thread by _finish_pump
+            pump.error = exc
+        finally:
+            pump.started.set()
+
+    pump.thread = threading.Thread(target=run, name="w3-throughput", daemon=True)
+    pump.thread.start()
+    return pump
+
+
+def _wait_started(pump: _Pump) -> None:
+    if not pump.started.wait(PUMP_START_TIMEOUT_S):
+        raise DeviceError(f"the W2 loop did not start within {PUMP_START_TIMEOUT_S:.0f} s")
+    if pump.error is not None:
+        raise pump.error
+
+
+def _finish_pump(pump: _Pump) -> None:
+    pump.stop.set()
+    if pump.thread is not None:
+        pump.thread.join()
+    if pump.error is not None:
+        raise pump.error
+
+
+def _rel_err(got: list[np.ndarray], ref: list[np.ndarray]) -> float:
+    if len(got) != len(ref) or not ref:
+        raise ValueError(f"{len(got)} blocks to compare with {len(ref)}")
+    err = 0.0
+    for y, r in zip(got, ref):
+        y, r = np.asarray(y), np.asarray(r)
+        if y.shape != r.shape:
+            raise ValueError(f"output shape {y.shape} != {r.shape}")
+        err = max(err, float(np.linalg.norm(y - r)) / (float(np.linalg.norm(r)) or 1.0))
+    return err
+
+
+def _check(name: str, got: list[np.ndarray] | None, ref: list[np.ndarray] | None, tol: float, *,
+           project: bool = True) -> OutputCheck:
+    if got is None or ref is None:
+        return OutputCheck(name, None, tol, False, "not run", project)
+    try:
+        err = _rel_err(got, ref)
+    except ValueError as exc:
+        return OutputCheck(name, None, tol, False, str(exc), project)
+    return OutputCheck(name, err, tol, err <= tol, "", project)
+
+
+# ----------------------------------------------------------------------------- pygpukit-dsp
+
+
+def _project_pump(engine: Any, blocks: list[np.ndarray]) -> PumpBody:
+    def body(pump: _Pump) -> None:
+        # normal blocks first, from reset: they upload the data and their outputs are checked
+        pump.outputs = [np.array(engine.process(b), copy=True) for b in blocks]
+        engine.set_resident(True)
+        # The resident loop runs natively (pump_resident: no Python, no GIL per W2 block), so W2
+        # does not compete with the W1 thread for the interpreter; a watcher ends it on stop.
+        watcher = threading.Thread(target=lambda: (pump.stop.wait(), engine.stop_pump()),
+                                   name="w3-pump-stop", daemon=True)
+        watcher.start()
+        offset = time.perf_counter_ns() - time.monotonic_ns()
+        pump.started.set()
+        try:
+            stamps = engine.pump_resident(PUMP_MAX_SECONDS)
+        finally:
+            pump.stop.set()
+            watcher.join()
+        pump.stamps.extend(t + offset for t in stamps)
+    return body
+
+
+class _ProjectRun:
+    """pygpukit-dsp's three runs (W1 alone, W2 alone, both on one scheduler)."""
+
+    def __init__(self, bench: ContentionBench, c1: "SpecChain", c2: "SpecChain", *, period_ns: int,
+                 deadline_ns: int, quantum_ns: int, spin_us: int):
+        self.bench, self.c1, self.c2 = bench, c1, c2
+        self.period_ns, self.deadline_ns, self.quantum_ns, self.spin_us = period_ns, deadline_ns, quantum_ns, spin_us
+        self.cost_ns: int | None = None
+
+    def _engine(self, pipeline: "Pipeline", chain: "SpecChain") -> Any:
+        from ..backends import choose_backend
+        from ..backends.cuda_engine import CudaEngine
+
+        return CudaEngine(pipeline, chain, choose_backend(pipeline, chain, "cuda"))
+
+    def _scheduler(self) -> Any:
+        from pygpukit_dsp_core import Scheduler
+
+        return Scheduler(quantum_ns=self.quantum_ns)
+
+    def _register(self, sched: Any, pipeline: "Pipeline", qos: str, **kw: Any) -> int:
+        from pygpukit_dsp_core import AdmissionRefused
+
+        try:
+            return sched.register_stream(pipeline.name, qos, **kw)
+        except AdmissionRefused as e:
+            raise AdmissionError(pipeline.name, str(e).removeprefix(f"stream '{pipeline.name}' not admitted: "),
+                                 dict(e.figures)) from None
+
+    def _register_w1(self, sched: Any, engine: Any, inputs: list[np.ndarray]) -> int:
+        if self.cost_ns is None:  # declared: the p99 of a short calibration, alone, before attaching
+            perf = time.perf_counter_ns
+            t = []
+            for i in range(CALIBRATION_BLOCKS):
+                t0 = perf()
+                engine.process(inputs[i % len(inputs)])
+                t.append(perf() - t0)
+            engine.reset()
+            self.cost_ns = max(1, int(np.percentile(t, 99)))
+        return self._register(sched, self.bench.realtime, "realtime", period_ns=self.period_ns,
+                              deadline_ns=self.deadline_ns, cost_ns=self.cost_ns)
+
+    def _register_w2(self, sched: Any, engine: Any) -> int:
+        return self._register(sched, self.bench.throughput, "throughput", units_per_block=engine.units_per_block)
+
+    def w1_alone(self, inputs: list[np.ndarray], warmup: int, blocks: int) -> tuple[_W1Run, dict[str, Any]]:
+        from ..backends.cuda_dispatch import CudaDispatch
+
+        engine = self._engine(self.bench.realtime, self.c1)
+        try:
+            sched = self._scheduler()
+            sid = self._register_w1(sched, engine, inputs)
+            with CudaDispatch(sched, spin_us=self.spin_us) as dispatch:
+                dispatch.attach(engine, sid)
+                run = _paced_w1(engine.process, inputs, warmup=warmup, blocks=blocks, period_ns=self.period_ns)
+                extra = {"scheduler_w1": sched.stream_stats(sid), "dispatch": dispatch.stats(),
+                         "declared_cost_ns": self.cost_ns}
+        finally:
+            engine.close()
+        return run, extra
+
+    def w2_alone(self, blocks: list[np.ndarray], seconds: float) -> tuple[float, list[np.ndarray], dict[str, Any]]:
+        from ..backends.cuda_dispatch import CudaDispatch
+
+        engine = self._engine(self.bench.throughput, self.c2)
+        spb = int(np.prod(self.c2.input.block_shape))
+        try:
+            sched = self._scheduler()
+            sid = self._register_w2(sched, engine)
+            with CudaDispatch(sched, spin_us=self.spin_us) as dispatch:
+                dispatch.attach(engine, sid)
+                pump = _start_pump(_project_pump(engine, blocks))
+                try:
+                    _wait_started(pump)
+                    time.sleep(W2_WARM_S)
+                    t0 = time.perf_counter_ns()
+                    time.sleep(seconds)
+                    t1 = time.perf_counter_ns()
+                finally:
+                    _finish_pump(pump)
+                extra = {"scheduler_w2": sched.stream_stats(sid), "dispatch": dispatch.stats(),
+                         "units_per_block": engine.units_per_block}
+        finally:
+            engine.close()
+        return pump.rate(t0, t1, spb), pump.outputs, extra
+
+    def both(self, w1_inputs: list[np.ndarray], w2_blocks: list[np.ndarray], warmup: int,
+             blocks: int) -> tuple[_W1Run, float, list[np.ndarray], dict[str, Any]]:
+        from ..backends.cuda_dispatch import CudaDispatch
+
+        spb = int(np.prod(self.c2.input.block_shape))
+        w1 = self._engine(self.bench.realtime, self.c1)
+        try:
+            w2 = self._engine(self.bench.throughput, self.c2)
+            try:
+                sched = self._scheduler()
+                sid1 = self._register_w1(sched, w1, w1_inputs)
+                sid2 = self._register_w2(sched, w2)
+                with CudaDispatch(sched, spin_us=self.spin_us) as dispatch:
+                    dispatch.attach(w1, sid1)
+                    dispatch.attach(w2, sid2)
+                    pump = _start_pump(_project_pump(w2, w2_blocks))
+                    try:
+                        # W2's checked blocks run while W1 blocks arrive at their period
+                        _pace_until(pump.started, w1.process, w1_inputs, self.period_ns)
+                        _wait_started(pump)
+                        w1.reset()  # the timed run starts from reset, like the solo one
+                        run = _paced_w1(w1.process, w1_inputs, warmup=warmup, blocks=blocks,
+                                        period_ns=self.period_ns)
+                    finally:
+                        _finish_pump(pump)
+                    extra = {"scheduler_w1": sched.stream_stats(sid1), "scheduler_w2": sched.stream_stats(sid2),
+                             "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns}
+            finally:
+                w2.close()
+        finally:
+            w1.close()
+        return run, pump.rate(run.t_start, run.t_end, spb), pump.outputs, extra
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def _require_cuda(pipeline: "Pipeline", chain: "SpecChain", backend: str | None) -> None:
+    from ..backends import choose_backend
+
+    requested = backend or pipeline.backend
+    if requested == "cpu":
+        raise ConfigError(f"the contention bench times the GPU engine; backend 'cpu' cannot run it "
+                          f"(pipeline '{pipeline.name}')", hint="use --backend cuda (or auto) on a GPU machine")
+    try:
+        choose_backend(pipeline, chain, "cuda")
+    except DeviceError as exc:
+        raise DeviceError(f"the contention bench (W3) needs a usable GPU: {exc}") from None
+
+
+def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, blocks: int | None = None,
+           warmup: int | None = None, period_ms: float | None = None, throughput_seconds: float | None = None,
+           quantum_ns: int | None = None, baseline: bool = True,
+           progress: Progress | None = None) -> ContentionReport:
+    """Run the contention benchmark (module doc); arguments left None take the bench file's values.
+
+    ``baseline=False`` leaves out the PyTorch runs. ``progress`` receives one line per step.
+    """
+    from .harness import _input_blocks, _source_format, machine_description
+
+    if not isinstance(bench, ContentionBench):
+        loaded = load_contention(bench)
+        if loaded is None:
+            raise ConfigError(f"{bench} has no 'bench:' mapping", hint="see benchmarks/w3.yaml")
+        bench = loaded
+    st = bench.settings
+    blocks = st.blocks if blocks is None else blocks
+    warmup = st.warmup if warmup is None else warmup
+    seconds = st.throughput_seconds if throughput_seconds is None else throughput_seconds
+    quantum = st.quantum_ns if quantum_ns is None else quantum_ns
+    if blocks < W1_CHECK_BLOCKS:
+        raise ConfigError(f"the contention bench needs at least {W1_CHECK_BLOCKS} timed W1 blocks, got {blocks}",
+                          hint="--blocks N with N >= 6")
+    say = progress or (lambda _line: None)
+    w1p, w2p = bench.realtime, bench.throughput
+    c1, c2 = w1p.specs(_source_format(w1p)), w2p.specs(_source_format(w2p))
+    _require_cuda(w1p, c1, backend)
+    _require_cuda(w2p, c2, backend)
+    period_ms = period_ms if period_ms is not None else st.period_ms
+    period_ns = int(round(period_ms * 1e6)) if period_ms is not None else int(round(c1.input.block_period * 1e9))
+    deadline_ns = max(1, int(round(w1p.qos.deadline_s(c1.input.block_period) * 1e9)))
+    spin_us = st.spin_us if st.spin_us is not None else period_ns // 1000 + 100
+    w1_total_s = (warmup + blocks) * period_ns / 1e9
+
+    settings = {"blocks": blocks, "warmup": warmup, "period_ns": period_ns, "deadline_ns": deadline_ns,
+                "quantum_ns": quantum, "throughput_mode": st.throughput_mode, "throughput_seconds": seconds,
+                "spin_us": spin_us, "w2_in_flight": W2_IN_FLIGHT, "file": bench.path}
+    report = ContentionReport(
+        realtime=w1p.name, throughput=w2p.name, w1_spec=c1.input.describe(), w2_spec=c2.input.describe(),
+        period_us=period_ns / 1e3, deadline_us=deadline_ns / 1e3, settings=settings,
+        machine=machine_description(), rows=[])
+    say(f"w3: {w1p.name} every {period_ns / 1e3:.1f} us, {warmup}+{blocks} blocks per W1 run "
+        f"(~{w1_total_s:.0f} s each); {w2p.name} solo window {seconds:g} s; preparing inputs")
+    w1_inputs = _input_blocks(w1p, c1, W1_POOL)
+    w2_blocks = _input_blocks(w2p, c2, W2_CHECK_BLOCKS)
+
+    proj = _ProjectRun(bench, c1, c2, period_ns=period_ns, deadline_ns=deadline_ns, quantum_ns=quantum,
+                       spin_us=spin_us)
+    solo = ContentionRow("project_solo", "pygpukit-dsp, alone")
+    load = ContentionRow("project_load", "pygpukit-dsp, W1 + W2 on one scheduler", solo_key="project_solo")
+    report.rows += [solo, load]
+    say(f"w3: pygpukit-dsp {w1p.name} alone")
+    w1_solo, solo.extra = proj.w1_alone(w1_inputs, warmup, blocks)
+    solo.w1 = LatencyFigures.from_ns(w1_solo.lat_ns, deadline_ns, w1_solo.overruns)
+    say(f"w3:   {_w1_line(solo.w1)}")
+    say(f"w3: pygpukit-dsp {w2p.name} alone ({seconds:g} s)")
+    solo.w2_samples_per_s, w2_solo_out, w2_extra = proj.w2_alone(w2_blocks, seconds)
+    solo.extra.update(w2_extra)
+    say(f"w3:   {solo.w2_samples_per_s / 1e9:.1f} Gsamples/s")
+    say(f"w3: pygpukit-dsp {w1p.name} + {w2p.name} on one scheduler")
+    w1_load, load.w2_samples_per_s, w2_load_out, load.extra = proj.both(w1_inputs, w2_blocks, warmup, blocks)
+    load.w1 = LatencyFigures.from_ns(w1_load.lat_ns, deadline_ns, w1_load.overruns)
+    say(f"w3:   {_w1_line(load.w1)}; {w2p.name} {load.w2_samples_per_s / 1e9:.1f} Gsamples/s")
+    report.checks += [
+        _check(f"pygpukit-dsp {w1p.name} under load = alone (last {W1_CHECK_BLOCKS} blocks)",
+               w1_load.outputs, w1_solo.outputs, SELF_RTOL),
+        _check(f"pygpukit-dsp {w2p.name} under load = alone ({W2_CHECK_BLOCKS} blocks from reset)",
+               w2_load_out, w2_solo_out, SELF_RTOL),
+    ]
+    report.notes.append(f"pygpukit-dsp: {w1p.name} declared cost {proj.cost_ns / 1e3:.1f} us (p99 of "
+                        f"{CALIBRATION_BLOCKS} blocks alone); dispatcher spin {spin_us} us")
+
+    if baseline:
+        _torch_rows(report, bench, c1, c2, w1_inputs, w2_blocks, w1_solo.outputs, w2_solo_out,
+                    warmup=warmup, blocks=blocks, period_ns=period_ns, deadline_ns=deadline_ns,
+                    seconds=seconds, say=say)
+    for t in report.targets():
+        say(f"w3: {t.name}: {'not measured' if t.met is None else 'met' if t.met else 'NOT met'} ({t.detail})")
+    return report
+
+
+def _w1_line(f: LatencyFigures) -> str:
+    return f"W1 p50 {f.p50:.1f} us, p99 {f.p99:.1f} us, max {f.max:.1f} us, misses {f.misses}"
+
+
+def _torch_rows(report: ContentionReport, bench: ContentionBench, c1: "SpecChain", c2: "SpecChain",
+                w1_inputs: list[np.ndarray], w2_blocks: list[np.ndarray], ref_w1: list[np.ndarray],
+                ref_w2: list[np.ndarray], *, warmup: int, blocks: int, period_ns: int, deadline_ns: int,
+                seconds: float, say: Progress) -> None:
+    from .baselines import BaselineSkipped
+    from .baselines.torch_w3 import TorchW3
+    from .harness import CHECK_RTOL
+
+    keys = [("torch_solo", "PyTorch + CUDA graph, alone (priority 0)", None),
+            ("torch_same", "PyTorch, two streams, same priority", "torch_solo"),
+            ("torch_high", "PyTorch, two streams, W1 high priority", "torch_solo")]
+    rows = {k: ContentionRow(k, label, solo_key=solo) for k, label, solo in keys}
+    report.rows += list(rows.values())
+    w1n, w2n = bench.realtime.name, bench.throughput.name
+    say("w3: PyTorch baseline: capturing CUDA graphs")
+    try:
+        torch_w3 = TorchW3(bench.realtime, c1, bench.throughput, c2)
+    except BaselineSkipped as exc:
+        for r in rows.values():
+            r.status, r.reason = "skipped", str(exc)
+        return
+    except Exception as exc:  # a baseline that breaks is reported, not fatal
+        for r in rows.values():
+            r.status, r.reason = "failed", f"{type(exc).__name__}: {exc}"
+        return
+    spb2 = int(np.prod(c2.input.block_shape))
+    outs: dict[str, list[np.ndarray]] = {}
+    try:
+        if torch_w3.w2_note:
+            report.notes.append(torch_w3.w2_note)
+        solo = rows["torch_solo"]
+        s1, s2 = torch_w3.streams(high=False)
+        solo.extra = {"w1_priority": s1.priority, "w2_priority": s2.priority}
+        say(f"w3: PyTorch {w1n} alone")
+        run = torch_w3.w1_run(s1, lambda: _paced_w1(torch_w3.w1_process, w1_inputs, warmup=warmup,
+                                                      blocks=blocks, period_ns=period_ns))
+        solo.w1 = LatencyFigures.from_ns(run.lat_ns, deadline_ns, run.overruns)
+        outs["solo"] = run.outputs
+        say(f"w3:   {_w1_line(solo.w1)}")
+        say(f"w3: PyTorch {w2n} alone ({seconds:g} s)")
+        pump = _start_pump(torch_w3.w2_pump(s2, w2_blocks))
+        try:
+            _wait_started(pump)
+            time.sleep(W2_WARM_S)
+            t0 = time.perf_counter_ns()
+            time.sleep(seconds)
+            t1 = time.perf_counter_ns()
+        finally:
+            _finish_pump(pump)
+        solo.w2_samples_per_s = pump.rate(t0, t1, spb2)
+        w2_out = pump.outputs
+        say(f"w3:   {solo.w2_samples_per_s / 1e9:.1f} Gsamples/s")
+        for key, high in (("torch_same", False), ("torch_high", True)):
+            r = rows[key]
+            s1, s2 = torch_w3.streams(high=high)
+            r.extra = {"w1_priority": s1.priority, "w2_priority": s2.priority}
+            say(f"w3: PyTorch {w1n} + {w2n}, stream priorities {s1.priority} / {s2.priority}")
+            pump = _start_pump(torch_w3.w2_pump(s2, w2_blocks))
+            try:
+                def loaded(pump=pump) -> _W1Run:
+                    _pace_until(pump.started, torch_w3.w1_process, w1_inputs, period_ns)
+                    _wait_started(pump)
+                    torch_w3.w1_reset()
+                    return _paced_w1(torch_w3.w1_process, w1_inputs, warmup=warmup, blocks=blocks,
+                                     period_ns=period_ns)
+                run = torch_w3.w1_run(s1, loaded)
+            finally:
+                _finish_pump(pump)
+            r.w1 = LatencyFigures.from_ns(run.lat_ns, deadline_ns, run.overruns)
+            r.w2_samples_per_s = pump.rate(run.t_start, run.t_end, spb2)
+            outs[key] = run.outputs
+            say(f"w3:   {_w1_line(r.w1)}; {w2n} {r.w2_samples_per_s / 1e9:.1f} Gsamples/s")
+    except Exception as exc:  # a baseline that breaks is reported, not fatal
+        for r in rows.values():
+            if r.w1 is None and r.status == "ok":
+                r.status, r.reason = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        torch_w3.close()
+    if "solo" in outs:
+        report.checks.append(_check(f"PyTorch {w1n} = pygpukit-dsp (last {W1_CHECK_BLOCKS} blocks alone)",
+                                    outs["solo"], ref_w1, CHECK_RTOL, project=False))
+        if rows["torch_solo"].w2_samples_per_s is not None:
+            report.checks.append(_check(f"PyTorch {w2n} = pygpukit-dsp ({W2_CHECK_BLOCKS} blocks from reset)",
+                                        w2_out, ref_w2, CHECK_RTOL, project=False))
+        for key in ("torch_same", "torch_high"):
+            if key in outs:
+                report.checks.append(_check(f"PyTorch {w1n} under load ({key.removeprefix('torch_')} "
+                                            f"priority) = alone", outs[key], outs["solo"], SELF_RTOL,
+                                            project=False))

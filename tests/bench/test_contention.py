@@ -1,0 +1,539 @@
+"""The W3 contention bench: its bench file, its report and verdicts, its timing loops, the run's
+orchestration (with stand-in engines on the CPU), the CLI without a GPU, and a tiny GPU run."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pygpukit_dsp
+from pygpukit_dsp.bench import contention
+from pygpukit_dsp.bench.contention import (ContentionReport, ContentionRow, LatencyFigures, OutputCheck,
+                                           load_contention, run_w3)
+from pygpukit_dsp.errors import ConfigError, ConfigErrors
+from pygpukit_dsp.pipeline import Pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+W3 = ROOT / "benchmarks" / "w3.yaml"
+NO_DRIVER = {"GK_LIBCUDA": "/nonexistent/libcuda.so.1"}
+
+PIPES = """pipelines:
+  - name: fast
+    sample_rate: 1000
+    block_size: 16
+    channels: 2
+    qos: {class: realtime, deadline_ms: 1}
+    source: {type: synth, signal: noise, seed: 1}
+    stages: [{type: gain, linear: 2.0}]
+  - name: bulk
+    sample_rate: 1000
+    block_size: 64
+    channels: 1
+    dtype: complex64
+    qos: {class: throughput}
+    source: {type: synth, signal: noise, seed: 2}
+    stages: [{type: gain, linear: 0.5}]
+"""
+
+
+def _file(tmp_path, bench: str, pipes: str = PIPES) -> Path:
+    p = tmp_path / "w3.yaml"
+    p.write_text("version: 1\n" + bench + pipes)
+    return p
+
+
+# ----------------------------------------------------------------------------- the bench file
+
+
+def test_w3_yaml_names_w1_realtime_and_w2_throughput_with_the_issue_defaults():
+    bench = load_contention(W3)
+    st = bench.settings
+    assert (bench.realtime.name, bench.throughput.name) == ("w1", "w2")
+    assert (st.blocks, st.warmup, st.period_ms, st.quantum_ns) == (3000, 300, None, 250_000)
+    assert st.throughput_mode == "resident" and st.throughput_seconds == 3.0
+    assert bench.realtime.qos.deadline_ms == 1
+    assert [s.type for s in bench.realtime.stages] == ["fir", "mix"]
+    assert [s.type for s in bench.throughput.stages] == ["stft", "power", "average"]
+
+
+def test_pipeline_loader_and_a_plain_bench_file_pass_over_the_bench_mapping():
+    assert [p.name for p in Pipeline.load_all(W3)] == ["w1", "w2"]  # gk-stream run/validate read it
+    assert load_contention(ROOT / "benchmarks" / "w1.yaml") is None   # no 'bench:': a latency bench
+
+
+def test_defaults_pick_the_pipelines_by_qos_class(tmp_path):
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention}\n"))
+    assert (bench.realtime.name, bench.throughput.name) == ("fast", "bulk")
+    st = bench.settings
+    assert (st.blocks, st.warmup, st.period_ms, st.quantum_ns, st.throughput_seconds, st.spin_us) == \
+        (3000, 300, None, 250_000, 3.0, None)
+
+
+def test_overrides_are_read(tmp_path):
+    bench = load_contention(_file(tmp_path, "bench:\n  kind: contention\n  realtime: fast\n  throughput: bulk\n"
+                                  "  blocks: 500\n  warmup: 0\n  period_ms: 1\n  quantum_ns: 100000\n"
+                                  "  throughput_seconds: 0.5\n  spin_us: 0\n"))
+    st = bench.settings
+    assert (st.blocks, st.warmup, st.period_ms, st.quantum_ns, st.throughput_seconds, st.spin_us) == \
+        (500, 0, 1.0, 100_000, 0.5, 0)
+
+
+def _error(path: Path) -> ConfigError:
+    with pytest.raises(ConfigError) as ei:
+        load_contention(path)
+    e = ei.value
+    return e.errors[0] if isinstance(e, ConfigErrors) else e
+
+
+def test_unknown_key_points_at_the_key_with_a_did_you_mean(tmp_path):
+    e = _error(_file(tmp_path, "bench:\n  kind: contention\n  blokcs: 5\n"))
+    assert e.where == f"{tmp_path / 'w3.yaml'}:4:3"
+    assert "unknown parameter 'blokcs'" in e.message and "did you mean 'blocks'" in e.hint
+
+
+@pytest.mark.parametrize("line, col, text", [
+    ("  blocks: 2\n", 11, "greater than or equal to 6"),
+    ("  period_ms: -1\n", 14, "greater than 0"),
+    ("  throughput_mode: streamed\n", 20, "only 'resident'"),
+    ("  quantum_ns: 10\n", 15, "greater than or equal to 1000"),
+])
+def test_bad_values_point_at_the_value(tmp_path, line, col, text):
+    e = _error(_file(tmp_path, "bench:\n  kind: contention\n" + line))
+    assert e.where == f"{tmp_path / 'w3.yaml'}:4:{col}"
+    assert text in e.message
+
+
+def test_pipeline_names_and_classes_are_checked(tmp_path):
+    e = _error(_file(tmp_path, "bench:\n  kind: contention\n  realtime: fats\n"))
+    assert e.where.endswith(":4:13") and "no pipeline named 'fats'" in e.message and "'fast'" in e.hint
+    e = _error(_file(tmp_path, "bench:\n  kind: contention\n  realtime: bulk\n"))
+    assert e.where.endswith(":4:13") and "qos class throughput" in e.message
+    no_rt = PIPES.replace("class: realtime, deadline_ms: 1", "class: best_effort")
+    e = _error(_file(tmp_path, "bench:\n  kind: contention\n", no_rt))
+    assert e.where.endswith(":3:3") and "0 pipelines have qos class realtime" in e.message
+
+
+def test_bench_kind_and_shape_are_checked(tmp_path):
+    e = _error(_file(tmp_path, "bench:\n  kind: latency\n"))
+    assert e.where.endswith(":3:9") and "unknown bench kind 'latency'" in e.message
+    e = _error(_file(tmp_path, "bench:\n  blocks: 10\n"))
+    assert "missing required parameter 'kind'" in e.message and e.where.endswith(":3:3")
+    e = _error(_file(tmp_path, "bench: [1, 2]\n"))
+    assert e.where.endswith(":2:8") and "bench must be a mapping" in e.message
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def _lat(p99: float, misses: int = 0, blocks: int = 3000) -> LatencyFigures:
+    return LatencyFigures(blocks=blocks, p50=p99 / 2, p90=p99 * 0.8, p99=p99, p999=p99 * 1.5, max=p99 * 3,
+                          mean=p99 / 2, misses=misses)
+
+
+def _report(load_p99=80.0, load_misses=0, load_w2=200e9, load_status="ok") -> ContentionReport:
+    rows = [
+        ContentionRow("project_solo", "pygpukit-dsp, alone", w1=_lat(60.0), w2_samples_per_s=273e9),
+        ContentionRow("project_load", "pygpukit-dsp, W1 + W2 on one scheduler", status=load_status,
+                      reason="" if load_status == "ok" else "DeviceError: boom",
+                      w1=_lat(load_p99, load_misses) if load_status == "ok" else None,
+                      w2_samples_per_s=load_w2 if load_status == "ok" else None, solo_key="project_solo",
+                      extra={"scheduler_w1": {"latency": {"p99": 41_000}, "missed": 0, "submitted": 3300}}),
+        ContentionRow("torch_solo", "PyTorch + CUDA graph, alone (priority 0)", w1=_lat(120.0),
+                      w2_samples_per_s=37e9),
+        ContentionRow("torch_same", "PyTorch, two streams, same priority", w1=_lat(478.0), w2_samples_per_s=30e9,
+                      solo_key="torch_solo"),
+        ContentionRow("torch_high", "PyTorch, two streams, W1 high priority", status="skipped",
+                      reason="torch sees no CUDA GPU", solo_key="torch_solo"),
+    ]
+    return ContentionReport(realtime="w1", throughput="w2", w1_spec="64 ch x 256 float32", w2_spec="1 ch x 16M",
+                            period_us=5333.3, deadline_us=1000.0,
+                            settings={"blocks": 3000, "warmup": 300, "quantum_ns": 250_000,
+                                      "throughput_mode": "resident", "throughput_seconds": 3.0},
+                            machine="test machine", rows=rows,
+                            checks=[OutputCheck("pygpukit-dsp w1 under load = alone", 0.0, 1e-5, True)])
+
+
+def test_targets_met():
+    rep = _report()
+    assert rep.w1_p99_ratio("project_load") == pytest.approx(80 / 60)
+    assert rep.w2_kept("project_load") == pytest.approx(200 / 273)
+    assert rep.w1_p99_ratio("torch_same") == pytest.approx(478 / 120)
+    assert rep.w1_p99_ratio("project_solo") is None and rep.w1_p99_ratio("torch_high") is None
+    verdicts = rep.targets()
+    assert [t.met for t in verdicts] == [True, True, True]
+    assert "1.33x: 80.0 / 60.0 us" in verdicts[0].detail
+    assert "0 of 3000 blocks" in verdicts[1].detail and "1 ms" in verdicts[1].name
+    assert "73.3%: 200.0 / 273.0 Gsamples/s" in verdicts[2].detail
+
+
+def test_targets_not_met_and_not_measured():
+    assert [t.met for t in _report(load_p99=91.0, load_misses=2, load_w2=190e9).targets()] == [False, False, False]
+    assert [t.met for t in _report(load_p99=90.0, load_w2=191.1e9).targets()] == [True, True, True]  # bounds
+    rep = _report(load_status="failed")
+    assert [t.met for t in rep.targets()] == [None, None, None]
+    assert "not measured" in rep.markdown()
+
+
+def test_markdown_table_targets_and_checks():
+    md = _report(load_misses=3).markdown()
+    assert "| run | W1 p50 us | W1 p99 us | W1 p99.9 us | W1 max us | W1 misses > 1000 us | W2 Gsamples/s " \
+           "| W1 p99 load/solo | W2 kept |" in md
+    assert "| pygpukit-dsp, W1 + W2 on one scheduler | 40.0 | 80.0 | 120.0 | 240.0 | 3 | 200.0 | 1.33x | 73.3% |" in md
+    assert "| pygpukit-dsp, alone | 30.0 | 60.0 | 90.0 | 180.0 | 0 | 273.0 |  |  |" in md
+    assert "| PyTorch, two streams, W1 high priority | | | | | | | | skipped: torch sees no CUDA GPU |" in md
+    assert "zero W1 deadline misses at 1 ms under load: **not met** (3 of 3000 blocks; alone 0)" in md
+    assert "W1 p99 under load <= 1.5x its solo p99: **met**" in md
+    assert "Outputs: all checks passed" in md
+    assert "- pygpukit-dsp, W1 + W2 on one scheduler: p99 41.0 us, missed 0 of 3300" in md
+
+
+def test_a_failed_check_shows_in_the_report():
+    rep = _report()
+    rep.checks.append(OutputCheck("PyTorch w1 = pygpukit-dsp", 0.5, 2e-3, False, project=False))
+    assert not rep.checks_passed
+    md = rep.markdown()
+    assert "**CHECK FAILED**" in md and "rel err 5.0e-01 (tolerance 2e-03) FAILED" in md
+
+
+def test_json_has_rows_targets_ratios_and_checks():
+    d = json.loads(json.dumps(_report().to_dict()))
+    assert [r["key"] for r in d["rows"]] == ["project_solo", "project_load", "torch_solo", "torch_same", "torch_high"]
+    assert d["rows"][1]["w1"]["p99"] == 80.0 and d["rows"][1]["w2_samples_per_s"] == 200e9
+    assert [t["met"] for t in d["targets"]] == [True, True, True]
+    assert d["ratios"]["project_load"]["w2_kept"] == pytest.approx(200 / 273)
+    assert d["ratios"]["torch_high"] == {"w1_p99_load_over_solo": None, "w2_kept": None}
+    assert d["checks_passed"] is True and d["settings"]["quantum_ns"] == 250_000
+
+
+def test_latency_figures_count_misses_over_the_deadline():
+    ns = np.array([100_000] * 97 + [1_000_000, 1_000_001, 2_000_000], dtype=np.int64)
+    f = LatencyFigures.from_ns(ns, deadline_ns=1_000_000, overruns=1)
+    assert f.misses == 2 and f.blocks == 100 and f.max == 2000.0 and f.p50 == 100.0 and f.overruns == 1
+
+
+# ----------------------------------------------------------------------------- timing loops
+
+
+def test_paced_loop_keeps_the_period_times_each_block_and_keeps_the_last_outputs():
+    inputs = [np.full((1, 4), i, np.float32) for i in range(4)]
+    calls = []
+
+    def process(x):
+        calls.append(time.perf_counter_ns())
+        return x * 2
+
+    period = 2_000_000
+    run = contention._paced_w1(process, inputs, warmup=3, blocks=9, period_ns=period)
+    assert len(calls) == 12 and run.lat_ns.shape == (9,) and (run.lat_ns > 0).all()
+    if run.overruns == 0:  # a loaded machine may wake late; then the next block goes at once
+        assert np.diff(calls).min() >= period * 0.95  # never faster than one block per period
+    assert [float(o[0, 0]) for o in run.outputs] == [2 * (i % 4) for i in range(6, 12)]
+    assert 0 <= calls[3] - run.t_start < period and run.t_end >= calls[-1]
+
+
+def test_paced_loop_counts_blocks_slower_than_a_period():
+    def slow(x):
+        time.sleep(0.003)
+        return x
+
+    run = contention._paced_w1(slow, [np.zeros((1, 1))], warmup=0, blocks=6, period_ns=1_000_000)
+    assert run.overruns == 6
+
+
+def test_pump_rate_counts_blocks_in_the_window():
+    pump = contention._Pump(stamps=[5, 10, 20, 30, 40])
+    assert pump.rate(10, 40, 100) == pytest.approx(3 * 100 / 30e-9)
+
+
+def test_pump_errors_reach_the_caller():
+    def body(pump):
+        raise RuntimeError("device lost")
+
+    pump = contention._start_pump(body)
+    with pytest.raises(RuntimeError, match="device lost"):
+        contention._wait_started(pump)
+
+
+# ----------------------------------------------------------------------------- orchestration
+
+
+class _FakeNative:
+    def __init__(self):
+        self.submitted = 0
+
+    def submit(self, slot, n, final):
+        self.submitted += 1
+
+
+class _FakeEngine:
+    """What run_w3 uses of a CudaEngine, computing on the CPU backend (no GPU here)."""
+
+    def __init__(self, pipeline, chain):
+        from pygpukit_dsp.backends import open_backend
+
+        self.cpu = open_backend(pipeline, chain, "cpu")
+        self.units_per_block = 4
+        self._engine, self._items, self._slots = _FakeNative(), chain.input.block_size, 2
+        self._next, self._busy = 0, [False, False]
+        self.resident = False
+        self.closed = False
+
+    def process(self, x):
+        return self.cpu.process(x)
+
+    def set_resident(self, on=True):
+        self.resident = on
+
+    def pump_resident(self, seconds):
+        assert self.resident and not any(self._busy)
+        self._stop_pump = False
+        stamps, end = [], time.monotonic() + seconds
+        while not self._stop_pump and time.monotonic() < end:
+            self._engine.submit(0, self._items, False)
+            time.sleep(0.0002)
+            stamps.append(time.monotonic_ns())
+        return stamps
+
+    def stop_pump(self):
+        self._stop_pump = True
+
+    def submit_resident(self):
+        assert self.resident
+        slot = self._next
+        assert not self._busy[slot]
+        self._engine.submit(slot, self._items, False)
+        self._busy[slot] = True
+        self._next = (slot + 1) % self._slots
+        return slot
+
+    def collect(self, slot):
+        assert self.resident and self._busy[slot]
+        self._busy[slot] = False
+        time.sleep(0.0002)
+
+    def reset(self):
+        self.cpu.reset()
+
+    def close(self):
+        self.closed = True
+
+
+class _FakeDispatch:
+    attached: list = []
+
+    def __init__(self, scheduler, *, device_index=0, spin_us=200):
+        self.scheduler, self.spin_us = scheduler, spin_us
+
+    def attach(self, engine, sid):
+        _FakeDispatch.attached.append((engine, sid))
+
+    def stats(self):
+        return {"launches": 0}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    from pygpukit_dsp.backends import cuda_dispatch
+
+    engines = []
+
+    def engine(self, pipeline, chain):
+        engines.append(_FakeEngine(pipeline, chain))
+        return engines[-1]
+
+    monkeypatch.setattr(contention, "_require_cuda", lambda *a: None)
+    monkeypatch.setattr(contention._ProjectRun, "_engine", engine)
+    monkeypatch.setattr(cuda_dispatch, "CudaDispatch", _FakeDispatch)
+    monkeypatch.setattr(contention, "W2_WARM_S", 0.01)
+    _FakeDispatch.attached = []
+    return engines
+
+
+def test_run_w3_orchestrates_the_three_project_runs(tmp_path, fake_gpu):
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, quantum_ns: 100000}\n"))
+    lines = []
+    rep = run_w3(bench, blocks=12, warmup=2, throughput_seconds=0.05, baseline=False, progress=lines.append)
+    solo, load = rep.row("project_solo"), rep.row("project_load")
+    assert solo.w1.blocks == load.w1.blocks == 12 and solo.w1.misses == 0
+    assert solo.w2_samples_per_s > 0 and load.w2_samples_per_s > 0
+    assert rep.checks_passed and [c.project for c in rep.checks] == [True, True]
+    # W1 alone, W2 alone, then both engines on one dispatcher; every engine closed
+    assert len(fake_gpu) == 4 and all(e.closed for e in fake_gpu)
+    assert [sid for _, sid in _FakeDispatch.attached] == [1, 1, 1, 2]
+    assert fake_gpu[1].resident and fake_gpu[1]._engine.submitted > 0  # W2 ran resident blocks
+    assert solo.extra["scheduler_w1"]["period_ns"] == 1_000_000
+    assert load.extra["scheduler_w2"]["units_per_block"] == 4
+    assert rep.settings["period_ns"] == 1_000_000 and rep.deadline_us == 1000.0
+    assert any("fast alone" in ln for ln in lines) and any("on one scheduler" in ln for ln in lines)
+    assert len(rep.targets()) == 3
+
+
+def test_without_pytorch_the_baseline_rows_are_skipped(tmp_path, fake_gpu, monkeypatch):
+    from pygpukit_dsp.bench.baselines import BaselineSkipped, torch_w3
+
+    def no_torch(*a, **k):
+        raise BaselineSkipped("torch is not installed")
+
+    monkeypatch.setattr(torch_w3, "TorchW3", no_torch)
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1}\n"))
+    rep = run_w3(bench, blocks=6, warmup=0, throughput_seconds=0.02)
+    torch_rows = [r for r in rep.rows if r.key.startswith("torch")]
+    assert [r.status for r in torch_rows] == ["skipped"] * 3
+    assert all(r.reason == "torch is not installed" for r in torch_rows)
+    assert rep.checks_passed and "skipped: torch is not installed" in rep.markdown()
+
+
+class _FakeStream:
+    def __init__(self, priority):
+        self.priority = priority
+
+
+class _FakeTorchW3:
+    """TorchW3's surface, computing on the CPU backend: exercises the baseline rows' plumbing."""
+
+    def __init__(self, w1, c1, w2, c2):
+        from pygpukit_dsp.backends import open_backend
+
+        self.w1 = open_backend(w1, c1, "cpu")
+        self.w2 = open_backend(w2, c2, "cpu")
+        self.w2_note = "PyTorch bulk ran eager (test)"
+        self.closed = False
+
+    def streams(self, high):
+        return _FakeStream(-5 if high else 0), _FakeStream(0)
+
+    def w1_process(self, x):
+        return self.w1.process(x)
+
+    def w1_reset(self):
+        self.w1.reset()
+
+    def w1_run(self, stream, fn):
+        self.w1.reset()
+        return fn()
+
+    def w2_pump(self, stream, blocks):
+        def body(pump):
+            self.w2.reset()
+            pump.outputs = [np.array(self.w2.process(b), copy=True) for b in blocks]
+            pump.started.set()
+            while not pump.stop.is_set():
+                time.sleep(0.0002)
+                pump.stamps.append(time.perf_counter_ns())
+        return body
+
+    def close(self):
+        self.closed = True
+
+
+def test_pytorch_rows_priorities_and_checks(tmp_path, fake_gpu, monkeypatch):
+    from pygpukit_dsp.bench.baselines import torch_w3
+
+    monkeypatch.setattr(torch_w3, "TorchW3", _FakeTorchW3)
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1}\n"))
+    rep = run_w3(bench, blocks=8, warmup=1, throughput_seconds=0.02)
+    rows = {r.key: r for r in rep.rows}
+    assert all(rows[k].status == "ok" and rows[k].w1.blocks == 8 and rows[k].w2_samples_per_s > 0
+               for k in ("torch_solo", "torch_same", "torch_high"))
+    assert rows["torch_high"].extra == {"w1_priority": -5, "w2_priority": 0}
+    assert rows["torch_same"].extra == {"w1_priority": 0, "w2_priority": 0}
+    assert rep.w1_p99_ratio("torch_high") is not None and rep.w2_kept("torch_same") is not None
+    baseline_checks = [c for c in rep.checks if not c.project]
+    assert len(baseline_checks) == 4 and all(c.ok for c in baseline_checks)
+    assert "PyTorch bulk ran eager (test)" in rep.notes
+
+
+def test_a_pytorch_failure_is_reported_not_fatal(tmp_path, fake_gpu, monkeypatch):
+    from pygpukit_dsp.bench.baselines import torch_w3
+
+    class Broken(_FakeTorchW3):
+        def w2_pump(self, stream, blocks):
+            def body(pump):
+                raise RuntimeError("CUDA error: out of memory")
+            return body
+
+    monkeypatch.setattr(torch_w3, "TorchW3", Broken)
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1}\n"))
+    rep = run_w3(bench, blocks=6, warmup=0, throughput_seconds=0.02)
+    rows = {r.key: r for r in rep.rows}
+    assert rows["torch_solo"].w1 is not None and rows["torch_solo"].w2_samples_per_s is None
+    assert rows["torch_same"].status == "failed" and "out of memory" in rows["torch_same"].reason
+    assert rep.row("project_load").status == "ok" and all(t.met is not None for t in rep.targets())
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _gk(*args, env=None):
+    package_parent = Path(pygpukit_dsp.__file__).resolve().parents[1]
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join([str(package_parent), *filter(None, [full_env.get("PYTHONPATH")])])
+    return subprocess.run([sys.executable, "-m", "pygpukit_dsp.cli", *map(str, args)], cwd=ROOT.anchor,
+                          capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def test_cli_w3_without_a_gpu_is_a_device_error_without_traceback():
+    r = _gk("bench", W3, env=NO_DRIVER)
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    assert "the contention bench (W3) needs a usable GPU" in r.stderr and "driver" in r.stderr
+
+
+def test_cli_w3_refuses_the_cpu_backend_and_flags_of_other_benches():
+    r = _gk("bench", W3, "--backend", "cpu")
+    assert r.returncode == 2 and "backend 'cpu' cannot run it" in r.stderr
+    r = _gk("bench", W3, "--compare", "torch")
+    assert r.returncode == 2 and "--compare does not apply to a contention bench file" in r.stderr
+    r = _gk("bench", ROOT / "benchmarks" / "w1.yaml", "--period-ms", "1")
+    assert r.returncode == 2 and "--period-ms applies to contention bench files only" in r.stderr
+
+
+def test_cli_passes_overrides_and_fails_on_a_failed_project_check(tmp_path, monkeypatch, capsys):
+    from pygpukit_dsp import cli
+
+    seen = {}
+
+    def fake_run(bench, **kw):
+        seen.update(kw, realtime=bench.realtime.name)
+        rep = _report()
+        rep.checks.append(OutputCheck("pygpukit-dsp w2 under load = alone", 0.1, 1e-5, False))
+        return rep
+
+    monkeypatch.setattr(contention, "run_w3", fake_run)
+    js, md = tmp_path / "w3.json", tmp_path / "w3.md"
+    rc = cli.main(["bench", str(W3), "--blocks", "500", "--warmup", "0", "--period-ms", "1", "--quiet",
+                   "--json", str(js), "--markdown", str(md)])
+    assert rc == 1 and "output check failed: pygpukit-dsp w2 under load = alone" in capsys.readouterr().err
+    assert seen == {"backend": None, "blocks": 500, "warmup": 0, "period_ms": 1.0, "progress": None,
+                    "realtime": "w1"}
+    assert json.loads(js.read_text())["checks_passed"] is False and "**CHECK FAILED**" in md.read_text()
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+def test_tiny_w3_run_on_the_gpu():
+    rep = run_w3(load_contention(W3), blocks=50, warmup=10, period_ms=1.0, throughput_seconds=0.3)
+    assert [r.key for r in rep.rows] == ["project_solo", "project_load", "torch_solo", "torch_same", "torch_high"]
+    for key in ("project_solo", "project_load"):
+        r = rep.row(key)
+        assert r.status == "ok" and r.w1.blocks == 50 and 0 < r.w1.p50 <= r.w1.p99 <= r.w1.max
+        assert r.w2_samples_per_s > 0
+    assert rep.row("project_load").extra["scheduler_w2"]["completed"] > 0
+    assert all(r.status in ("ok", "skipped") for r in rep.rows), [(r.key, r.reason) for r in rep.rows]
+    assert rep.checks and rep.checks_passed, [c for c in rep.checks if not c.ok]
+    assert len(rep.targets()) == 3 and all(t.met is not None for t in rep.targets())
+    json.dumps(rep.to_dict())
+    assert "| pygpukit-dsp, W1 + W2 on one scheduler |" in rep.markdown()
