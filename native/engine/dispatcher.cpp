@@ -193,11 +193,19 @@ void Dispatcher::take_posts() {
 bool Dispatcher::poll_in_flight() {
     const DriverApi& api = driver();
     bool finished = false;
+    // Chunks of one task run in order on one stream and the scheduler retires them oldest first:
+    // once one is not done, its later chunks wait for the next pass (even if done by now).
+    std::vector<uint64_t> pending;
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
         InFlight& f = *it;
+        if (std::find(pending.begin(), pending.end(), f.task) != pending.end()) {
+            ++it;
+            continue;
+        }
         const CUevent ev = f.final ? f.engine->done_event(f.slot) : f.stop;
         const CUresult r = api.cuEventQuery(ev);
         if (r == CUDA_ERROR_NOT_READY) {
+            pending.push_back(f.task);
             ++it;
             continue;
         }

@@ -295,6 +295,8 @@ def test_gpu_throughput_block_split_into_chunks_equals_whole_block():
     solo.close()
     e = _engine(p)
     sched = Scheduler(quantum_ns=1_000)
+    # pacing splits blocks only beside an admitted realtime stream (one that never sends a block)
+    sched.register_stream("rt", "realtime", period_ns=100_000_000, cost_ns=1_000)
     # a declared cost far above the quantum: one unit per chunk
     sid = sched.register_stream("spec", "throughput", cost_ns=10_000_000, units_per_block=e.units_per_block)
     with CudaDispatch(sched) as dispatch:

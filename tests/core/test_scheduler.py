@@ -27,7 +27,8 @@ def sim(**kwargs) -> Scheduler:
 def test_defaults_are_the_documented_ones():
     s = Scheduler()
     assert s.config == {
-        "u_max": 0.9, "quantum_ns": 250_000, "safety_margin_ns": 50_000, "ewma_alpha": 0.2, "clock": "monotonic",
+        "u_max": 0.9, "quantum_ns": 250_000, "safety_margin_ns": 50_000, "ewma_alpha": 0.2,
+        "max_chunks_in_flight": 2, "clock": "monotonic",
     }
     assert not s.simulated
     t0 = s.now_ns()
@@ -168,13 +169,50 @@ def test_pacing_holds_a_chunk_and_says_until_when():
 
 
 def test_throughput_blocks_come_in_chunks():
-    s = sim()
+    s = sim(max_chunks_in_flight=1)
+    s.register_stream("audio", "realtime", period_ns=100 * MS, cost_ns=10 * US)  # something to pace against
     tp = s.register_stream("spectrum", "throughput", cost_ns=MS, units_per_block=100)
     task, _ = s.submit(tp, 0)
     d = s.next(0)
     assert (d.chunk_begin, d.chunk_end, d.is_final, d.est_cost_ns) == (0, 25, False, 250 * US)
+    assert s.next(0).kind == "idle"  # no lookahead: the next chunk waits for this one
     c = s.complete(task, 250 * US, 250 * US)
     assert (c.state, c.remaining_units, c.latency_ns) == ("ready", 75, None)
+
+
+def test_without_a_realtime_stream_a_throughput_block_is_one_chunk():
+    s = sim()
+    tp = s.register_stream("spectrum", "throughput", cost_ns=MS, units_per_block=100)
+    task, _ = s.submit(tp, 0)
+    d = s.next(0)
+    assert (d.task, d.chunk_begin, d.chunk_end, d.is_final, d.est_cost_ns) == (task, 0, 100, True, MS)
+    assert s.complete(task, MS, MS).state == "completed"
+
+
+def test_lookahead_queues_the_next_chunk_before_the_first_completes():
+    s = sim(max_chunks_in_flight=3)
+    assert s.config["max_chunks_in_flight"] == 3
+    s.register_stream("audio", "realtime", period_ns=100 * MS, cost_ns=10 * US)
+    tp = s.register_stream("spectrum", "throughput", cost_ns=MS, units_per_block=100)
+    task, _ = s.submit(tp, 0)
+    ranges = [(d.chunk_begin, d.chunk_end) for d in (s.next(0), s.next(0), s.next(0))]
+    assert ranges == [(0, 25), (25, 50), (50, 75)]
+    assert s.next(0).kind == "idle"
+    assert s.stats()["in_flight"] == 3
+    # complete() retires the oldest chunk; the task stays dispatched while later ones run.
+    c = s.complete(task, 250 * US, 250 * US)
+    assert (c.state, c.remaining_units) == ("dispatched", 75)
+    assert s.task_state(task) == "dispatched"
+    assert (s.next(250 * US).chunk_begin, s.stats()["in_flight"]) == (75, 3)
+    s.drop(task)
+    assert s.stats()["in_flight"] == 0
+
+
+def test_max_chunks_in_flight_must_be_positive():
+    with pytest.raises(ValueError, match="max_chunks_in_flight must be >= 1"):
+        Scheduler(max_chunks_in_flight=0)
+    with pytest.raises(OverflowError):
+        Scheduler(max_chunks_in_flight=-1)
 
 
 def test_calibration_then_admission():

@@ -18,7 +18,7 @@
  *     abi->submit(s, stream, arrival_ns, &task, &deadline);
  *     gk_decision d; abi->next(s, GK_TIME_NOW, &d);   // LAUNCH / WAIT / IDLE
  *     ... launch d.chunk_begin..d.chunk_end of d.task, record events ...
- *     abi->complete(s, d.task, gpu_ns, finish_ns, NULL);
+ *     abi->complete(s, d.task, gpu_ns, finish_ns, NULL);   // once per chunk, in launch order
  *     // at shutdown:
  *     abi->sched_release(s);
  *
@@ -31,7 +31,13 @@
  *   are left untouched (except gk_admission_refusal, filled on GK_ERR_ADMISSION_REFUSED)
  *   and last_error() returns a message saying what was wrong.
  * - Input structs start with struct_size = sizeof(the struct); a smaller value is refused
- *   with GK_ERR_STRUCT_SIZE, so later versions can append fields.
+ *   with GK_ERR_STRUCT_SIZE, so later versions can append fields. Exception: gk_sched_config
+ *   takes any struct_size >= GK_SCHED_CONFIG_V1_SIZE (its size before fields were appended);
+ *   fields past struct_size are not read and take their defaults.
+ * - Lookahead: a non-realtime task may have up to max_chunks_in_flight chunks launched and
+ *   not completed. complete(task) retires the task's OLDEST chunk in flight, so call it once
+ *   per chunk in launch order (chunks of one task run on one CUDA stream, so they finish in
+ *   that order). While a later chunk is still in flight it reports GK_TASK_DISPATCHED.
  * - Thread safety: every handle holds a mutex; any function may be called from any thread,
  *   concurrently with Python reading statistics. No function calls into Python.
  * - No Rust panic crosses this boundary: it is caught and reported as GK_ERR_PANIC; a
@@ -115,7 +121,13 @@ typedef struct gk_sched_config {
     uint64_t safety_margin_ns;   /* slack kept before realtime deadlines; e.g. 50000 */
     double ewma_alpha;           /* weight of a new cost measurement, (0, 1]; e.g. 0.2 */
     uint64_t simulated_start_ns; /* start time of a simulated clock */
-} gk_sched_config;
+    /* ---- appended after v1 (struct_size >= GK_SCHED_CONFIG_V1_SIZE; missing = default) ---- */
+    uint32_t max_chunks_in_flight; /* lookahead: chunks of one non-realtime task on the device at
+                                      once; 1 = the next after the previous completed; 0 = default (2) */
+} gk_sched_config; /* sizeof 56 (48 + 4 + padding) */
+
+/* sizeof(gk_sched_config) before max_chunks_in_flight: the smallest struct_size accepted. */
+#define GK_SCHED_CONFIG_V1_SIZE 48u
 
 typedef struct gk_stream_spec {
     uint32_t struct_size;     /* sizeof(gk_stream_spec) */
@@ -155,7 +167,8 @@ typedef struct gk_decision {
 } gk_decision;
 
 typedef struct gk_completion {
-    int32_t state;            /* GK_TASK_READY (units remain), GK_TASK_COMPLETED or GK_TASK_MISSED */
+    int32_t state;            /* GK_TASK_DISPATCHED (a later chunk still in flight), GK_TASK_READY
+                                 (none in flight, units remain), GK_TASK_COMPLETED or GK_TASK_MISSED */
     uint32_t remaining_units;
     uint64_t latency_ns;      /* release-to-finish once finished; else GK_NO_TIME */
 } gk_completion;

@@ -437,7 +437,8 @@ proptest! {
     #![proptest_config(common::seeded(512, 0x5eed_0005))]
 
     /// With an admitted realtime set and true costs equal to the estimates, interleaving
-    /// throughput and best-effort chunks never makes a realtime block late.
+    /// throughput and best-effort chunks never makes a realtime block late, with or without
+    /// lookahead (a second chunk of a task queued behind the first).
     #[test]
     fn pacing_never_makes_an_admitted_realtime_block_late(
         rts in vec(rt_spec(), 1..4),
@@ -445,6 +446,7 @@ proptest! {
         quantum_us in 50..1_000u64,
         margin_us in 0..100u64,
         u_max_pct in 50..=100u32,
+        lookahead in 1..=2u32,
     ) {
         // Unknown costs are assumed to be one quantum per unit until measured: keep units below it.
         let bulks: Vec<BulkSpec> = bulks
@@ -455,6 +457,7 @@ proptest! {
             u_max: f64::from(u_max_pct) / 100.0,
             quantum_ns: quantum_us * US,
             safety_margin_ns: margin_us * US,
+            max_chunks_in_flight: lookahead,
             ..SchedulerConfig::default()
         };
         let outcome = simulate(config, &rts, &bulks, 60 * MS);
@@ -463,6 +466,162 @@ proptest! {
         prop_assert!(outcome.rt_finished > 0);
         prop_assert!(outcome.rt_late.is_empty(), "late realtime blocks: {:?}", outcome.rt_late);
         prop_assert_eq!(outcome.scheduler_missed, 0);
+    }
+}
+
+// ----- lookahead: several chunks of one task in flight ---------------------------------------
+
+#[derive(Clone, Debug)]
+enum LookOp {
+    Submit {
+        stream: usize,
+        dt: u64,
+    },
+    Next {
+        dt: u64,
+    },
+    /// Complete the oldest chunk of a task picked among those with chunks in flight.
+    Complete {
+        pick: usize,
+        cost: u64,
+    },
+    /// complete() on any known task, possibly one with nothing in flight.
+    CompleteAny {
+        pick: usize,
+    },
+    Drop {
+        pick: usize,
+    },
+    Cancel {
+        pick: usize,
+    },
+}
+
+fn look_op() -> impl Strategy<Value = LookOp> {
+    prop_oneof![
+        2 => (0..3usize, 0..500u64).prop_map(|(stream, dt)| LookOp::Submit { stream, dt: dt * US }),
+        4 => (0..300u64).prop_map(|dt| LookOp::Next { dt: dt * US }),
+        4 => (any::<usize>(), 1..300u64).prop_map(|(pick, cost)| LookOp::Complete { pick, cost: cost * US }),
+        1 => any::<usize>().prop_map(|pick| LookOp::CompleteAny { pick }),
+        1 => any::<usize>().prop_map(|pick| LookOp::Drop { pick }),
+        1 => any::<usize>().prop_map(|pick| LookOp::Cancel { pick }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(common::seeded(512, 0x5eed_0006))]
+
+    /// Random launches, completions, drops and cancels with lookahead: for every live task
+    /// `units_done <= units_launched <= units`, its chunks in flight are contiguous from
+    /// `units_done` to `units_launched` and at most `max_chunks_in_flight` (realtime: one), it is
+    /// dispatched exactly while one is in flight, the global in-flight count is the sum over
+    /// tasks, and complete() always retires the oldest chunk of the task (launch order).
+    #[test]
+    fn lookahead_keeps_chunk_bookkeeping_consistent(
+        ops in vec(look_op(), 1..120),
+        lookahead in 1..=3u32,
+        with_realtime in any::<bool>(),
+    ) {
+        let config = SchedulerConfig { max_chunks_in_flight: lookahead, ..SchedulerConfig::default() };
+        let (mut s, _) = Scheduler::simulated(config, 0).unwrap();
+        let rt_spec = if with_realtime {
+            StreamSpec::new("rt", Qos::realtime(2 * MS, None)).with_cost(100 * US)
+        } else {
+            StreamSpec::new("rt", Qos::realtime(2 * MS, None)) // calibrating: runs paced
+        };
+        let streams = [
+            s.register_stream(rt_spec).unwrap(),
+            s.register_stream(StreamSpec::new("tp", Qos::Throughput { min_rate_hz: None, deadline_ns: None })
+                .with_cost(MS).with_units(16)).unwrap(),
+            s.register_stream(StreamSpec::new("be", Qos::BestEffort { deadline_ns: Some(MS) }).with_units(3)).unwrap(),
+        ];
+        let mut now = 0u64;
+        let mut ids: Vec<TaskId> = Vec::new();
+        // Model: chunks launched and not completed, per task, in launch order.
+        let mut model: HashMap<TaskId, VecDeque<(u32, u32)>> = HashMap::new();
+        for op in ops {
+            match op {
+                LookOp::Submit { stream, dt } => {
+                    now += dt;
+                    ids.push(s.submit_at(streams[stream], now).unwrap().task);
+                }
+                LookOp::Next { dt } => {
+                    now += dt;
+                    while let Decision::Launch(l) = s.next_decision_at(now) {
+                        let chunks = model.entry(l.task).or_default();
+                        if let Some(&(_, end)) = chunks.back() {
+                            prop_assert_eq!(l.chunk_begin, end, "chunks of task {} launched out of order", l.task);
+                        }
+                        prop_assert!(l.chunk_begin < l.chunk_end);
+                        prop_assert_eq!(l.is_final, l.chunk_end == s.task(l.task).unwrap().units);
+                        chunks.push_back((l.chunk_begin, l.chunk_end));
+                    }
+                }
+                LookOp::Complete { pick, cost } => {
+                    let mut busy: Vec<TaskId> =
+                        model.iter().filter(|(_, c)| !c.is_empty()).map(|(&id, _)| id).collect();
+                    if busy.is_empty() {
+                        continue;
+                    }
+                    busy.sort_unstable();
+                    let id = busy[pick % busy.len()];
+                    let (_, oldest_end) = model.get_mut(&id).unwrap().pop_front().unwrap();
+                    let c = s.complete(id, cost, now).unwrap();
+                    let left = model[&id].len();
+                    match s.task(id) {
+                        Some(t) => {
+                            prop_assert_eq!(t.units_done, oldest_end, "complete() retired a chunk out of order");
+                            prop_assert_eq!(c.state, if left > 0 { Dispatched } else { Ready });
+                        }
+                        None => {
+                            prop_assert_eq!(left, 0);
+                            prop_assert!(matches!(c.state, Completed | Missed));
+                        }
+                    }
+                }
+                LookOp::CompleteAny { pick } => {
+                    let Some(&id) = ids.get(pick % ids.len().max(1)) else { continue };
+                    let before = s.task_state(id);
+                    let nothing_in_flight = model.get(&id).is_none_or(|c| c.is_empty());
+                    let r = s.complete(id, 10 * US, now);
+                    if nothing_in_flight {
+                        prop_assert!(matches!(r, Err(SchedError::IllegalTransition(_))), "task {}: {:?}", id, r);
+                        prop_assert_eq!(s.task_state(id), before);
+                    } else {
+                        model.get_mut(&id).unwrap().pop_front();
+                    }
+                }
+                LookOp::Drop { pick } | LookOp::Cancel { pick } => {
+                    let Some(&id) = ids.get(pick % ids.len().max(1)) else { continue };
+                    let r = if matches!(op, LookOp::Drop { .. }) { s.drop_task(id) } else { s.cancel(id) };
+                    if r.is_ok() {
+                        model.remove(&id);
+                    }
+                }
+            }
+            // Finished tasks keep no chunks.
+            model.retain(|id, _| s.task(*id).is_some());
+            let mut total = 0u64;
+            for &id in &ids {
+                let Some(t) = s.task(id) else { continue };
+                prop_assert!(t.units_done <= t.units_launched && t.units_launched <= t.units,
+                    "task {}: done {} launched {} units {}", id, t.units_done, t.units_launched, t.units);
+                let chunks: Vec<(u32, u32)> = t.in_flight.iter().map(|c| (c.begin, c.end)).collect();
+                let expected: Vec<(u32, u32)> = model.get(&id).map(|c| c.iter().copied().collect()).unwrap_or_default();
+                prop_assert_eq!(&chunks, &expected);
+                let mut at = t.units_done;
+                for &(b, e) in &chunks {
+                    prop_assert_eq!(b, at);
+                    at = e;
+                }
+                prop_assert_eq!(at, t.units_launched);
+                let limit = if with_realtime && t.stream == streams[0] { 1 } else { lookahead as usize };
+                prop_assert!(chunks.len() <= limit, "task {}: {} chunks in flight", id, chunks.len());
+                prop_assert_eq!(t.state() == Dispatched, !chunks.is_empty(), "task {} is {}", id, t.state());
+                total += chunks.len() as u64;
+            }
+            prop_assert_eq!(s.stats().in_flight, total);
+        }
     }
 }
 

@@ -63,7 +63,13 @@ pub struct GkSchedConfig {
     pub safety_margin_ns: u64,
     pub ewma_alpha: f64,
     pub simulated_start_ns: u64,
+    /// Appended after v1 ([`GK_SCHED_CONFIG_V1_SIZE`]): lookahead; 0 = the default (2).
+    pub max_chunks_in_flight: u32,
 }
+
+/// `sizeof(gk_sched_config)` before `max_chunks_in_flight` was appended: the smallest
+/// `struct_size` accepted; fields past `struct_size` take their defaults.
+pub const GK_SCHED_CONFIG_V1_SIZE: usize = 48;
 
 impl GkSchedConfig {
     /// The documented defaults, on the monotonic clock.
@@ -77,6 +83,7 @@ impl GkSchedConfig {
             safety_margin_ns: d.safety_margin_ns,
             ewma_alpha: d.ewma_alpha,
             simulated_start_ns: 0,
+            max_chunks_in_flight: d.max_chunks_in_flight,
         }
     }
 }
@@ -626,8 +633,24 @@ unsafe extern "C" fn gk_last_error(buf: *mut c_char, cap: usize) -> usize {
 unsafe extern "C" fn gk_sched_create(config: *const GkSchedConfig, out: *mut *mut SchedHandle) -> i32 {
     ffi_guard(|| {
         non_null!(config, out);
-        struct_size!(config, GkSchedConfig);
-        let c = &*config;
+        let size = (*config).struct_size as usize;
+        if size < GK_SCHED_CONFIG_V1_SIZE {
+            return fail(
+                GK_ERR_STRUCT_SIZE,
+                format!(
+                    "`config`: struct_size {size} is smaller than {GK_SCHED_CONFIG_V1_SIZE}, the size of the first \
+                     gk_sched_config (sizeof(gk_sched_config) = {} now)",
+                    size_of::<GkSchedConfig>()
+                ),
+            );
+        }
+        // An older, smaller struct: read only its bytes; the fields it lacks keep their defaults.
+        let mut c = GkSchedConfig::defaults();
+        std::ptr::copy_nonoverlapping(
+            config.cast::<u8>(),
+            std::ptr::addr_of_mut!(c).cast::<u8>(),
+            size.min(size_of::<GkSchedConfig>()),
+        );
         let clock = match c.clock {
             GK_CLOCK_MONOTONIC => ClockChoice::Monotonic,
             GK_CLOCK_SIMULATED => ClockChoice::Simulated { start_ns: c.simulated_start_ns },
@@ -643,6 +666,11 @@ unsafe extern "C" fn gk_sched_create(config: *const GkSchedConfig, out: *mut *mu
             quantum_ns: c.quantum_ns,
             safety_margin_ns: c.safety_margin_ns,
             ewma_alpha: c.ewma_alpha,
+            // 0: a zero-initialised field means "the default", as elsewhere in this ABI.
+            max_chunks_in_flight: match c.max_chunks_in_flight {
+                0 => SchedulerConfig::default().max_chunks_in_flight,
+                n => n,
+            },
             ..SchedulerConfig::default()
         };
         match SchedHandle::new(sc, clock) {

@@ -255,7 +255,8 @@ unsafe extern "C" fn drop_sched_handle(capsule: *mut ffi::PyObject) {
 #[pymethods]
 impl PyScheduler {
     #[new]
-    #[pyo3(signature = (*, u_max = 0.9, quantum_ns = 250_000, safety_margin_ns = 50_000, ewma_alpha = 0.2, clock = "monotonic", start_ns = 0))]
+    #[pyo3(signature = (*, u_max = 0.9, quantum_ns = 250_000, safety_margin_ns = 50_000, ewma_alpha = 0.2, clock = "monotonic", start_ns = 0, max_chunks_in_flight = 2))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         u_max: f64,
@@ -264,6 +265,7 @@ impl PyScheduler {
         ewma_alpha: f64,
         clock: &str,
         start_ns: u64,
+        max_chunks_in_flight: u32,
     ) -> PyResult<Self> {
         let clock = match clock {
             "monotonic" => ClockChoice::Monotonic,
@@ -272,7 +274,14 @@ impl PyScheduler {
                 return Err(PyValueError::new_err(format!("clock must be 'monotonic' or 'simulated', got '{other}'")))
             }
         };
-        let config = SchedulerConfig { u_max, quantum_ns, safety_margin_ns, ewma_alpha, ..SchedulerConfig::default() };
+        let config = SchedulerConfig {
+            u_max,
+            quantum_ns,
+            safety_margin_ns,
+            ewma_alpha,
+            max_chunks_in_flight,
+            ..SchedulerConfig::default()
+        };
         let handle = SchedHandle::new(config, clock).map_err(|e| sched_error(py, e))?;
         Ok(PyScheduler { handle, config })
     }
@@ -285,6 +294,7 @@ impl PyScheduler {
         d.set_item("quantum_ns", self.config.quantum_ns)?;
         d.set_item("safety_margin_ns", self.config.safety_margin_ns)?;
         d.set_item("ewma_alpha", self.config.ewma_alpha)?;
+        d.set_item("max_chunks_in_flight", self.config.max_chunks_in_flight)?;
         d.set_item("clock", if self.handle.simulated_clock().is_some() { "simulated" } else { "monotonic" })?;
         Ok(d)
     }

@@ -1,13 +1,15 @@
 /* C-side check of gk/sched_abi.h against the Rust table: compiled by tests/core/test_capi.py
  * into a shared library and called through ctypes with the table from the capsule.
  * Each check returns its line number on failure so the Python test can point at it. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gk/sched_abi.h"
 
 /* Same sizes as the Rust `layout_matches_the_header` test: a drifting struct fails both. */
-_Static_assert(sizeof(gk_sched_config) == 48, "gk_sched_config");
+_Static_assert(sizeof(gk_sched_config) == 56, "gk_sched_config");
+_Static_assert(offsetof(gk_sched_config, max_chunks_in_flight) == GK_SCHED_CONFIG_V1_SIZE, "config v1 size");
 _Static_assert(sizeof(gk_stream_spec) == 56, "gk_stream_spec");
 _Static_assert(sizeof(gk_admission_refusal) == 64, "gk_admission_refusal");
 _Static_assert(sizeof(gk_decision) == 56, "gk_decision");
@@ -49,8 +51,13 @@ int gk_abi_smoke(const gk_sched_abi_v1 *abi, char *msg, size_t cap) {
     CHECK(abi->abi_version == GK_SCHED_ABI_VERSION);
     CHECK(abi->struct_size >= sizeof(gk_sched_abi_v1));
 
-    gk_sched_config config = {sizeof(gk_sched_config), GK_CLOCK_SIMULATED, 0.9, 250 * US, 50 * US, 0.2, 0};
+    /* Too small even for v1: refused. */
+    gk_sched_config config = {GK_SCHED_CONFIG_V1_SIZE - 8, GK_CLOCK_SIMULATED, 0.9, 250 * US, 50 * US, 0.2, 0, 1};
     gk_sched *s = NULL;
+    CHECK(abi->sched_create(&config, &s) == GK_ERR_STRUCT_SIZE && s == NULL);
+    /* A v1 caller (struct without max_chunks_in_flight): the default lookahead, 2, applies
+     * even though the bytes past struct_size say 1. */
+    config.struct_size = GK_SCHED_CONFIG_V1_SIZE;
     CHECK(abi->sched_create(&config, &s) == GK_OK && s != NULL);
 
     uint32_t audio = 0, bulk = 0;
@@ -86,6 +93,9 @@ int gk_abi_smoke(const gk_sched_abi_v1 *abi, char *msg, size_t cap) {
     /* 800 us over 8 units: 100 us per unit, 2 units fit the 250 us quantum. */
     CHECK(d.kind == GK_DECISION_LAUNCH && d.task == t_bulk && d.chunk_begin == 0 && d.chunk_end == 2);
     CHECK(d.est_cost_ns == 200 * US && d.is_final == 0 && d.deadline_ns == GK_NO_TIME);
+    /* Lookahead 2: the next chunk is queued behind the first before it completes. */
+    CHECK(abi->next(s, 0, &d) == GK_OK);
+    CHECK(d.kind == GK_DECISION_LAUNCH && d.task == t_bulk && d.chunk_begin == 2 && d.chunk_end == 4);
     CHECK(abi->next(s, 0, &d) == GK_OK);
     CHECK(d.kind == GK_DECISION_IDLE);
 
@@ -93,11 +103,11 @@ int gk_abi_smoke(const gk_sched_abi_v1 *abi, char *msg, size_t cap) {
     CHECK(abi->complete(s, t_audio, 100 * US, 100 * US, &c) == GK_OK);
     CHECK(c.state == GK_TASK_COMPLETED && c.latency_ns == 100 * US && c.remaining_units == 0);
     CHECK(abi->complete(s, t_bulk, 200 * US, 300 * US, &c) == GK_OK);
-    CHECK(c.state == GK_TASK_READY && c.remaining_units == 6 && c.latency_ns == GK_NO_TIME);
+    CHECK(c.state == GK_TASK_DISPATCHED && c.remaining_units == 6 && c.latency_ns == GK_NO_TIME);
     CHECK(abi->complete(s, t_audio, 1, 1, NULL) == GK_ERR_ILLEGAL_TRANSITION);
 
     int32_t state = -1;
-    CHECK(abi->task_state(s, t_bulk, &state) == GK_OK && state == GK_TASK_READY);
+    CHECK(abi->task_state(s, t_bulk, &state) == GK_OK && state == GK_TASK_DISPATCHED);
     CHECK(abi->cancel_task(s, t_bulk) == GK_OK);
     CHECK(abi->task_state(s, t_bulk, &state) == GK_OK && state == GK_TASK_CANCELLED);
 
@@ -114,13 +124,23 @@ int gk_abi_smoke(const gk_sched_abi_v1 *abi, char *msg, size_t cap) {
 
     gk_sched_stats all;
     CHECK(abi->stats(s, &all) == GK_OK);
-    CHECK(all.streams == 2 && all.launches == 2 && all.in_flight == 0 && all.over_bound == 0);
+    CHECK(all.streams == 2 && all.launches == 3 && all.in_flight == 0 && all.over_bound == 0);
     CHECK(all.realtime_utilisation > 0.0199 && all.realtime_utilisation < 0.0201);
 
     CHECK(abi->sched_set_time(s, 7 * MS) == GK_OK);
     CHECK(abi->sched_now_ns(s) == 7 * MS);
     CHECK(abi->sched_set_time(s, 1 * MS) == GK_ERR_INVALID_ARGUMENT);
     CHECK(abi->next(NULL, 0, &d) == GK_ERR_NULL_POINTER);
+    abi->sched_release(s);
+
+    /* The full struct: max_chunks_in_flight = 1 is read, so no chunk goes out behind the first. */
+    gk_sched_config full = {sizeof(gk_sched_config), GK_CLOCK_SIMULATED, 0.9, 250 * US, 50 * US, 0.2, 0, 1};
+    CHECK(abi->sched_create(&full, &s) == GK_OK && s != NULL);
+    CHECK(abi->register_stream(s, &rt, &audio, NULL) == GK_OK);
+    CHECK(abi->register_stream(s, &tp, &bulk, NULL) == GK_OK);
+    CHECK(abi->submit(s, bulk, 0, &t_bulk, NULL) == GK_OK);
+    CHECK(abi->next(s, 0, &d) == GK_OK && d.kind == GK_DECISION_LAUNCH && d.chunk_end == 2);
+    CHECK(abi->next(s, 0, &d) == GK_OK && d.kind == GK_DECISION_IDLE);
     abi->sched_release(s);
 
     gk_pool_config pc = {sizeof(gk_pool_config), 4, 256, 4096, 0};

@@ -60,6 +60,11 @@ pub struct SchedulerConfig {
     pub ewma_alpha: f64,
     /// How many finished tasks keep a queryable state.
     pub finished_log: usize,
+    /// Lookahead: most chunks of one non-realtime task on the device at once, `>= 1`.
+    /// With 2 the next chunk is queued behind the running one, so the device does not
+    /// idle for the host round trip (poll, complete, next, launch) between chunks.
+    /// 1 releases a chunk only after the previous one completed.
+    pub max_chunks_in_flight: u32,
 }
 
 impl Default for SchedulerConfig {
@@ -70,6 +75,7 @@ impl Default for SchedulerConfig {
             safety_margin_ns: 50_000,
             ewma_alpha: 0.2,
             finished_log: 4096,
+            max_chunks_in_flight: 2,
         }
     }
 }
@@ -84,6 +90,11 @@ impl SchedulerConfig {
         }
         if !(self.ewma_alpha > 0.0 && self.ewma_alpha <= 1.0) {
             return Err(SchedError::InvalidArgument(format!("ewma_alpha must be in (0, 1], got {}", self.ewma_alpha)));
+        }
+        if self.max_chunks_in_flight == 0 {
+            return Err(SchedError::InvalidArgument(
+                "max_chunks_in_flight must be >= 1 (1 = no lookahead, 2 = the default)".into(),
+            ));
         }
         Ok(())
     }
@@ -201,7 +212,8 @@ pub enum Decision {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
     pub task: TaskId,
-    /// `Ready` when units remain, else `Completed` or `Missed`.
+    /// `Dispatched` when a later chunk of the task is still in flight (lookahead), `Ready`
+    /// when none is and units remain, else `Completed` or `Missed`.
     pub state: TaskState,
     /// Release-to-finish latency, once the block is finished.
     pub latency_ns: Option<u64>,
@@ -437,7 +449,7 @@ impl Scheduler {
         if let Some((_, id)) = self.rt_ready.pop() {
             let task = &self.tasks[&id];
             let cost = self.registry.get(task.stream).and_then(|s| s.cost.block_cost_ns()).unwrap_or(0);
-            let (begin, end) = (task.units_done, task.units);
+            let (begin, end) = (task.units_launched, task.units);
             return Decision::Launch(self.launch(id, begin, end, cost, now_ns));
         }
 
@@ -463,13 +475,16 @@ impl Scheduler {
             let Some(stream) = self.registry.get(task.stream) else { continue };
             let cost = stream.cost.block_cost_ns();
             let units = stream.spec.units_per_block;
-            let remaining = task.remaining_units();
-            let begin = task.units_done;
+            let remaining = task.unlaunched_units();
+            let begin = task.units_launched;
             let safe = |k: u32| {
                 let c = pacing::chunk_cost(cost, units, k, quantum);
                 pacing::replay(now_ns, self.device_free_ns, c, margin, &sources).is_safe()
             };
-            let mut k = pacing::chunk_units(cost, units, remaining, quantum);
+            // Without an admitted realtime stream there is nothing to pace against: splitting
+            // would only add a host round trip per chunk.
+            let mut k =
+                if sources.is_empty() { remaining } else { pacing::chunk_units(cost, units, remaining, quantum) };
             if !safe(k) {
                 // Largest smaller chunk that still fits (the replay is monotone in the cost).
                 let (mut lo, mut hi) = (0u32, k);
@@ -493,10 +508,12 @@ impl Scheduler {
         Decision::WaitUntil(self.wake_time(now_ns, &sources))
     }
 
-    /// Report a launched chunk as finished: measured device time and finish time.
+    /// Report the oldest chunk in flight of `task` as finished: measured device time and
+    /// finish time. Chunks of one task finish in launch order, so this is always the one
+    /// that finished.
     pub fn complete(&mut self, task: TaskId, measured_cost_ns: u64, finish_ns: u64) -> Result<Completion, SchedError> {
         let t = self.live_task(task, TaskState::Completed)?;
-        let Some(chunk) = t.in_flight.filter(|_| t.state() == TaskState::Dispatched) else {
+        let Some(&chunk) = t.in_flight.front().filter(|_| t.state() == TaskState::Dispatched) else {
             return Err(IllegalTransition { task, from: t.state(), to: TaskState::Completed }.into());
         };
         if finish_ns < t.release_ns {
@@ -525,16 +542,25 @@ impl Scheduler {
         }
 
         let t = self.tasks.get_mut(&task).expect("live task");
-        t.in_flight = None;
+        t.in_flight.pop_front();
         t.units_done = chunk.end;
-        if t.units_done < t.units {
-            t.transition(TaskState::Ready)?;
+        if !t.in_flight.is_empty() {
             return Ok(Completion {
                 task,
-                state: TaskState::Ready,
+                state: TaskState::Dispatched,
                 latency_ns: None,
                 remaining_units: t.remaining_units(),
             });
+        }
+        if t.units_done < t.units {
+            t.transition(TaskState::Ready)?;
+            let (remaining, deadline_key) = (t.remaining_units(), t.deadline_ns.unwrap_or(u64::MAX));
+            // A stream admitted while this block was being run as best effort: the rest
+            // of the block goes through EDF.
+            if self.registry.get(stream_id).is_some_and(|s| s.is_admitted_realtime()) {
+                self.rt_ready.push(deadline_key, task);
+            }
+            return Ok(Completion { task, state: TaskState::Ready, latency_ns: None, remaining_units: remaining });
         }
         let state = if deadline.is_some_and(|d| finish_ns > d) { TaskState::Missed } else { TaskState::Completed };
         t.transition(state)?;
@@ -653,13 +679,21 @@ impl Scheduler {
         }
     }
 
-    /// Head-of-stream ready tasks of non-realtime (or calibrating) streams, best first.
+    /// Head-of-stream tasks of non-realtime (or calibrating) streams that may launch a
+    /// chunk, best first: ready ones, and dispatched ones with units left to launch and room
+    /// under `max_chunks_in_flight` (lookahead).
     fn paced_candidates(&self) -> Vec<TaskId> {
+        let lookahead = self.config.max_chunks_in_flight as usize;
         let mut keyed: Vec<((u8, u64, u64), TaskId)> = Vec::new();
         for s in self.registry.iter().filter(|s| !s.is_admitted_realtime()) {
             let Some(&head) = s.queue.front() else { continue };
             let Some(t) = self.tasks.get(&head) else { continue };
-            if t.state() != TaskState::Ready {
+            let may_launch = match t.state() {
+                TaskState::Ready => true,
+                TaskState::Dispatched => t.units_launched < t.units && t.in_flight.len() < lookahead,
+                _ => false,
+            };
+            if !may_launch {
                 continue;
             }
             let key = if s.kind() == QosKind::Throughput && s.admission == Admission::Admitted {
@@ -719,8 +753,14 @@ impl Scheduler {
 
     fn launch(&mut self, id: TaskId, begin: u32, end: u32, est_cost_ns: u64, now_ns: u64) -> Launch {
         let task = self.tasks.get_mut(&id).expect("launch of a live task");
-        task.transition(TaskState::Dispatched).expect("launch from ready");
-        task.in_flight = Some(task::ChunkInFlight { begin, end, est_cost_ns, launched_ns: now_ns });
+        if task.state() == TaskState::Dispatched {
+            // Lookahead: another chunk behind those in flight; the state does not change.
+            debug_assert!(!task.in_flight.is_empty() && begin == task.units_launched);
+        } else {
+            task.transition(TaskState::Dispatched).expect("launch from ready");
+        }
+        task.in_flight.push_back(task::ChunkInFlight { begin, end, est_cost_ns, launched_ns: now_ns });
+        task.units_launched = end;
         let launch = Launch {
             task: id,
             stream: task.stream,
@@ -752,8 +792,8 @@ impl Scheduler {
                 self.rt_ready.remove(task.deadline_ns.unwrap_or(u64::MAX), id);
             }
             TaskState::Dispatched => {
-                task.in_flight = None;
-                self.in_flight = self.in_flight.saturating_sub(1);
+                self.in_flight = self.in_flight.saturating_sub(task.in_flight.len() as u64);
+                task.in_flight.clear();
             }
             _ => {}
         }

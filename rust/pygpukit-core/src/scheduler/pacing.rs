@@ -154,10 +154,12 @@ pub fn chunk_units(block_cost_ns: Option<u64>, units_per_block: u32, remaining: 
     fit.clamp(1, u64::from(remaining.max(1))) as u32
 }
 
-/// Estimated cost of `units` units. Unknown block cost: assume a whole quantum per chunk.
+/// Estimated cost of `units` units. Unknown block cost: assume a whole quantum per unit
+/// (paced chunks of unknown cost are one unit; a whole block goes out only when nothing
+/// is paced against it).
 pub fn chunk_cost(block_cost_ns: Option<u64>, units_per_block: u32, units: u32, quantum_ns: u64) -> u64 {
     match block_cost_ns {
-        None => quantum_ns,
+        None => quantum_ns.saturating_mul(u64::from(units.max(1))),
         Some(cost) => {
             let num = u128::from(cost) * u128::from(units);
             let den = u128::from(units_per_block.max(1));
@@ -235,5 +237,6 @@ mod tests {
         assert_eq!(chunk_units(Some(0), 100, 40, 250), 40);
         assert_eq!(chunk_cost(Some(1000), 3, 1, 250), 334);
         assert_eq!(chunk_cost(None, 3, 1, 250), 250);
+        assert_eq!(chunk_cost(None, 3, 3, 250), 750);
     }
 }

@@ -3,11 +3,15 @@
 //! ```text
 //! pending ──> ready ──> dispatched ──> completed | missed
 //!    │          │  ^        │
-//!    │          │  └────────┘  (a chunk finished, units remain)
+//!    │          │  └────────┘  (its last chunk in flight finished, units remain)
 //!    └──────────┴───────────┴──> dropped | cancelled
 //! ```
+//! A task stays `dispatched` while any chunk of it is in flight: with lookahead a second
+//! chunk may be launched while the first runs, and finishing the first then leaves it
+//! `dispatched`. Chunks of one task finish in launch order (they run on one device queue).
 //! `completed`, `missed`, `dropped` and `cancelled` are terminal: nothing leaves them.
 
+use std::collections::VecDeque;
 use std::fmt;
 
 use super::registry::StreamId;
@@ -22,7 +26,7 @@ pub enum TaskState {
     Pending = 0,
     /// Released; waiting to be dispatched (or for its next chunk to be).
     Ready = 1,
-    /// A chunk of it is on the device.
+    /// At least one chunk of it is on the device.
     Dispatched = 2,
     /// Finished by its deadline (or it had none).
     Completed = 3,
@@ -126,8 +130,12 @@ pub struct Task {
     /// Throughput ordering key: when the stream's minimum rate wants this block done.
     pub virtual_deadline_ns: u64,
     pub units: u32,
+    /// Units whose chunks have finished: `units_done <= units_launched <= units`.
     pub units_done: u32,
-    pub in_flight: Option<ChunkInFlight>,
+    /// Next unit to launch.
+    pub units_launched: u32,
+    /// Chunks on the device, oldest first (they finish in this order).
+    pub in_flight: VecDeque<ChunkInFlight>,
     state: TaskState,
 }
 
@@ -148,7 +156,8 @@ impl Task {
             virtual_deadline_ns,
             units,
             units_done: 0,
-            in_flight: None,
+            units_launched: 0,
+            in_flight: VecDeque::new(),
             state: TaskState::Pending,
         }
     }
@@ -167,8 +176,14 @@ impl Task {
         }
     }
 
+    /// Units not finished yet (launched or not).
     pub fn remaining_units(&self) -> u32 {
         self.units - self.units_done
+    }
+
+    /// Units not launched yet.
+    pub fn unlaunched_units(&self) -> u32 {
+        self.units - self.units_launched
     }
 }
 

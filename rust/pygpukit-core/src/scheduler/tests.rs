@@ -4,7 +4,14 @@ const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 
 fn config() -> SchedulerConfig {
-    SchedulerConfig { u_max: 0.9, quantum_ns: 250 * US, safety_margin_ns: 50 * US, ewma_alpha: 0.5, finished_log: 16 }
+    SchedulerConfig {
+        u_max: 0.9,
+        quantum_ns: 250 * US,
+        safety_margin_ns: 50 * US,
+        ewma_alpha: 0.5,
+        finished_log: 16,
+        max_chunks_in_flight: 2,
+    }
 }
 
 fn sched() -> (Scheduler, SimulatedClock) {
@@ -30,6 +37,11 @@ fn config_is_validated() {
     assert!(Scheduler::simulated(bad, 0).is_err());
     let bad = SchedulerConfig { quantum_ns: 0, ..config() };
     assert!(Scheduler::simulated(bad, 0).is_err());
+    let bad = SchedulerConfig { max_chunks_in_flight: 0, ..config() };
+    assert!(
+        matches!(Scheduler::simulated(bad, 0), Err(SchedError::InvalidArgument(m)) if m.contains("max_chunks_in_flight"))
+    );
+    assert_eq!(SchedulerConfig::default().max_chunks_in_flight, 2);
 }
 
 #[test]
@@ -172,9 +184,20 @@ fn arrivals_must_be_in_order() {
         if arrival_ns == 2 * MS && last_release_ns == 3 * MS));
 }
 
+fn spectrum(s: &mut Scheduler) -> StreamId {
+    s.register_stream(
+        StreamSpec::new("spectrum", Qos::Throughput { min_rate_hz: None, deadline_ns: None })
+            .with_cost(MS)
+            .with_units(100),
+    )
+    .unwrap()
+}
+
 #[test]
 fn throughput_blocks_are_chunked_by_the_quantum() {
-    let (mut s, _) = sched();
+    // No lookahead, and a realtime stream to pace against (its blocks are far apart).
+    let (mut s, _) = Scheduler::simulated(SchedulerConfig { max_chunks_in_flight: 1, ..config() }, 0).unwrap();
+    s.register_stream(rt("audio", 100 * MS, 10 * US)).unwrap();
     let tp = s
         .register_stream(
             StreamSpec::new("spectrum", Qos::Throughput { min_rate_hz: None, deadline_ns: None })
@@ -200,6 +223,85 @@ fn throughput_blocks_are_chunked_by_the_quantum() {
         assert_eq!(c.state, TaskState::Ready);
     }
     assert_eq!(ranges, vec![(0, 25), (25, 50), (50, 75), (75, 100)]);
+}
+
+#[test]
+fn without_a_realtime_stream_a_throughput_block_is_one_chunk() {
+    let (mut s, _) = sched();
+    let tp = spectrum(&mut s);
+    // A stream still calibrating is not an admitted realtime stream: nothing to pace against.
+    s.register_stream(StreamSpec::new("calibrating", Qos::realtime(MS, None))).unwrap();
+    let sub = s.submit_at(tp, 0).unwrap();
+    let l = launch(s.next_decision_at(0));
+    assert_eq!((l.task, l.chunk_begin, l.chunk_end, l.is_final, l.est_cost_ns), (sub.task, 0, 100, true, MS));
+    assert_eq!(s.next_decision_at(0), Decision::Idle);
+    let c = s.complete(sub.task, MS, MS).unwrap();
+    assert_eq!((c.state, c.remaining_units), (TaskState::Completed, 0));
+    assert_eq!(s.stream_stats(tp).unwrap().chunks, 1);
+
+    // Once a realtime stream is admitted, the next block is split by the quantum again.
+    s.register_stream(rt("audio", 100 * MS, 10 * US)).unwrap();
+    let sub = s.submit_at(tp, MS).unwrap();
+    let l = launch(s.next_decision_at(MS));
+    assert_eq!((l.task, l.chunk_begin, l.chunk_end, l.is_final), (sub.task, 0, 25, false));
+}
+
+#[test]
+fn lookahead_releases_the_next_chunk_before_the_first_completes() {
+    let (mut s, _) = sched(); // max_chunks_in_flight 2
+    s.register_stream(rt("audio", 100 * MS, 10 * US)).unwrap();
+    let tp = spectrum(&mut s);
+    let sub = s.submit_at(tp, 0).unwrap();
+    let first = launch(s.next_decision_at(0));
+    let second = launch(s.next_decision_at(0));
+    assert_eq!((first.task, first.chunk_begin, first.chunk_end), (sub.task, 0, 25));
+    assert_eq!((second.task, second.chunk_begin, second.chunk_end), (sub.task, 25, 50));
+    // Two in flight: the third waits for a completion.
+    assert_eq!(s.next_decision_at(0), Decision::Idle);
+    let stats = s.stats();
+    assert_eq!(stats.in_flight, 2);
+    // The second chunk was checked with the first still on the device.
+    assert_eq!(stats.device_free_estimate_ns, 500 * US);
+    let t = s.task(sub.task).unwrap();
+    assert_eq!((t.units_done, t.units_launched, t.in_flight.len()), (0, 50, 2));
+
+    // complete() retires the oldest chunk; the task stays dispatched while the second runs.
+    let c = s.complete(sub.task, 250 * US, 250 * US).unwrap();
+    assert_eq!((c.state, c.remaining_units, c.latency_ns), (TaskState::Dispatched, 75, None));
+    assert_eq!(s.task(sub.task).unwrap().units_done, 25);
+    let third = launch(s.next_decision_at(250 * US));
+    assert_eq!((third.chunk_begin, third.chunk_end), (50, 75));
+    s.complete(sub.task, 250 * US, 500 * US).unwrap();
+    s.complete(sub.task, 250 * US, 750 * US).unwrap();
+    // Nothing in flight: the task is ready again and the last chunk goes out.
+    assert_eq!(s.task_state(sub.task), Some(TaskState::Ready));
+    let last = launch(s.next_decision_at(750 * US));
+    assert_eq!((last.chunk_begin, last.chunk_end, last.is_final), (75, 100, true));
+    let c = s.complete(sub.task, 250 * US, MS).unwrap();
+    assert_eq!((c.state, c.latency_ns), (TaskState::Completed, Some(MS)));
+    assert_eq!(s.stats().in_flight, 0);
+    // Nothing left in flight: another complete() is illegal.
+    assert!(matches!(s.complete(sub.task, 1, MS), Err(SchedError::IllegalTransition(_))));
+}
+
+#[test]
+fn dropping_a_task_with_chunks_in_flight_clears_them_all() {
+    let (mut s, _) = sched();
+    s.register_stream(rt("audio", 100 * MS, 10 * US)).unwrap();
+    let tp = spectrum(&mut s);
+    let a = s.submit_at(tp, 0).unwrap().task;
+    launch(s.next_decision_at(0));
+    launch(s.next_decision_at(0));
+    assert_eq!(s.stats().in_flight, 2);
+    s.drop_task(a).unwrap();
+    assert_eq!(s.stats().in_flight, 0);
+    assert!(matches!(s.complete(a, 1, MS), Err(SchedError::IllegalTransition(t)) if t.from == TaskState::Dropped));
+    let b = s.submit_at(tp, 0).unwrap().task;
+    assert_eq!(launch(s.next_decision_at(0)).task, b);
+    launch(s.next_decision_at(0));
+    s.cancel(b).unwrap();
+    assert_eq!(s.stats().in_flight, 0);
+    assert_eq!(s.stream_stats(tp).unwrap().cancelled, 1);
 }
 
 #[test]

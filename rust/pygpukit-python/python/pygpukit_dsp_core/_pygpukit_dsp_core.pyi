@@ -70,6 +70,7 @@ class SchedulerConfig(TypedDict):
     quantum_ns: int
     safety_margin_ns: int
     ewma_alpha: float
+    max_chunks_in_flight: int
     clock: Literal["monotonic", "simulated"]
 
 class AdmissionFigures(TypedDict):
@@ -190,7 +191,7 @@ class Decision:
 @final
 class Completion:
     task: int
-    state: Literal["ready", "completed", "missed"]
+    state: Literal["dispatched", "ready", "completed", "missed"]
     latency_ns: int | None
     remaining_units: int
 
@@ -200,6 +201,8 @@ class Scheduler:
 
     ``clock="simulated"`` starts a clock at ``start_ns`` that moves only with
     ``advance``/``set_time``; the default reads CLOCK_MONOTONIC.
+    ``max_chunks_in_flight`` (>= 1) is the lookahead: how many chunks of one non-realtime
+    block may be launched before the oldest completes; ``complete`` retires the oldest.
     """
 
     def __init__(
@@ -211,6 +214,7 @@ class Scheduler:
         ewma_alpha: float = 0.2,
         clock: Literal["monotonic", "simulated"] = "monotonic",
         start_ns: int = 0,
+        max_chunks_in_flight: int = 2,
     ) -> None: ...
     @property
     def config(self) -> SchedulerConfig: ...

@@ -43,7 +43,8 @@ fn error_text() -> String {
 #[test]
 fn layout_matches_the_header() {
     // Sizes the C test (tests/core/c/abi_smoke.c) asserts with _Static_assert as well.
-    assert_eq!(size_of::<GkSchedConfig>(), 48);
+    assert_eq!(size_of::<GkSchedConfig>(), 56);
+    assert_eq!(std::mem::offset_of!(GkSchedConfig, max_chunks_in_flight), GK_SCHED_CONFIG_V1_SIZE);
     assert_eq!(size_of::<GkStreamSpec>(), 56);
     assert_eq!(size_of::<GkAdmissionRefusal>(), 64);
     assert_eq!(size_of::<GkDecision>(), 56);
@@ -102,6 +103,49 @@ fn block_round_trip_through_the_table() {
         assert!((all.realtime_utilisation - 0.02).abs() < 1e-12);
         assert_eq!((abi().unregister_stream)(s, stream), GK_OK);
         (abi().sched_release)(s);
+    }
+}
+
+/// Chunk ranges the table hands out for one block of a chunked throughput stream (100 us per
+/// unit, 2 units per quantum) next to a realtime stream, before any completion.
+unsafe fn chunks_before_a_completion(config: *const GkSchedConfig) -> Vec<(u32, u32)> {
+    let mut s = null_mut();
+    assert_eq!((abi().sched_create)(config, &mut s), GK_OK, "{}", error_text());
+    let (mut audio, mut bulk) = (0, 0);
+    assert_eq!((abi().register_stream)(s, &spec(c"audio", 0, 100 * MS, 10 * US), &mut audio, null_mut()), GK_OK);
+    let tp = GkStreamSpec { units_per_block: 8, ..spec(c"bulk", 1, 0, 800 * US) };
+    assert_eq!((abi().register_stream)(s, &tp, &mut bulk, null_mut()), GK_OK);
+    let mut task = 0;
+    assert_eq!((abi().submit)(s, bulk, 0, &mut task, null_mut()), GK_OK);
+    let mut ranges = vec![];
+    let mut d = GkDecision::default();
+    while (abi().next)(s, 0, &mut d) == GK_OK && d.kind == GK_DECISION_LAUNCH {
+        ranges.push((d.chunk_begin, d.chunk_end));
+    }
+    (abi().sched_release)(s);
+    ranges
+}
+
+#[test]
+fn max_chunks_in_flight_is_read_and_defaults_for_an_older_struct() {
+    let config = GkSchedConfig { clock: GK_CLOCK_SIMULATED, ..GkSchedConfig::defaults() };
+    unsafe {
+        let one = GkSchedConfig { max_chunks_in_flight: 1, ..config };
+        assert_eq!(chunks_before_a_completion(&one), vec![(0, 2)]);
+        let three = GkSchedConfig { max_chunks_in_flight: 3, ..config };
+        assert_eq!(chunks_before_a_completion(&three), vec![(0, 2), (2, 4), (4, 6)]);
+        // Zero-initialised: the default, 2.
+        let zero = GkSchedConfig { max_chunks_in_flight: 0, ..config };
+        assert_eq!(chunks_before_a_completion(&zero), vec![(0, 2), (2, 4)]);
+        // A v1 struct (no field): the bytes past struct_size are never read, the default applies.
+        let v1 = GkSchedConfig { struct_size: GK_SCHED_CONFIG_V1_SIZE as u32, max_chunks_in_flight: 1, ..config };
+        assert_eq!(chunks_before_a_completion(&v1), vec![(0, 2), (2, 4)]);
+        // Smaller than v1: refused.
+        let short = GkSchedConfig { struct_size: GK_SCHED_CONFIG_V1_SIZE as u32 - 8, ..config };
+        let mut s = null_mut();
+        assert_eq!((abi().sched_create)(&short, &mut s), GK_ERR_STRUCT_SIZE);
+        assert!(error_text().contains("struct_size 40 is smaller than 48"));
+        assert!(s.is_null());
     }
 }
 
