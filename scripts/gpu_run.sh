@@ -80,6 +80,24 @@ if has profile; then
     python3 benchmarks/profile_w1.py --out "$OUT/profile_w1" >> "$LOG" 2>&1
     summary+=("profile W1: rc=$?")
 fi
+if has ncu; then
+    # Nsight Compute on W1's per-block kernels (pull, fir_mix, push), clocks left alone
+    timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none --kernel-name regex:'gk_(fir_mix|io)' \
+        --launch-skip 60 --launch-count 6 --section SpeedOfLight --section LaunchStats \
+        --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+        python3 -c "
+import numpy as np
+from pygpukit_dsp import Pipeline
+from pygpukit_dsp.backends import open_backend
+w1 = Pipeline.from_yaml('benchmarks/w1.yaml')
+e = open_backend(w1, w1.specs(), 'cuda')
+x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+for _ in range(100):
+    e.process(x)
+e.close()
+" > "$OUT/ncu_w1.txt" 2>&1
+    summary+=("ncu W1: rc=$?")
+fi
 if has sanitizer; then
     timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool memcheck --report-api-errors no \
         --error-exitcode 9 $PYTEST -m gpu ${SANITIZE_TESTS:-tests/backends} -x > "$OUT/memcheck.log" 2>&1

@@ -216,12 +216,12 @@ def _w1_like(qos: str) -> Pipeline:
                     name="w1", sample_rate=48_000, channels=8, block_size=256, qos={"class": qos})
 
 
-SPEC_BLOCK = 1024 * 256  # 1024 frames of 256 per channel: enough for several units
+SPEC_BLOCK = 4096 * 1024  # W2's shape, 4x shorter: several frame steps per CTA, so several units
 
 
 def _spectrum(qos: str) -> Pipeline:
-    return Pipeline([stages.Stft(nfft=256, hop=256, window="hann"), stages.Power(), stages.Average(frames=16)],
-                    name="spec", sample_rate=1e6, channels=2, block_size=SPEC_BLOCK, dtype="complex64",
+    return Pipeline([stages.Stft(nfft=4096, hop=4096, window="hann"), stages.Power(), stages.Average(frames=1024)],
+                    name="spec", sample_rate=1e6, channels=1, block_size=SPEC_BLOCK, dtype="complex64",
                     qos={"class": qos})
 
 
@@ -240,7 +240,7 @@ def test_gpu_realtime_and_throughput_share_the_gpu_with_solo_results():
     p1, p2 = _w1_like("realtime"), _spectrum("throughput")
     rng = np.random.default_rng(7)
     x1 = [rng.standard_normal((8, 256)).astype(np.float32) for _ in range(30)]
-    x2 = [(rng.standard_normal((2, SPEC_BLOCK)) + 1j * rng.standard_normal((2, SPEC_BLOCK))).astype(np.complex64)
+    x2 = [(rng.standard_normal((1, SPEC_BLOCK)) + 1j * rng.standard_normal((1, SPEC_BLOCK))).astype(np.complex64)
           for _ in range(6)]
     solo1, solo2 = _engine(p1), _engine(p2)
     ref1 = [solo1.process(b) for b in x1]
@@ -288,7 +288,7 @@ def test_gpu_throughput_block_split_into_chunks_equals_whole_block():
 
     p = _spectrum("throughput")
     rng = np.random.default_rng(3)
-    xs = [(rng.standard_normal((2, SPEC_BLOCK)) + 1j * rng.standard_normal((2, SPEC_BLOCK))).astype(np.complex64)
+    xs = [(rng.standard_normal((1, SPEC_BLOCK)) + 1j * rng.standard_normal((1, SPEC_BLOCK))).astype(np.complex64)
           for _ in range(4)]
     solo = _engine(p)
     ref = [solo.process(b) for b in xs]
@@ -318,7 +318,7 @@ def test_gpu_resident_blocks_skip_the_copies():
     p = _spectrum("throughput")
     e = _engine(p)
     rng = np.random.default_rng(5)
-    x = (rng.standard_normal((2, SPEC_BLOCK)) + 1j * rng.standard_normal((2, SPEC_BLOCK))).astype(np.complex64)
+    x = (rng.standard_normal((1, SPEC_BLOCK)) + 1j * rng.standard_normal((1, SPEC_BLOCK))).astype(np.complex64)
     e.process(x)
     before = e.counters()
     e.set_resident(True)
