@@ -17,7 +17,7 @@ runs per block or chunk. ::
         dispatch.attach(w1, rt)
         dispatch.attach(w2, tp)
         out = w1.process(block)          # as before; launched by the dispatcher
-    sched.stream_stats(rt)["latency"]["p99_ns"]
+    sched.stream_stats(rt)["latency"]["p99"]
 
 See docs/scheduler.md.
 """

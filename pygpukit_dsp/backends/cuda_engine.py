@@ -65,15 +65,17 @@ class CudaEngine:
         # mapped_io (kernels move the block through device-mapped pinned slots, flag_wait: the
         # completion is a host flag they write; docs/cuda.md, "Mapped I/O") is a latency-mode
         # option: asking for it implies single_stream unless single_stream is given.
-        # Realtime streams default to mapped I/O replayed as one graph per slot (pull kernel, ops,
-        # push kernel): on the H100 it beat the eager copy path for W1 (process() p50 29.6 vs
-        # 32.5 us, p99 45.6 vs 51.4 us; benchmarks/profile_w1.py, docs/benchmarks.md).
+        # Realtime streams: latency mode replayed as one graph per slot (H2D copy, ops, D2H copy;
+        # one launch per block). Mapped I/O (pull/push kernels instead of the copies) measured no
+        # better on the H100 across instances, and under a throughput stream's load each extra
+        # kernel of a block waits again for SM slots, while the copies use the copy engines
+        # (benchmarks/profile_w1.py, W3; docs/benchmarks.md).
         if mapped_io is None:
-            mapped_io = realtime
+            mapped_io = False
         if single_stream is None:
             single_stream = realtime or mapped_io
         if use_graph is None:
-            use_graph = not single_stream or mapped_io
+            use_graph = True
         # Latency mode also runs process() on the calling thread when nothing else is in flight
         # (two thread hand-offs fewer per block); submit()/collect() always use the worker.
         if inline_submit is None:
