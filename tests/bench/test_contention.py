@@ -54,7 +54,7 @@ def test_w3_yaml_names_w1_realtime_and_w2_throughput_with_the_issue_defaults():
     bench = load_contention(W3)
     st = bench.settings
     assert (bench.realtime.name, bench.throughput.name) == ("w1", "w2")
-    assert (st.blocks, st.warmup, st.period_ms, st.quantum_ns) == (3000, 300, None, 250_000)
+    assert (st.blocks, st.warmup, st.period_ms, st.quantum_ns) == (3000, 300, None, 40_000)
     assert st.throughput_mode == "resident" and st.throughput_seconds == 3.0
     assert bench.realtime.qos.deadline_ms == 1
     assert [s.type for s in bench.realtime.stages] == ["fir", "mix"]
@@ -230,8 +230,9 @@ def test_paced_loop_keeps_the_period_times_each_block_and_keeps_the_last_outputs
     period = 2_000_000
     run = contention._paced_w1(process, inputs, warmup=3, blocks=9, period_ns=period)
     assert len(calls) == 12 and run.lat_ns.shape == (9,) and (run.lat_ns > 0).all()
-    if run.overruns == 0:  # a loaded machine may wake late; then the next block goes at once
-        assert np.diff(calls).min() >= period * 0.95  # never faster than one block per period
+    # never faster than one block per period on average (a single late wake-up shortens the
+    # gap to the next block, which still goes at its own arrival time)
+    assert (calls[-1] - calls[0]) / (len(calls) - 1) >= period * 0.95
     assert [float(o[0, 0]) for o in run.outputs] == [2 * (i % 4) for i in range(6, 12)]
     assert 0 <= calls[3] - run.t_start < period and run.t_end >= calls[-1]
 
