@@ -11,9 +11,7 @@ replaced by kernels reading/writing device-mapped pinned memory (``mapped_io``) 
 completion signalled through a host flag (``flag_wait``), each launched eagerly and as a CUDA
 graph; plus the bare PyTorch pinned H2D 64 KiB + D2H 16 KiB + sync round trip (the floor of the
 copy path). Each configuration also gets a "native submit+wait" row: the input already in the
-pinned slot, handed to the engine's worker thread. "latency mode, graph, fir_mix v1" is the
-graph row again with the first fused fir_mix kernel (GK_FIR_MIX_V1=1 while that engine is built):
-the A/B of the two kernels, with both kernels' ops GPU time (time_resident) under the table.
+pinned slot, handed to the engine's worker thread.
 
 ``--all`` adds the older diagnostic configurations (fir and mix unfused, three streams, cached
 instead of non-temporal stores). ``--out PREFIX`` writes PREFIX.json (every sample's percentiles,
@@ -42,8 +40,6 @@ LATENCY = {"single_stream": True, "inline_submit": True}
 MAIN_CONFIGS = {
     "latency mode, eager": {**LATENCY, "use_graph": False},
     "latency mode, graph": {**LATENCY, "use_graph": True},
-    # A/B of the fused kernel: the first fir_mix kernel (GK_FIR_MIX_V1=1 while the engine is built)
-    "latency mode, graph, fir_mix v1": {**LATENCY, "use_graph": True, "fir_mix_v1": True},
     "mapped_io, eager": {**LATENCY, "use_graph": False, "mapped_io": True},
     "mapped_io, graph": {**LATENCY, "use_graph": True, "mapped_io": True},
     "mapped_io + flag_wait, eager": {**LATENCY, "use_graph": False, "mapped_io": True, "flag_wait": True},
@@ -63,45 +59,30 @@ TORCH_FLOOR = "torch pinned H2D 64 KiB + D2H 16 KiB + sync (floor)"
 DISPATCHES: list = []  # CudaDispatch objects of the scheduled configurations (closed at the end)
 
 
-def with_env(name: str, value: str | None, build: Callable[[], CudaEngine]) -> CudaEngine:
-    """build() with os.environ[name] = value (unset for None), the variable restored after."""
-    before = os.environ.get(name)
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-    try:
-        return build()
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
-
-
-def make_engine(w1: Pipeline, disable_fusions: bool = False, scheduled: bool = False,
-                fir_mix_v1: bool = False, **kw) -> CudaEngine:
-    # The fir_mix op reads GK_FIR_MIX_V1 when it is built: v1 only where asked, whatever the shell set.
-    kernel = "1" if fir_mix_v1 else None
+def make_engine(w1: Pipeline, disable_fusions: bool = False, scheduled: bool = False, **kw) -> CudaEngine:
     if scheduled:
         from pygpukit_dsp_core import Scheduler
 
         from pygpukit_dsp.backends.cuda_dispatch import CudaDispatch
 
-        eng = with_env("GK_FIR_MIX_V1", kernel,
-                       lambda: CudaEngine(w1, w1.specs(), BackendChoice("cuda", "profile"), **kw))
+        eng = CudaEngine(w1, w1.specs(), BackendChoice("cuda", "profile"), **kw)
         sched = Scheduler()
         sid = sched.register_stream("w1", "realtime", period_ns=5_333_333, deadline_ns=1_000_000, cost_ns=40_000)
         dispatch = CudaDispatch(sched, spin_us=20_000)  # spins through the gaps between blocks
         dispatch.attach(eng, sid)
         DISPATCHES.append(dispatch)
         return eng
-    def build() -> CudaEngine:
-        return with_env("GK_FIR_MIX_V1", kernel,
-                        lambda: CudaEngine(w1, w1.specs(), BackendChoice("cuda", "profile"), **kw))
     if not disable_fusions:
-        return build()
-    return with_env("GK_DISABLE_FUSIONS", "1", build)  # read by lower_pipeline when the engine is built
+        return CudaEngine(w1, w1.specs(), BackendChoice("cuda", "profile"), **kw)
+    before = os.environ.get("GK_DISABLE_FUSIONS")
+    os.environ["GK_DISABLE_FUSIONS"] = "1"  # read by lower_pipeline when the engine is built
+    try:
+        return CudaEngine(w1, w1.specs(), BackendChoice("cuda", "profile"), **kw)
+    finally:
+        if before is None:
+            del os.environ["GK_DISABLE_FUSIONS"]
+        else:
+            os.environ["GK_DISABLE_FUSIONS"] = before
 
 
 def percentiles(ns: list[int]) -> dict[str, float]:
@@ -148,10 +129,8 @@ def markdown(results: dict[str, dict[str, float]], configs: dict[str, dict], met
             r = results[k]
             lines.append(f"| {k} | {r['p50']:.1f} | {r['p99']:.1f} | {r['p99.9']:.1f} |")
     g = meta["ops_gpu_time_us"]
-    g1 = meta["ops_gpu_time_us_fir_mix_v1"]
-    lines += ["", f"W1 ops GPU time (time_resident, graph): p50 {g['p50']:.1f} us, p99 {g['p99']:.1f} us; "
-              f"with GK_FIR_MIX_V1=1 (first fir_mix kernel): p50 {g1['p50']:.1f} us, p99 {g1['p99']:.1f} us.",
-              "Outputs equal the copy path's bit for bit (the fir_mix v1 row: to float32 rounding): " +
+    lines += ["", f"W1 ops GPU time (time_resident, graph): p50 {g['p50']:.1f} us, p99 {g['p99']:.1f} us.",
+              "Outputs equal the copy path's bit for bit: " +
               ("yes" if all(meta["output_matches"].values()) else f"NO {meta['output_matches']}") + "."]
     return "\n".join(lines) + "\n"
 
@@ -169,21 +148,16 @@ def main() -> None:
     configs = dict(MAIN_CONFIGS, **(EXTRA_CONFIGS if args.all else {}))
     engines = {k: make_engine(w1, **kw) for k, kw in configs.items()}
 
-    # Sanity before timing: every configuration gives the copy path's output for the same blocks,
-    # bit for bit with the same fir_mix kernel; the v1 kernel sums the mix in another order, so
-    # its rows are held to float32 rounding against the default kernel's (relative error < 1e-5).
-    reference: dict[bool, list] = {}
+    # Sanity before timing: every configuration gives the copy path's output for the same blocks.
+    reference = None
     output_matches = {}
     for k, eng in engines.items():
         ys = [eng.process(x * (b + 1)) for b in range(3)]
         eng.reset()
         eng._next = 0
-        v1 = bool(configs[k].get("fir_mix_v1"))
-        reference.setdefault(v1, ys)
-        output_matches[k] = all(np.array_equal(a, b) for a, b in zip(ys, reference[v1]))
-        if v1 and False in reference:
-            output_matches[k] &= all(float(np.linalg.norm(a - b) / np.linalg.norm(b)) < 1e-5
-                                     for a, b in zip(ys, reference[False]))
+        if reference is None:
+            reference = ys
+        output_matches[k] = all(np.array_equal(a, b) for a, b in zip(ys, reference))
 
     fns: dict[str, Callable[[], None]] = {}
     for k, eng in engines.items():
@@ -225,7 +199,6 @@ def main() -> None:
                 fn()
                 out.append(perf() - t0)
     gpu = np.asarray(engines["latency mode, graph"].time_resident(2000)) * 1e6
-    gpu_v1 = np.asarray(engines["latency mode, graph, fir_mix v1"].time_resident(2000)) * 1e6
     counters = {}
     for k, eng in engines.items():
         counters[k] = eng.counters()
@@ -241,8 +214,6 @@ def main() -> None:
             "per_round": args.per_round, "samples_per_row": args.rounds * args.per_round,
             "configs": configs, "ops_gpu_time_us": {"p50": float(np.percentile(gpu, 50)),
                                                     "p99": float(np.percentile(gpu, 99))},
-            "ops_gpu_time_us_fir_mix_v1": {"p50": float(np.percentile(gpu_v1, 50)),
-                                           "p99": float(np.percentile(gpu_v1, 99))},
             "output_matches": output_matches, "counters": counters,
             "wall_s": time.perf_counter() - t_start}
     table = markdown(results, configs, meta)

@@ -9,15 +9,8 @@
 // State: the input history (the last taps-padded samples of every channel) in two device copies
 // with a phase flag, as the fir op's direct kernel keeps it (read one, write the other, the
 // launch's last CTA flips the phase), plus one arrival counter per time tile for the hand-over
-// to the CTA that finishes the tile. Everything is allocated here, so enqueue() is one
-// capturable launch.
-//
-// Kernel: gk_fir_mix2_* (v2: each CTA mixes its own channels, the tile's last CTA sums the
-// groups' partial mixes in a fixed order; scratch (tiles, groups, C_out, 16) floats, none with
-// one group). GK_FIR_MIX_V1=1 in the environment when the op is built selects the first
-// kernel, gk_fir_mix_* (FIR output to a (C_in, n) scratch, the tile's last CTA mixes it: bit for
-// bit fir -> mix), for A/B timing; read once here.
-#include <cstdlib>
+// of the FIR output to the CTA that mixes the tile. Everything is allocated here, so enqueue()
+// is one capturable launch.
 #include <string>
 #include <vector>
 
@@ -34,16 +27,6 @@ constexpr int64_t kTile = 16;            // output samples per CTA (TILE in fir_
 constexpr int64_t kGroup = 4;            // input channels per CTA (CG in fir_mix.cu)
 constexpr int64_t kMaxTaps = 4096;       // the fir op's direct-form limit
 constexpr int64_t kMaxEntries = 4096;    // C_out * C_in: the matrix lives in shared memory
-
-// GK_FIR_MIX_V1 set to anything but empty or "0" (as GK_DISABLE_FUSIONS is read).
-bool fir_mix_v1_requested() {
-    const char* v = std::getenv("GK_FIR_MIX_V1");
-    if (v == nullptr) return false;
-    std::string s(v);
-    const auto b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-    s = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-    return !s.empty() && s != "0";
-}
 
 class FirMixOp : public Op {
 public:
@@ -98,25 +81,17 @@ public:
         const size_t sync_bytes = static_cast<size_t>(2 + tiles_) * sizeof(unsigned);
         sync_ = std::make_unique<DeviceBuffer>(device_, sync_bytes);
         sync_->memset(0, sync_bytes, 0, nullptr);
-        v1_ = fir_mix_v1_requested();
-        if (v1_)  // the FIR output, mixed by the tile's last CTA
-            scratch_ = std::make_unique<DeviceBuffer>(
-                device_, static_cast<size_t>(c_in_ * n_) * sizeof(float));
-        else if (groups_ > 1)  // the groups' partial mixes of every tile
-            scratch_ = std::make_unique<DeviceBuffer>(
-                device_, static_cast<size_t>(tiles_ * groups_ * c_out_ * kTile) * sizeof(float));
+        y_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(c_in_ * n_) * sizeof(float));
 
         module_ = load_embedded_module(device_, "fir_mix", CompileOptions{});
-        const std::string name = std::string(v1_ ? "gk_fir_mix_k" : "gk_fir_mix2_k") +
-                                 (kt_ == 32 ? "32" : "128");
-        kernel_ = module_->function(name);
+        kernel_ = module_->function(kt_ == 32 ? "gk_fir_mix_k32" : "gk_fir_mix_k128");
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
         // A final block mixes only its n_in valid columns; the kernel writes zeros after them.
         const int64_t valid = final ? output_items(n_in < 0 ? 0 : n_in) : n_;
         launch(*kernel_, dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(groups_)), dim(128),
-               0, s, out, in, scratch_ ? scratch_->ptr() : CUdeviceptr{0}, hist2_->ptr(), sync_->ptr(), taps_->ptr(), matrix_->ptr(),
+               0, s, out, in, y_->ptr(), hist2_->ptr(), sync_->ptr(), taps_->ptr(), matrix_->ptr(),
                u64(n_), u64(valid), u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_),
                static_cast<int>(padded_ / kt_), static_cast<int>(c_in_), static_cast<int>(c_out_));
     }
@@ -146,8 +121,7 @@ private:
     TensorDesc in_, out_;
     int64_t c_in_ = 1, c_out_ = 1, n_ = 0, L_ = 1, tap_rows_ = 1, tiles_ = 1, groups_ = 1;
     int64_t kt_ = 32, padded_ = 32;
-    bool v1_ = false;
-    std::unique_ptr<DeviceBuffer> taps_, matrix_, hist2_, sync_, scratch_;
+    std::unique_ptr<DeviceBuffer> taps_, matrix_, hist2_, sync_, y_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> kernel_;
 };

@@ -65,13 +65,12 @@ class CudaEngine:
         # mapped_io (kernels move the block through device-mapped pinned slots, flag_wait: the
         # completion is a host flag they write; docs/cuda.md, "Mapped I/O") is a latency-mode
         # option: asking for it implies single_stream unless single_stream is given.
-        # Realtime streams: latency mode replayed as one graph per slot (H2D copy, ops, D2H copy;
-        # one launch per block). Mapped I/O (pull/push kernels instead of the copies) measured no
-        # better on the H100 across instances, and under a throughput stream's load each extra
-        # kernel of a block waits again for SM slots, while the copies use the copy engines
-        # (benchmarks/profile_w1.py, W3; docs/benchmarks.md).
+        # Realtime streams: latency mode with mapped I/O, replayed as one graph per slot (pull
+        # kernel, ops, push kernel; one launch per block). On the H100 it gave the lowest W1
+        # process() p50 in 3 of 4 interleaved profiles (e.g. 31.0 vs 37.7 us for the copies in a
+        # graph, same run; benchmarks/profile_w1.py, docs/benchmarks.md).
         if mapped_io is None:
-            mapped_io = False
+            mapped_io = realtime
         if single_stream is None:
             single_stream = realtime or mapped_io
         if use_graph is None:

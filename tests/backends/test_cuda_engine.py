@@ -452,8 +452,8 @@ def test_gpu_latency_mode_equals_three_stream_mode_and_view_api():
 def test_gpu_realtime_qos_selects_latency_mode():
     eng = _engine(_chain(qos={"class": "realtime"}))
     try:
-        # latency mode: one stream, the copies and ops in one graph per slot
-        assert eng._engine.single_stream is True and eng._engine.mapped_io is False
+        # latency mode: one stream, mapped I/O, one graph per slot (pull, ops, push)
+        assert eng._engine.single_stream is True and eng._engine.mapped_io is True
         assert eng._engine.use_graph is True and eng._engine.inline_submit is True
     finally:
         eng.close()

@@ -8,57 +8,34 @@
 // 4.2 M multiply-adds, the mix 0.26 M. Two launches cost a few microseconds of launch gap on the
 // block's critical path; one launch removes it. A CTA per time tile over *all* channels would
 // give only 256 / 16 = 16 CTAs for W1 (16 of 132 SMs busy for the whole FIR), so the FIR is
-// split over (time tile, channel group) like the fir op, and the tile is finished by the last
-// CTA of that tile to arrive (an arrival counter per tile): no second launch, no spin-wait on
-// other CTAs (no co-residency assumption), and every other CTA ends right after its own work.
+// split over (time tile, channel group) like the fir op, and the mix of a tile is done by the
+// last CTA of that tile to finish (an arrival counter per tile): no second launch, no spin-wait
+// on other CTAs (no co-residency assumption), and every CTA but 16 ends right after its FIR.
 //
-// The kernel is latency-bound: its duration is one CTA's chain of dependent steps, counted here
-// in L2 round trips (RT, ~600-800 cycles on an H100) plus the arithmetic on that chain.
-//
-// v2, gk_fir_mix2_k{32,128} (the default). Grid (ceil(n / TILE), ceil(C_in / CG)), 128 threads.
-// CTA (x, g):
-// 1. Prologue, one cp.async group: stages 0 and 1 of the taps and input windows (below) and the
-//    CTA's columns of M (M[o][c0 .. c0+CG), <= 4096 floats). The windows of these two stages are
-//    loaded once per history copy (both [history 0 | block] and [history 1 | block]), so no copy
-//    waits for the phase flag; the flag is loaded at the start and picks the copy the FIR reads.
-//    While the copies fly, the CTA copies its share of the next history (global -> global; the
-//    samples from the block first: those loads do not wait for the flag either). One RT.
-// 2. FIR for channels c0 = g*CG ... (fewer in the last group) and outputs t0 = x*TILE ...: the
-//    fir op's direct kernel (kernels/fir.cu) with its 64 outputs re-cut as 4 channels x 16
-//    samples: taps in stages of KT (32 or 128; device taps zero-padded to a multiple of KT), thread
-//    (og, ks) = (tid % 16, tid / 16) owns outputs 4q .. 4q+3 (q = og % 4) of channel og / 4 and tap
-//    slice ks of every stage, the same 8-sample register window and summation order (stage,
-//    group, tap; then the 8 slices in order): y is bit-identical to the fir op's. Stage s + 2 is
-//    queued into buffer s & 1 after stage s (history[phase] only). y stays in shared memory.
-// 3. Partial mix of the CTA's channels: p[o][tt] = sum_r M[o][c0+r] y[c0+r][t0+tt] (fmaf chain,
-//    r in order), all C_out x TILE of them. With one group (C_in <= CG) p is the output: it is
-//    written (zeros from n_valid on) and the CTA is done. Otherwise p goes to the scratch
-//    part[x][g] (C_out x TILE floats), then barrier, thread 0: fence.acq_rel.gpu (release of the
-//    whole CTA's stores, cumulative through the barrier), atomicAdd on the tile's counter. 2 RT.
-// 4. The tile's last CTA (acquire fence) sums the groups' partials in a FIXED order,
-//    out = ((p_0 + p_1) + p_2) + ..., whatever order the CTAs arrived in: deterministic. Each
-//    thread owns 4 consecutive samples of one output row and issues its 16-byte ld.global.cg
-//    loads (L2: other SMs wrote them) 16 groups at a time. One RT for W1 (16 groups).
-// 5. Phase flip: every CTA (thread 32, beside thread 0's tile atomic, so off the chain) counts
-//    itself in one grid-wide counter; the last one flips the phase and rearms the counter. Every
-//    CTA read the phase before it arrived, and the kernel boundary orders the flip with the next
-//    launch: no fence.
-// W1 chain (the last tile's last CTA): 1 RT + ~700 cycles of FIR, reductions and partial mix +
-// 2 RT + 1 RT + ~100 cycles: about 4 RT + 800 ~ 3,000-4,000 cycles. The mix sums in another order
-// than the mix op (groups of 4 channels, then groups), so fir -> mix and the fused op agree to
-// float32 rounding (~1e-7 relative), not bit for bit.
-//
-// v1, gk_fir_mix_k{32,128} (GK_FIR_MIX_V1=1 when the op is built; kept for A/B timing). Same
-// grid and FIR, but it reads the phase before it can queue the history copies (phase RT, then
-// windows RT), writes y to a (C_in, n) scratch, copies its history share after the FIR (1 RT),
-// and the tile's last CTA stages M and the tile's y in shared memory (loops of dependent
-// load -> store: several RT) and mixes the whole 16 x 64 tile alone in the mix op's order
-// (8 channel slices x 8 output rows per thread, slices summed in order: bit for bit fir -> mix),
-// then a fence and a second counter (tiles done) whose last tile flips the phase (2 RT). Its
-// chain is ~13-17 RT + ~1,400 cycles; Nsight Compute measured 9.8 us on an H100 for W1.
-//
-// Final partial block (both): columns t >= n_valid of the output are written as 0 (the fir op
-// zeroes its output past n_in and the mix then mixes zeros), so no zero_after launch is needed.
+// Grid (ceil(n / TILE), ceil(C_in / CG)), 128 threads. CTA (x, g):
+// 1. FIR for channels c0 = g*CG ... c0+CG-1 (fewer in the last group) and outputs
+//    t0 = x*TILE ... t0+TILE-1: exactly the fir op's direct kernel (kernels/fir.cu) with its 64
+//    outputs re-cut as 4 channels x 16 samples: taps walked in stages of KT (32 or 128, the device
+//    taps zero-padded to a multiple of KT), each stage's taps and input windows copied to shared
+//    memory with cp.async, double-buffered; thread (og, ks) = (tid % 16, tid / 16) owns outputs
+//    4q .. 4q+3 (q = og % 4) of channel og / 4 and the tap slice ks of every stage, with the same
+//    8-sample register window and the same summation order (stage, group, tap; then the 8 slices
+//    in order), so y is bit-identical to what the fir op writes.
+// 2. y goes to a scratch (C_in, n) in global memory (L2-resident: 64 KiB for W1), every thread
+//    fences, and thread 0 bumps the tile's arrival counter.
+// 3. The last CTA of the tile stages M (<= 4096 floats) and, when C_in <= 64, the tile of y in
+//    shared memory (y read with ld.global.cg: L1 is not coherent, and a tile shares its 128-byte
+//    lines with its neighbours, whose last CTAs may run on the same SM), then computes
+//    out[o][t0 .. t0+16) like the mix op's kernel (kernels/mix.cu): thread (tx, ty) =
+//    (tid % 16, tid / 16) sums channels ty, ty+8, ... for 8 output rows at a time (fmaf chain),
+//    and the 8 slices are added in order: the same order as the mix op, so the fused output
+//    equals fir -> mix bit for bit on the same GPU (tests allow float32 rounding anyway).
+// 4. History: like the fir op, two copies on the device and a phase flag: the launch reads
+//    history[phase] and CTA (x, g) writes its share (samples [hist_len*x/tiles,
+//    hist_len*(x+1)/tiles) of channels c0..) of the next history into history[phase ^ 1]. The
+//    last tile to finish its mix flips the phase: every CTA read the phase before it arrived.
+// Final partial block: columns t >= n_valid of the output are written as 0 (the fir op zeroes
+// its output past n_in and the mix then mixes zeros), so no zero_after launch is needed.
 #include "gk_common.cuh"
 
 namespace {
@@ -367,285 +344,3 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
 
 GK_FIR_MIX(gk_fir_mix_k32, 32)
 GK_FIR_MIX(gk_fir_mix_k128, 128)
-
-// ---------------------------------------------------------------------------------------------
-// v2 (the default; see the header): partial mixes per CTA, a fixed-order sum by the tile's last
-// CTA, both history copies in the prologue, one grid-wide arrival counter for the phase flip.
-
-namespace {
-
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
-
-template <int KT>
-struct Fir2Smem {
-    __align__(16) float taps[2][CG][KT];
-    // [history copy][buffer]: stages 0 and 1 are loaded once per history copy, so no copy waits
-    // for the phase flag; later stages load history[phase] into [phase] only.
-    __align__(16) float window[2][2][CG][TILE + KT];
-    float partial[KSPLIT][CG * TILE];
-    float y[CG][TILE];
-    float m[MAX_ENTRIES];  // the CTA's columns of M: M[o][c0 + r] at o * cg_here + r
-};
-
-// Queue the copies of stage `stage` into buffer `b` of history copies p_lo .. p_hi (the block's
-// samples go to each copy, the history samples come from history[p]). As load_stage otherwise.
-template <int KT>
-__device__ __forceinline__ void load_stage2(Fir2Smem<KT>& sm, int b, int stage, int p_lo, int p_hi,
-                                            const float* __restrict__ in,
-                                            const float* __restrict__ hist2, long long hist_size,
-                                            const float* __restrict__ taps, long long c0,
-                                            int cg_here, long long t0, long long n,
-                                            long long hist_len, long long tap_row, bool vec_in) {
-    const int tid = threadIdx.x;
-    const long long k0 = (long long)stage * KT;
-    constexpr int TAP_CHUNKS = KT / 4;
-    const int tap_rows = tap_row != 0 ? CG : 1;
-    for (int q = tid; q < tap_rows * TAP_CHUNKS; q += THREADS) {
-        const int r = q / TAP_CHUNKS, j = q - r * TAP_CHUNKS;
-        const long long c = c0 + (r < cg_here ? r : cg_here - 1);
-        cp_async_16(&sm.taps[b][r][4 * j], taps + c * tap_row + k0 + 4 * j, 16);
-    }
-    const long long first = t0 - k0 - KT;  // a multiple of 4, >= -hist_len
-    constexpr int WIN = TILE + KT;
-    if (vec_in) {
-        constexpr int CHUNKS = WIN / 4;
-        for (int q = tid; q < CG * CHUNKS; q += THREADS) {
-            const int r = q / CHUNKS, j = q - r * CHUNKS;
-            const long long c = c0 + (r < cg_here ? r : cg_here - 1);
-            const long long m = first + 4LL * j;
-            for (int p = p_lo; p <= p_hi; ++p) {
-                float* dst = &sm.window[p][b][r][4 * j];
-                if (m < 0) {
-                    cp_async_16(dst, hist2 + p * hist_size + c * hist_len + (hist_len + m), 16);
-                } else {
-                    const long long left = n - m;
-                    const int bytes = left >= 4 ? 16 : (left > 0 ? (int)(left * 4) : 0);
-                    const float* in_row = in + c * n;
-                    cp_async_16(dst, bytes > 0 ? (const void*)(in_row + m) : (const void*)in_row, bytes);
-                }
-            }
-        }
-    } else {
-        for (int q = tid; q < CG * WIN; q += THREADS) {
-            const int r = q / WIN, j = q - r * WIN;
-            const long long c = c0 + (r < cg_here ? r : cg_here - 1);
-            const long long m = first + j;
-            for (int p = p_lo; p <= p_hi; ++p) {
-                float* dst = &sm.window[p][b][r][j];
-                if (m < 0) {
-                    cp_async_4(dst, hist2 + p * hist_size + c * hist_len + (hist_len + m), 4);
-                } else {
-                    const bool ok = m < n;
-                    const float* in_row = in + c * n;
-                    cp_async_4(dst, ok ? in_row + m : in_row, ok ? 4 : 0);
-                }
-            }
-        }
-    }
-}
-
-template <int KT>
-__device__ __forceinline__ void fir_mix2(float* __restrict__ out, const float* __restrict__ in,
-                                         float* __restrict__ part, float* __restrict__ hist2,
-                                         unsigned* __restrict__ sync,
-                                         const float* __restrict__ taps,
-                                         const float* __restrict__ matrix, gk_size_t n,
-                                         gk_size_t n_valid, gk_size_t hist_len, gk_size_t tap_row,
-                                         int stages, int c_in, int c_out) {
-    constexpr int SLICE = KT / KSPLIT;
-    constexpr int GROUPS = SLICE / 4;
-    __shared__ Fir2Smem<KT> sm;
-    __shared__ unsigned last_of_tile;
-
-    const int tid = threadIdx.x;
-    const long long t0 = (long long)blockIdx.x * TILE;
-    const long long c0 = (long long)blockIdx.y * CG;
-    const int cg_here = c_in - (int)c0 < CG ? c_in - (int)c0 : CG;
-    const unsigned groups = gridDim.y;
-    // Issued first, used late: nothing before the first barrier waits for it but the history
-    // stores below (whose loads are in flight meanwhile).
-    const unsigned phase = *reinterpret_cast<volatile unsigned*>(sync);
-    const long long hist_size = (long long)hist_len * c_in;
-    const bool vec_in = (n % 4 == 0) && gk_aligned(in, 16);
-
-    // ---- prologue: stages 0 and 1 (both history copies) and the CTA's columns of M, one group
-    load_stage2<KT>(sm, 0, 0, 0, 1, in, hist2, hist_size, taps, c0, cg_here, t0, (long long)n,
-                    (long long)hist_len, (long long)tap_row, vec_in);
-    if (stages > 1)
-        load_stage2<KT>(sm, 1, 1, 0, 1, in, hist2, hist_size, taps, c0, cg_here, t0, (long long)n,
-                        (long long)hist_len, (long long)tap_row, vec_in);
-    for (int e = tid; e < c_out * cg_here; e += THREADS) {
-        const int o = e / cg_here, r = e - o * cg_here;
-        cp_async_4(&sm.m[e], matrix + (long long)o * c_in + c0 + r, 4);
-    }
-    cp_async_commit();
-
-    // ---- this CTA's share of the next history (as v1), while the copies are in flight: first
-    // the samples that come from the block (loaded without waiting for the phase flag), then
-    // those from the old history (only when the history is longer than the block). 32-bit
-    // indices within the share: cg_here * len <= 4 * 4096.
-    {
-        const gk_size_t begin = hist_len * blockIdx.x / gridDim.x;
-        const gk_size_t end = hist_len * (blockIdx.x + 1) / gridDim.x;
-        const gk_size_t split = hist_len > n ? hist_len - n : 0;  // i < split: old history
-        float* next_hist = hist2 + (gk_size_t)(phase ^ 1u) * (gk_size_t)hist_size + c0 * hist_len;
-        const gk_size_t b1 = begin > split ? begin : split;
-        if (end > b1) {
-            const unsigned len = (unsigned)(end - b1);
-            const float* src = in + c0 * (long long)n + (b1 + n - hist_len);
-            float* dst = next_hist + b1;
-#pragma unroll 4
-            for (unsigned f = tid; f < (unsigned)cg_here * len; f += THREADS) {
-                const unsigned r = f / len, i = f - r * len;
-                dst[r * hist_len + i] = src[r * n + i];
-            }
-        }
-        const gk_size_t e0 = end < split ? end : split;
-        if (e0 > begin) {
-            const unsigned len = (unsigned)(e0 - begin);
-            const float* src = hist2 + (gk_size_t)phase * (gk_size_t)hist_size + c0 * hist_len + begin + n;
-            float* dst = next_hist + begin;
-#pragma unroll 4
-            for (unsigned f = tid; f < (unsigned)cg_here * len; f += THREADS) {
-                const unsigned r = f / len, i = f - r * len;
-                dst[r * hist_len + i] = src[r * hist_len + i];
-            }
-        }
-    }
-
-    // ---- 1. FIR of CG channels x TILE samples: v1's (= the fir op's) arithmetic, same order
-    {
-        const int og = tid % 16, ks = tid / 16;
-        const int cl = og / 4, q = og % 4;
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int s = 0; s < stages; ++s) {
-            const int b = s & 1;
-            // pending groups: stage s, and stage s + 1 when it exists (the prologue holds both 0, 1)
-            if (s == 0 || s + 1 >= stages)
-                cp_async_wait<0>();
-            else
-                cp_async_wait<1>();
-            __syncthreads();
-            const float* xw = sm.window[phase][b][cl];
-            const float* hs = sm.taps[b][tap_row != 0 ? cl : 0];
-            const int kbase = ks * SLICE;
-            float cur[4];
-            load4(xw + (4 * q - kbase + KT), cur);
-#pragma unroll
-            for (int g = 0; g < GROUPS; ++g) {
-                float prev[4], h[4];
-                load4(xw + (4 * q - kbase - 4 * g + KT - 4), prev);
-                load4(hs + (kbase + 4 * g), h);
-                const float w[8] = {prev[0], prev[1], prev[2], prev[3], cur[0], cur[1], cur[2], cur[3]};
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) acc[j] = fmaf(h[i], w[4 + j - i], acc[j]);
-#pragma unroll
-                for (int i = 0; i < 4; ++i) cur[i] = prev[i];
-            }
-            if (s + 2 < stages) {
-                __syncthreads();  // buffer b is refilled with stage s + 2
-                load_stage2<KT>(sm, b, s + 2, (int)phase, (int)phase, in, hist2, hist_size, taps,
-                                c0, cg_here, t0, (long long)n, (long long)hist_len,
-                                (long long)tap_row, vec_in);
-                cp_async_commit();
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) sm.partial[ks][4 * og + j] = acc[j];
-        __syncthreads();
-        if (tid < CG * TILE) {
-            float sum = sm.partial[0][tid];
-#pragma unroll
-            for (int k = 1; k < KSPLIT; ++k) sum += sm.partial[k][tid];
-            sm.y[tid / TILE][tid % TILE] = sum;  // partial index TILE * channel + sample
-        }
-        __syncthreads();
-    }
-
-    // ---- 2. this CTA's share of the mix: p[o][tt] = sum_r M[o][c0 + r] y[c0 + r][t0 + tt]
-    const bool alone = groups == 1u;  // every channel is here: p is the output
-    const gk_size_t tile_stride = (gk_size_t)c_out * TILE;
-    float* my_part = part + ((gk_size_t)blockIdx.x * groups + blockIdx.y) * tile_stride;
-    for (int e = tid; e < c_out * TILE; e += THREADS) {
-        const int o = e / TILE, tt = e % TILE;
-        const float* mo = sm.m + o * cg_here;
-        float v = 0.0f;
-#pragma unroll
-        for (int r = 0; r < CG; ++r)
-            if (r < cg_here) v = fmaf(mo[r], sm.y[r][tt], v);
-        if (alone) {
-            const gk_size_t t = (gk_size_t)t0 + tt;
-            if (t < n) out[(gk_size_t)o * n + t] = t < n_valid ? v : 0.0f;
-        } else {
-            my_part[e] = v;
-        }
-    }
-
-    // ---- 3. arrivals. Every CTA counts itself in the grid counter (the last one flips the
-    // phase: each CTA read it at its start) and, with several groups, in its tile's counter.
-    __syncthreads();
-    if (tid == 32) {
-        if (atomicAdd(sync + 1, 1u) == gridDim.x * gridDim.y - 1u) {
-            sync[1] = 0u;  // rearmed for the next launch (the kernel boundary orders it)
-            sync[0] = phase ^ 1u;
-        }
-    }
-    if (alone) return;
-    if (tid == 0) {
-        // Release (after the barrier, cumulative: every thread's partials) and, for the last
-        // CTA, acquire around a relaxed atomic, as CUTLASS's semaphore does.
-        unsigned* arrivals = sync + 2 + blockIdx.x;
-        fence_acq_rel_gpu();
-        const bool last = atomicAdd(arrivals, 1u) == groups - 1u;
-        if (last) {
-            fence_acq_rel_gpu();
-            *arrivals = 0u;  // rearmed for the next launch
-        }
-        last_of_tile = last ? 1u : 0u;
-    }
-    __syncthreads();
-    if (last_of_tile == 0u) return;
-
-    // ---- 4. the tile's last CTA: out = sum of the groups' partials, group 0 first (fixed order,
-    // whatever the arrival order), read through L2 (written by other SMs)
-    const float* tile_part = part + (gk_size_t)blockIdx.x * groups * tile_stride;
-    for (int qd = tid; qd < c_out * (TILE / 4); qd += THREADS) {
-        const int o = qd / (TILE / 4), qq = qd % (TILE / 4);
-        const float* p = tile_part + (gk_size_t)o * TILE + 4 * qq;
-        float4 s = __ldcg(reinterpret_cast<const float4*>(p));
-#pragma unroll 16
-        for (unsigned g = 1; g < groups; ++g) {
-            const float4 v = __ldcg(reinterpret_cast<const float4*>(p + g * tile_stride));
-            s.x += v.x;
-            s.y += v.y;
-            s.z += v.z;
-            s.w += v.w;
-        }
-        const float sv[4] = {s.x, s.y, s.z, s.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const gk_size_t t = (gk_size_t)t0 + 4 * qq + j;
-            if (t < n) out[(gk_size_t)o * n + t] = t < n_valid ? sv[j] : 0.0f;
-        }
-    }
-}
-
-}  // namespace
-
-// v2, grid (ceil(n / 16), ceil(c_in / 4)), block 128. The arguments of v1 but `part` in place of
-// `y`: the groups' partial mixes (ceil(n / 16), groups, c_out, 16), unused (may be 0) with one
-// group; sync: {phase, grid arrivals, one arrival counter per tile}, zero at the start, rearmed
-// by every launch.
-#define GK_FIR_MIX2(NAME, KT)                                                                    \
-    extern "C" __global__ void __launch_bounds__(THREADS) NAME(                                  \
-        float* out, const float* in, float* part, float* hist2, unsigned* sync,                  \
-        const float* taps, const float* matrix, gk_size_t n, gk_size_t n_valid,                  \
-        gk_size_t hist_len, gk_size_t tap_row, int stages, int c_in, int c_out) {                \
-        fir_mix2<KT>(out, in, part, hist2, sync, taps, matrix, n, n_valid, hist_len, tap_row,    \
-                     stages, c_in, c_out);                                                       \
-    }
-
-GK_FIR_MIX2(gk_fir_mix2_k32, 32)
-GK_FIR_MIX2(gk_fir_mix2_k128, 128)
