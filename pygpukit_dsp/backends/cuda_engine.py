@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from . import BackendChoice
 
 DEFAULT_SLOTS = 2
+DEFAULT_SPIN_US = 200          # how long a waiting thread spins before it sleeps
+MAX_REALTIME_SPIN_US = 5000    # a realtime stream spins up to its deadline, at most this
 
 
 def _layout(spec) -> tuple[int, int, int, str]:
@@ -46,7 +48,7 @@ class CudaEngine:
     """A pipeline's stages on GPU 0, fed block by block through pinned slots (see module doc)."""
 
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
-                 slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int = 200,
+                 slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int | None = None,
                  device: int = 0, single_stream: bool | None = None,
                  inline_submit: bool | None = None, mapped_io: bool | None = None, flag_wait: bool = False):
         from .. import _native
@@ -77,6 +79,12 @@ class CudaEngine:
             use_graph = True
         # Latency mode also runs process() on the calling thread when nothing else is in flight
         # (two thread hand-offs fewer per block); submit()/collect() always use the worker.
+        # A realtime caller spins (instead of sleeping on a futex) for up to its deadline while its
+        # block runs: on a busy or virtualised host a wake-up can cost more than the block.
+        if spin_us is None:
+            deadline_us = pipeline.qos.deadline_s(chain.input.block_period) * 1e6
+            spin_us = int(min(MAX_REALTIME_SPIN_US, max(DEFAULT_SPIN_US, deadline_us))) if realtime \
+                else DEFAULT_SPIN_US
         if inline_submit is None:
             inline_submit = single_stream
         self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,

@@ -455,10 +455,13 @@ def test_gpu_realtime_qos_selects_latency_mode():
         # latency mode: one stream, mapped I/O, one graph per slot (pull, ops, push)
         assert eng._engine.single_stream is True and eng._engine.mapped_io is True
         assert eng._engine.use_graph is True and eng._engine.inline_submit is True
+        # a realtime caller spins through its deadline (one block period here), capped
+        assert eng._engine.spin_us == int(min(5000, max(200, 256 / RATE * 1e6)))
     finally:
         eng.close()
     eng = _engine(_chain())
     try:
+        assert eng._engine.spin_us == 200
         assert eng._engine.single_stream is False and eng._engine.use_graph is True
     finally:
         eng.close()
