@@ -1,4 +1,5 @@
 #include "dispatcher.h"
+#include "spin.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,16 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 // Blocked with chunks in flight, the worker looks at them again after this long.
 constexpr int kPollUs = 50;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield" ::: "memory");
-#else
-    std::this_thread::yield();
-#endif
-}
 
 // A scheduler call failed: the scheduler's state and ours no longer agree.
 struct SchedulerFault : std::runtime_error {
@@ -117,23 +108,7 @@ void Dispatcher::detach(StreamEngine* engine) {
                                      [&](const Posted& p) { return p.engine == engine; }),
                       posted_.end());
     }
-    for (auto it = live_.begin(); it != live_.end();) {
-        if (it->second.engine == engine) {
-            abi_->cancel_task(sched_, it->first);
-            ++stats_.cancelled;
-            it = live_.erase(it);
-        } else {
-            ++it;
-        }
-    }
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-        if (it->engine == engine) {
-            give_events(it->start, it->stop);
-            it = in_flight_.erase(it);
-        } else {
-            ++it;
-        }
-    }
+    cancel_tasks(engine);
     engines_.erase(std::remove(engines_.begin(), engines_.end(), engine), engines_.end());
     sched_units_.erase(engine);
 }
@@ -290,6 +265,10 @@ bool Dispatcher::launch_ready(gk_decision* last) {
 void Dispatcher::fail_engine(StreamEngine* engine, const std::string& message, const std::string& call,
                              int code, const std::string& code_name) {
     engine->fail(message, call, code, code_name);
+    cancel_tasks(engine);
+}
+
+void Dispatcher::cancel_tasks(StreamEngine* engine) {
     for (auto it = live_.begin(); it != live_.end();) {
         if (it->second.engine == engine) {
             abi_->cancel_task(sched_, it->first);

@@ -91,6 +91,7 @@ private:
     void fail_engine(StreamEngine* engine, const std::string& message, const std::string& call,
                      int code, const std::string& code_name);  // under mutex_
     void fail_all(const std::string& message);                 // under mutex_
+    void cancel_tasks(StreamEngine* engine);  // under mutex_: its live tasks cancelled, chunks forgotten
     void check(int32_t rc, const char* what);                  // throws SchedulerFault
     std::pair<CUevent, CUevent> take_events();
     void give_events(CUevent a, CUevent b);

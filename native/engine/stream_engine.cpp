@@ -1,5 +1,6 @@
 #include "stream_engine.h"
 #include "dispatcher.h"
+#include "spin.h"
 
 #include <algorithm>
 #include <chrono>
@@ -24,15 +25,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kPollUs = 100;
 constexpr int kMaxSlots = 16;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield" ::: "memory");
-#else
-    std::this_thread::yield();
-#endif
-}
 
 std::string desc_text(const TensorDesc& d) {
     std::string s = "(" + std::to_string(d.channels) + ", " + std::to_string(d.items);

@@ -473,6 +473,18 @@ def _finish_pump(pump: _Pump) -> None:
         raise pump.error
 
 
+def _timed_window(pump: _Pump, seconds: float) -> tuple[int, int]:
+    """Let a started pump warm up, then time a ``seconds`` window of it; finish it either way."""
+    try:
+        _wait_started(pump)
+        time.sleep(W2_WARM_S)
+        t0 = time.perf_counter_ns()
+        time.sleep(seconds)
+        return t0, time.perf_counter_ns()
+    finally:
+        _finish_pump(pump)
+
+
 def _rel_err(got: list[np.ndarray], ref: list[np.ndarray]) -> float:
     if len(got) != len(ref) or not ref:
         raise ValueError(f"{len(got)} blocks to compare with {len(ref)}")
@@ -592,14 +604,7 @@ class _ProjectRun:
             with CudaDispatch(sched, spin_us=self.spin_us) as dispatch:
                 dispatch.attach(engine, sid)
                 pump = _start_pump(_project_pump(engine, blocks))
-                try:
-                    _wait_started(pump)
-                    time.sleep(W2_WARM_S)
-                    t0 = time.perf_counter_ns()
-                    time.sleep(seconds)
-                    t1 = time.perf_counter_ns()
-                finally:
-                    _finish_pump(pump)
+                t0, t1 = _timed_window(pump, seconds)
                 extra = {"scheduler_w2": sched.stream_stats(sid), "dispatch": dispatch.stats(),
                          "units_per_block": engine.units_per_block}
         finally:
@@ -782,14 +787,7 @@ def _torch_rows(report: ContentionReport, bench: ContentionBench, c1: "SpecChain
         say(f"w3:   {_w1_line(solo.w1)}")
         say(f"w3: PyTorch {w2n} alone ({seconds:g} s)")
         pump = _start_pump(torch_w3.w2_pump(s2, w2_blocks))
-        try:
-            _wait_started(pump)
-            time.sleep(W2_WARM_S)
-            t0 = time.perf_counter_ns()
-            time.sleep(seconds)
-            t1 = time.perf_counter_ns()
-        finally:
-            _finish_pump(pump)
+        t0, t1 = _timed_window(pump, seconds)
         solo.w2_samples_per_s = pump.rate(t0, t1, spb2)
         w2_out = pump.outputs
         say(f"w3:   {solo.w2_samples_per_s / 1e9:.1f} Gsamples/s")
