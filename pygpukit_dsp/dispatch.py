@@ -16,6 +16,8 @@ stops both; :meth:`Dispatch.stream_stats` reads a stream's figures, also after t
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -133,9 +135,7 @@ def start_dispatch(runners: list["StreamRunner"],
                 raise ValueError(f"runner '{r.pipeline.name}' runs on unknown device '{device}'")
             dispatch._streams[r.pipeline.name] = (device, sid)
     except BaseException:
-        try:
+        with contextlib.suppress(Exception):  # the error that stopped the start is the one to report
             dispatch.close()
-        except Exception:  # the error that stopped the start is the one to report
-            pass
         raise
     return dispatch

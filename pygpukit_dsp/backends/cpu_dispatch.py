@@ -24,6 +24,8 @@ does), and its final figures stay readable through :meth:`CpuDispatcher.stream_s
 
 from __future__ import annotations
 
+import contextlib
+
 import threading
 import time
 from dataclasses import dataclass, field
@@ -138,10 +140,9 @@ class CpuDispatcher:
                 setattr(rec.engine, k, rec.saved[k])
             else:
                 vars(rec.engine).pop(k, None)
-        try:
+        # already gone (unregistered by its owner): keep what is readable
+        with contextlib.suppress(Exception):
             self._final_stats[rec.stream] = dict(self.scheduler.unregister_stream(rec.stream))
-        except Exception:  # already gone (unregistered by its owner): keep what is readable
-            pass
         self._cv.notify_all()  # a released reservation may let a held-back block run
 
     # ------------------------------------------------------------------ the caller's side
@@ -180,8 +181,7 @@ class CpuDispatcher:
                     self._counts["cancelled"] += 1
                     self._finish_locked(blk)
                 return
-        while not blk.done.wait(0.05):  # it is running: the engine must be idle before it closes
-            pass
+        blk.done.wait()  # it is running: the engine must be idle before it closes
 
     def _finish_locked(self, blk: _Block) -> None:
         blk.stream.live -= 1
