@@ -69,9 +69,11 @@ Dispatcher::~Dispatcher() {
 }
 
 void Dispatcher::close() {
-    stop_.store(true);
     {
+        // Under the mutex the worker waits with: it cannot miss the flag between its check and
+        // its wait.
         std::lock_guard<std::mutex> lock(post_mutex_);
+        stop_.store(true);
     }
     wake_.notify_all();
     if (!joined_.exchange(true) && worker_.joinable()) worker_.join();

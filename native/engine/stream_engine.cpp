@@ -414,48 +414,7 @@ void StreamEngine::reset_ops_locked() {
 // The per-block path (worker thread)
 // ---------------------------------------------------------------------------------------------
 
-void StreamEngine::enqueue_block(int s) {
-    const DriverApi& api = driver();
-    Slot& slot = *slots_[static_cast<size_t>(s)];
-    const bool full = !slot.final && slot.n_in == input_desc().items;
-    const bool single = options_.single_stream;
-    slot.flag_seq = 0;  // set again below when this block's push writes the io flag
-    if (single && full && slot.block_graph) {
-        // Latency mode: H2D, the ops and D2H in one graph on the compute stream (mapped_io: the
-        // pull and push kernels instead of the copies).
-        cu_check(api.cuGraphLaunch(slot.block_graph, compute_), "cuGraphLaunch", "launching a block's graph");
-        if (options_.flag_wait) note_flagged_push(slot);
-        counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
-        counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
-        counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
-        slot.n_out = output_desc().items;
-        cu_check(api.cuEventRecord(slot.ev_done, compute_), "cuEventRecord", "ordering a block's copy");
-        return;
-    }
-    CUstream up = single ? compute_ : h2d_;
-    CUstream down = single ? compute_ : d2h_;
-    enqueue_upload(s, up);
-    counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
-    if (!single) {
-        cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", "ordering a block's copy");
-        cu_check(api.cuStreamWaitEvent(compute_, slot.ev_h2d, 0), "cuStreamWaitEvent", "ordering a block");
-    }
-    if (full && slot.graph) {
-        cu_check(api.cuGraphLaunch(slot.graph, compute_), "cuGraphLaunch", "launching a block's graph");
-        counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
-        slot.n_out = output_desc().items;
-    } else {
-        slot.n_out = enqueue_ops(s, slot.n_in, slot.final);
-        counters_.eager_blocks.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (!single) {
-        cu_check(api.cuEventRecord(slot.ev_comp, compute_), "cuEventRecord", "ordering a block's compute");
-        cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", "ordering a block");
-    }
-    enqueue_download(s, down, false);
-    counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
-    cu_check(api.cuEventRecord(slot.ev_done, down), "cuEventRecord", "ordering a block's copy");
-}
+void StreamEngine::enqueue_block(int s) { enqueue_chunk(s, 0, units_total_, nullptr, nullptr); }
 
 // ---------------------------------------------------------------------------------------------
 // mapped I/O (EngineOptions::mapped_io, flag_wait; docs/cuda.md, "Mapped I/O")
@@ -941,7 +900,7 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
     const bool whole = begin == 0 && end == U;
     const bool single = options_.single_stream;
     const bool resident = resident_.load();
-    const char* what = "queueing a chunk of a block";
+    const char* what = "queueing a block";
     auto mark = [&](CUevent e) {
         if (e) cu_check(api.cuEventRecord(e, compute_), "cuEventRecord", "timing a chunk");
     };
@@ -951,19 +910,27 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
         mark(stop);
         return;
     }
-    if (single && whole && !resident) {
-        // The latency path exactly as the engine runs it alone (one stream, copies included).
+    if (begin == 0 || !full) slot.flag_seq = 0;  // set again when this block's push writes the io flag
+    if (single && full && whole && !resident && slot.block_graph) {
+        // Latency mode: H2D, the ops and D2H in one graph on the compute stream (mapped_io: the
+        // pull and push kernels instead of the copies).
         mark(start);
-        enqueue_block(s);
+        cu_check(api.cuGraphLaunch(slot.block_graph, compute_), "cuGraphLaunch", "launching a block's graph");
         mark(stop);
+        if (options_.flag_wait) note_flagged_push(slot);
+        counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
+        counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
+        counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
+        slot.n_out = output_desc().items;
+        cu_check(api.cuEventRecord(slot.ev_done, compute_), "cuEventRecord", what);
         return;
     }
+    // Latency mode puts the copies on the compute stream (no cross-stream waits); otherwise they
+    // run on their own streams so that block n+1's upload overlaps block n's compute.
     CUstream up = single ? compute_ : h2d_;
     CUstream down = single ? compute_ : d2h_;
-    const bool first = begin == 0 || !full;
-    if (first && !resident) {
-        cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), up),
-                 "cuMemcpyHtoDAsync_v2", what);
+    if ((begin == 0 || !full) && !resident) {
+        enqueue_upload(s, up);
         counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
         if (!single) {
             cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", what);
@@ -971,16 +938,16 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
         }
     }
     mark(start);  // after the upload: the chunk's cost is its compute
-    if (!full) {
+    if (!full || (whole && !slot.graph)) {
         slot.n_out = enqueue_ops(s, slot.n_in, slot.final);
         counters_.eager_blocks.fetch_add(1, std::memory_order_relaxed);
-    } else if (whole && slot.graph) {
+    } else if (whole) {
         cu_check(api.cuGraphLaunch(slot.graph, compute_), "cuGraphLaunch", "launching a block's graph");
         counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
         slot.n_out = output_desc().items;
     } else {
         enqueue_op_units(s, begin, end);
-        if (!whole) counters_.chunks.fetch_add(1, std::memory_order_relaxed);
+        counters_.chunks.fetch_add(1, std::memory_order_relaxed);
         if (end == U) counters_.eager_blocks.fetch_add(1, std::memory_order_relaxed);
         slot.n_out = output_desc().items;
     }
@@ -994,8 +961,7 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
         cu_check(api.cuEventRecord(slot.ev_comp, compute_), "cuEventRecord", what);
         cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", what);
     }
-    cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(), down),
-             "cuMemcpyDtoHAsync_v2", what);
+    enqueue_download(s, down, false);
     counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
     cu_check(api.cuEventRecord(slot.ev_done, down), "cuEventRecord", what);
 }
@@ -1075,7 +1041,7 @@ std::vector<uint64_t> StreamEngine::pump_resident(double seconds) {
 }
 
 bool StreamEngine::attached() const {
-    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(producer_mutex_));
+    std::lock_guard<std::mutex> lock(producer_mutex_);
     return dispatcher_ != nullptr;
 }
 

@@ -202,7 +202,7 @@ private:
         bool final = false;
         int64_t n_out = 0;  // written by the worker before it marks the slot done
         // mapped I/O, flag_wait: the io flag value that marks this block done; 0: wait on ev_done.
-        // Cleared by enqueue_block(), set by enqueue_download() for the block it queues, cleared
+        // Cleared when a block's first chunk is queued, set by enqueue_download() for the block it queues, cleared
         // again by the completion wait that consumes it.
         uint64_t flag_seq = 0;
     };
@@ -246,7 +246,7 @@ private:
     void capture_graphs();
     CUgraphExec capture_slot(int slot, bool with_copies);
     void warm_up();
-    void enqueue_block(int slot);           // worker (or inline process): H2D, compute, D2H for one block
+    void enqueue_block(int slot);           // worker / inline process: the whole block as one chunk
     // Argument checks shared by submit() and the inline path.
     void check_submission(int slot, int64_t n_valid, bool final) const;
     // inline_submit: run slot `slot` on the calling thread if the engine is idle; false (nothing
@@ -281,7 +281,7 @@ private:
 
     // Hand-off caller -> worker: ring of submitted slots in order.
     std::vector<int> ring_;
-    std::mutex producer_mutex_;            // one submit() at a time moves the ring and the count
+    mutable std::mutex producer_mutex_;            // one submit() at a time moves the ring and the count
     std::atomic<uint64_t> submitted_{0};   // blocks handed over
     std::atomic<uint64_t> completed_{0};   // blocks done (or abandoned after a failure)
     SpinWaiter to_worker_;                 // the worker waits here for submissions / stop

@@ -189,23 +189,6 @@ class CudaEngine:
         """
         self._engine.resident = bool(on)
 
-    def submit_resident(self) -> int:
-        """Hand the next slot over without filling it (resident mode: no host copy either).
-
-        The block computes on the device input that slot already holds; returns the slot.
-        """
-        if self._closed:
-            raise StreamFault("the CUDA engine is closed")
-        if not self.resident:
-            raise ValueError("submit_resident() needs set_resident(True) first")
-        slot = self._next
-        if self._busy[slot]:
-            raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
-        self._engine.submit(slot, self._items, False)
-        self._busy[slot] = True
-        self._next = (slot + 1) % self._slots
-        return slot
-
     def pump_resident(self, seconds: float) -> list[int]:
         """Resident blocks back to back, every slot in flight, with no Python per block.
 

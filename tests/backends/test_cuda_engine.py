@@ -543,10 +543,8 @@ def test_gpu_realtime_qos_gets_the_highest_stream_priority():
         eng.close()
 
 
-@pytest.mark.gpu
-def test_gpu_failing_kernel_surfaces_from_wait_and_close_does_not_hang():
-    # A trapped kernel poisons the CUDA context for the whole process: run it in its own.
-    code = r"""
+# A kernel stage that traps on the value 12345 (run in a subprocess: a trap poisons the context).
+TRAP_PIPELINE = r"""
     import json, time
     import numpy as np
     from pygpukit_dsp import Pipeline, stages
@@ -564,6 +562,13 @@ def test_gpu_failing_kernel_surfaces_from_wait_and_close_does_not_hang():
     '''
     p = Pipeline([stages.Kernel(name="trap", entry="trap_on_magic", source=src)], sample_rate=1000,
                  channels=2, block_size=64)
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_failing_kernel_surfaces_from_wait_and_close_does_not_hang():
+    # A trapped kernel poisons the CUDA context for the whole process: run it in its own.
+    code = TRAP_PIPELINE + r"""
     eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"))
     out = {}
     x = np.ones((2, 64), np.float32)
@@ -1013,24 +1018,7 @@ def test_gpu_mapped_io_two_slots_in_flight_equal_one_at_a_time(flag_wait):
 @pytest.mark.gpu
 def test_gpu_mapped_io_flag_wait_failing_kernel_raises_instead_of_hanging():
     # A trapped kernel poisons the CUDA context for the whole process: run it in its own.
-    code = r"""
-    import json, time
-    import numpy as np
-    from pygpukit_dsp import Pipeline, stages
-    from pygpukit_dsp.backends import BackendChoice
-    from pygpukit_dsp.backends.cuda_engine import CudaEngine
-    from pygpukit_dsp.errors import DeviceError
-    src = '''
-    extern "C" __global__ void trap_on_magic(const float* in, float* out, long long channels,
-                                             long long items, long long row_in, long long row_out) {
-        long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-        if (i >= channels * row_out) return;
-        if (in[i] == 12345.0f) __trap();
-        out[i] = in[i];
-    }
-    '''
-    p = Pipeline([stages.Kernel(name="trap", entry="trap_on_magic", source=src)], sample_rate=1000,
-                 channels=2, block_size=64)
+    code = TRAP_PIPELINE + r"""
     eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True, flag_wait=True)
     out = {"inline": eng._engine.inline_submit}
     x = np.ones((2, 64), np.float32)

@@ -279,8 +279,7 @@ class _FakeEngine:
 
         self.cpu = open_backend(pipeline, chain, "cpu")
         self.units_per_block = 4
-        self._engine, self._items, self._slots = _FakeNative(), chain.input.block_size, 2
-        self._next, self._busy = 0, [False, False]
+        self._engine, self._items = _FakeNative(), chain.input.block_size
         self.resident = False
         self.closed = False
 
@@ -291,7 +290,7 @@ class _FakeEngine:
         self.resident = on
 
     def pump_resident(self, seconds):
-        assert self.resident and not any(self._busy)
+        assert self.resident
         self._stop_pump = False
         stamps, end = [], time.monotonic() + seconds
         while not self._stop_pump and time.monotonic() < end:
@@ -302,20 +301,6 @@ class _FakeEngine:
 
     def stop_pump(self):
         self._stop_pump = True
-
-    def submit_resident(self):
-        assert self.resident
-        slot = self._next
-        assert not self._busy[slot]
-        self._engine.submit(slot, self._items, False)
-        self._busy[slot] = True
-        self._next = (slot + 1) % self._slots
-        return slot
-
-    def collect(self, slot):
-        assert self.resident and self._busy[slot]
-        self._busy[slot] = False
-        time.sleep(0.0002)
 
     def reset(self):
         self.cpu.reset()
