@@ -6,6 +6,7 @@
 # w3.json, so name fewer sections next to it: e.g. SECTIONS="gpu-tests bench-w3"). Prints a short
 # summary last.
 #   SECTIONS="gpu-tests tests bench-w1 bench-w2 profile sanitizer" bash scripts/gpu_run.sh
+#   SECTIONS="host-jitter bench-w3" bash scripts/gpu_run.sh     # host stalls, then W3
 #   SECTIONS=bench-w3 BLOCKS_W3=500 PERIOD_MS_W3=1 bash scripts/gpu_run.sh     # a quick W3 (~15 s)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
     --format=csv >> "$LOG" 2>&1
 $GK devices >> "$LOG" 2>&1
 
+if has host-jitter; then
+    # the host's own stalls, no GPU involved (benchmarks/host_jitter.py): the floor under W1/W3 tails
+    section "host jitter"
+    python3 benchmarks/host_jitter.py --seconds "${JITTER_S:-4}" >> "$LOG" 2>&1
+    summary+=("host jitter: rc=$?")
+fi
 if has gpu-tests; then
     $PYTEST -m gpu tests > "$OUT/pytest_gpu.log" 2>&1
     summary+=("pytest -m gpu: $(tail -1 "$OUT/pytest_gpu.log")")

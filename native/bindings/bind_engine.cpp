@@ -256,6 +256,19 @@ void bind_engine(py::module_& m) {
              "Block until the slot's block is done; returns its valid output items.")
         .def("reset", &gk::StreamEngine::reset, py::call_guard<py::gil_scoped_release>())
         .def("close", &gk::StreamEngine::close, py::call_guard<py::gil_scoped_release>())
+        .def("set_trace", &gk::StreamEngine::set_trace, py::arg("capacity"),
+             "Record the timing of the last `capacity` process() calls (0: off); clears the ring.")
+        .def(
+            "trace",
+            [](const gk::StreamEngine& e) {
+                static_assert(sizeof(gk::BlockTrace) == 8 * sizeof(uint64_t), "BlockTrace is 8 words");
+                const std::vector<gk::BlockTrace> v = e.trace();
+                py::array_t<uint64_t> a({static_cast<py::ssize_t>(v.size()), static_cast<py::ssize_t>(8)});
+                if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(gk::BlockTrace));
+                return a;
+            },
+            "The trace ring, oldest first: (n, 8) uint64, columns call, filled, launch_begin, launched, "
+            "done_seen, woke (steady clock ns), gpu_ns, scheduled.")
         .def("counters",
              [](const gk::StreamEngine& e) {
                  gk::EngineCounters c = e.counters();

@@ -216,7 +216,7 @@ bool Dispatcher::poll_in_flight() {
                                      " after its final chunk");
             live_.erase(task);
             ++stats_.completed;
-            engine->finish_scheduled(slot);
+            engine->finish_scheduled(slot, finish, gpu_ns);
         }
     }
     return finished;

@@ -21,6 +21,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+uint64_t now_ns() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
 // Completion polls once the spin phase is over and a new submission may still arrive.
 constexpr int kPollUs = 100;
 constexpr int kMaxSlots = 16;
@@ -580,6 +585,8 @@ void StreamEngine::worker_main() {
                 to_worker_.wait_for(more, 0, kPollUs);
             }
             slot.flag_seq = 0;
+            slot.t_done_seen = now_ns();
+            slot.gpu_ns = 0;
             counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
             inflight.pop_front();
             counters_.blocks.fetch_add(1, std::memory_order_relaxed);
@@ -738,13 +745,52 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
+    const bool tracing = tracing_.load(std::memory_order_relaxed);
+    BlockTrace t;
+    if (tracing) t.call = now_ns();
     fill(s, block, n);
-    if (options_.inline_submit && !attached()) {
-        int64_t n_out = 0;
-        if (process_inline(s, n, final, &n_out)) return n_out;
+    if (tracing) t.filled = now_ns();
+    int64_t n_out = 0;
+    const bool scheduled = attached();
+    if (!(options_.inline_submit && !scheduled && process_inline(s, n, final, &n_out))) {
+        submit(s, n, final);
+        n_out = wait(s);
     }
-    submit(s, n, final);
-    return wait(s);
+    if (tracing) {
+        t.woke = now_ns();
+        const Slot& slot = *slots_[static_cast<size_t>(s)];
+        t.launch_begin = slot.t_launch_begin;
+        t.launched = slot.t_launched;
+        t.done_seen = slot.t_done_seen;
+        t.gpu_ns = slot.gpu_ns;
+        t.scheduled = scheduled ? 1 : 0;
+        record_trace(t);
+    }
+    return n_out;
+}
+
+void StreamEngine::set_trace(size_t capacity) {
+    std::lock_guard<std::mutex> lock(trace_mutex_);
+    trace_.assign(capacity, BlockTrace{});
+    trace_count_ = 0;
+    tracing_.store(capacity > 0);
+}
+
+void StreamEngine::record_trace(const BlockTrace& t) {
+    std::lock_guard<std::mutex> lock(trace_mutex_);
+    if (trace_.empty()) return;
+    trace_[trace_count_ % trace_.size()] = t;
+    ++trace_count_;
+}
+
+std::vector<BlockTrace> StreamEngine::trace() const {
+    std::lock_guard<std::mutex> lock(trace_mutex_);
+    const size_t cap = trace_.size();
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(trace_count_, cap));
+    std::vector<BlockTrace> out;
+    out.reserve(n);
+    for (uint64_t k = trace_count_ - n; k < trace_count_; ++k) out.push_back(trace_[k % cap]);
+    return out;
 }
 
 bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n_out) {
@@ -818,6 +864,8 @@ bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n
         throw;
     }
     slot.flag_seq = 0;
+    slot.t_done_seen = now_ns();
+    slot.gpu_ns = 0;
     counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
     counters_.blocks.fetch_add(1, std::memory_order_relaxed);
     inline_blocks_.fetch_add(1, std::memory_order_relaxed);
@@ -904,6 +952,12 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
     auto mark = [&](CUevent e) {
         if (e) cu_check(api.cuEventRecord(e, compute_), "cuEventRecord", "timing a chunk");
     };
+    if (begin == 0) slot.t_launch_begin = now_ns();
+    // the block is queued once its last chunk's calls return (every exit below)
+    struct Stamp {
+        uint64_t* at;
+        ~Stamp() { if (at) *at = now_ns(); }
+    } launched{end == U ? &slot.t_launched : nullptr};
     if (!full && end != U) {
         // A final (partial) block runs whole in its last chunk: its ops need n_in, not units.
         mark(start);
@@ -966,8 +1020,10 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
     cu_check(api.cuEventRecord(slot.ev_done, down), "cuEventRecord", what);
 }
 
-void StreamEngine::finish_scheduled(int s) {
+void StreamEngine::finish_scheduled(int s, uint64_t seen_ns, uint64_t gpu_ns) {
     Slot& slot = *slots_[static_cast<size_t>(s)];
+    slot.t_done_seen = seen_ns;
+    slot.gpu_ns = gpu_ns;
     counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
     counters_.blocks.fetch_add(1, std::memory_order_relaxed);
     slot.state.store(kDone);

@@ -107,6 +107,19 @@ private:
     std::atomic<int> sleepers_{0};
 };
 
+// Where one process() call's time went (steady clock ns, CLOCK_MONOTONIC: Python's
+// perf_counter_ns). Recorded only while a trace is on (StreamEngine::set_trace).
+struct BlockTrace {
+    uint64_t call = 0;          // process() entered (GIL released)
+    uint64_t filled = 0;        // the block is in the pinned input slot
+    uint64_t launch_begin = 0;  // its first chunk starts being queued (caller or dispatcher)
+    uint64_t launched = 0;      // its last chunk is queued
+    uint64_t done_seen = 0;     // its completion was observed (caller or dispatcher)
+    uint64_t woke = 0;          // the caller has it back
+    uint64_t gpu_ns = 0;        // scheduled blocks: device time of the last chunk (events); else 0
+    uint64_t scheduled = 0;     // 1: through a dispatcher, 0: on the calling thread / worker
+};
+
 class StreamEngine {
 public:
     StreamEngine(std::shared_ptr<Device> device, std::vector<OpSpec> ops, EngineOptions options);
@@ -148,6 +161,10 @@ public:
     EngineCounters counters() const;
     // Blocks process() ran on the calling thread (inline_submit); also in counters()' blocks.
     uint64_t inline_blocks() const noexcept { return inline_blocks_.load(); }
+    // Per-block timing of process() calls into a ring of `capacity` records (0: off, the
+    // default; turning it on or off clears it). trace() returns the ring oldest first.
+    void set_trace(size_t capacity);
+    std::vector<BlockTrace> trace() const;
 
     // ---- chunks and the scheduler (native/engine/dispatcher.h, docs/scheduler.md) ----
     // Units of one full block: the ops' units() in op order (the scheduler's units_per_block).
@@ -205,6 +222,8 @@ private:
         // Cleared when a block's first chunk is queued, set by enqueue_download() for the block it queues, cleared
         // again by the completion wait that consumes it.
         uint64_t flag_seq = 0;
+        // trace stamps of the block in flight (written before the slot is marked done)
+        uint64_t t_launch_begin = 0, t_launched = 0, t_done_seen = 0, gpu_ns = 0;
     };
 
     struct Counters {
@@ -260,8 +279,10 @@ private:
     void enqueue_chunk(int s, int64_t begin, int64_t end, CUevent start, CUevent stop);
     // The ops' units [begin, end) of a full block, eagerly on the compute stream.
     void enqueue_op_units(int s, int64_t begin, int64_t end);
-    // Dispatcher side: the block in slot s is done (its ev_done has completed).
-    void finish_scheduled(int s);
+    // Dispatcher side: the block in slot s is done (its ev_done has completed); seen_ns: when
+    // the dispatcher saw it, gpu_ns: its last chunk's device time (trace stamps).
+    void finish_scheduled(int s, uint64_t seen_ns, uint64_t gpu_ns);
+    void record_trace(const BlockTrace& t);
     CUevent done_event(int s) const { return slots_[static_cast<size_t>(s)]->ev_done; }
     void fail(const std::string& message, const std::string& call, int code,
               const std::string& code_name);
@@ -308,6 +329,11 @@ private:
     Counters counters_;
     std::atomic<uint64_t> inline_blocks_{0};
     std::mutex control_mutex_;  // serialises reset/close/timing
+
+    mutable std::mutex trace_mutex_;
+    std::atomic<bool> tracing_{false};
+    std::vector<BlockTrace> trace_;  // ring, trace_count_ records written so far
+    uint64_t trace_count_ = 0;
 };
 
 }  // namespace gk

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 DEFAULT_SLOTS = 2
 DEFAULT_SPIN_US = 200          # how long a waiting thread spins before it sleeps
 MAX_REALTIME_SPIN_US = 5000    # a realtime stream spins up to its deadline, at most this
+# Columns of CudaEngine.block_trace(): clock stamps (ns) of one process() call in order, then
+# the last chunk's device time (scheduled blocks, else 0) and whether a dispatcher ran it.
+TRACE_FIELDS = ("call", "filled", "launch_begin", "launched", "done_seen", "woke", "gpu_ns", "scheduled")
 
 
 def _layout(spec) -> tuple[int, int, int, str]:
@@ -225,6 +228,26 @@ class CudaEngine:
                 self.collect(slot)
         self._engine.reset()
         self._next = 0
+
+    def set_trace(self, capacity: int) -> None:
+        """Record where the time of the last ``capacity`` :meth:`process` calls went (0: off).
+
+        Each record holds native clock stamps (CLOCK_MONOTONIC ns, the clock of
+        ``time.perf_counter_ns``): see :data:`TRACE_FIELDS` and :mod:`pygpukit_dsp.bench.trace`.
+        Turning it on or off clears the ring; recording costs a few clock reads per block.
+        """
+        if capacity < 0:
+            raise ValueError(f"trace capacity must be >= 0, got {capacity}")
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        self._engine.set_trace(int(capacity))
+
+    def block_trace(self) -> dict[str, np.ndarray]:
+        """The trace ring, oldest first: one int64 array per field of :data:`TRACE_FIELDS`."""
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        rows = self._engine.trace().astype(np.int64)
+        return {name: rows[:, i].copy() for i, name in enumerate(TRACE_FIELDS)}
 
     def counters(self) -> dict[str, int]:
         if self._closed:

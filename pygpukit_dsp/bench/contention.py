@@ -45,6 +45,8 @@ from pydantic import Field, field_validator
 
 from ..errors import AdmissionError, ConfigError, ConfigErrors, DeviceError
 from ..stages.base import StageParams, validate_params
+from .trace import Breakdown, breakdown
+from .trace import markdown as breakdown_markdown
 
 if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
@@ -340,6 +342,9 @@ class ContentionReport:
             p99 = lat.get("p99_ns", lat.get("p99", 0)) or 0
             lines.append(f"- {r.label}: p99 {p99 / 1e3:.1f} us, missed {sched.get('missed', 0)} of "
                          f"{sched.get('submitted', 0)}")
+        for r in self.rows:
+            if r.status == "ok" and isinstance(r.extra.get("w1_breakdown"), Breakdown):
+                lines += ["", *breakdown_markdown(f"Where W1's time went, {r.label}", r.extra["w1_breakdown"])]
         if self.notes:
             lines.append("")
             lines += [f"- {n}" for n in self.notes]
@@ -364,6 +369,8 @@ class _W1Run:
     t_start: int                    # perf_counter_ns at the first timed hand-over
     t_end: int
     overruns: int
+    starts: np.ndarray              # perf_counter_ns before / after each timed process() call
+    ends: np.ndarray
 
 
 def _wait_until(t_ns: int) -> None:
@@ -384,7 +391,8 @@ def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *,
     perf = time.perf_counter_ns
     total = warmup + blocks
     keep_from = total - W1_CHECK_BLOCKS
-    lat = np.empty(blocks, dtype=np.int64)
+    starts = np.empty(blocks, dtype=np.int64)
+    ends = np.empty(blocks, dtype=np.int64)
     outs: list[np.ndarray] = []
     k = len(inputs)
     overruns = 0
@@ -396,7 +404,7 @@ def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *,
         y = process(inputs[i % k])
         t1 = perf()
         if i >= warmup:
-            lat[i - warmup] = t1 - t0
+            starts[i - warmup], ends[i - warmup] = t0, t1
             if i == warmup:
                 t_start = t0
         if i >= keep_from:
@@ -405,7 +413,7 @@ def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *,
         if t1 > t_next:  # longer than a period: the next block (already arrived) goes at once
             overruns += 1
             t_next = t1
-    return _W1Run(lat, outs, t_start, perf(), overruns)
+    return _W1Run(ends - starts, outs, t_start, perf(), overruns, starts, ends)
 
 
 def _pace_until(event: threading.Event, process: Callable[[np.ndarray], Any], inputs: list[np.ndarray],
@@ -586,9 +594,11 @@ class _ProjectRun:
             sid = self._register_w1(sched, engine, inputs)
             with CudaDispatch(sched, spin_us=self.spin_us) as dispatch:
                 dispatch.attach(engine, sid)
+                engine.set_trace(warmup + blocks)
                 run = _paced_w1(engine.process, inputs, warmup=warmup, blocks=blocks, period_ns=self.period_ns)
                 extra = {"scheduler_w1": sched.stream_stats(sid), "dispatch": dispatch.stats(),
-                         "declared_cost_ns": self.cost_ns}
+                         "declared_cost_ns": self.cost_ns,
+                         "w1_breakdown": breakdown(engine.block_trace(), run.starts, run.ends)}
         finally:
             engine.close()
         return run, extra
@@ -632,12 +642,14 @@ class _ProjectRun:
                         _pace_until(pump.started, w1.process, w1_inputs, self.period_ns)
                         _wait_started(pump)
                         w1.reset()  # the timed run starts from reset, like the solo one
+                        w1.set_trace(warmup + blocks)
                         run = _paced_w1(w1.process, w1_inputs, warmup=warmup, blocks=blocks,
                                         period_ns=self.period_ns)
                     finally:
                         _finish_pump(pump)
                     extra = {"scheduler_w1": sched.stream_stats(sid1), "scheduler_w2": sched.stream_stats(sid2),
-                             "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns}
+                             "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns,
+                             "w1_breakdown": breakdown(w1.block_trace(), run.starts, run.ends)}
             finally:
                 w2.close()
         finally:

@@ -57,6 +57,7 @@ class BenchReport:
     results: list[ImplResult]
     notes: list[str] = field(default_factory=list)
     first_block: dict[str, float] = field(default_factory=dict)  # cuda: cold/warm engine open -> first output
+    breakdown: Any = None  # cuda: where the project's block latency went (bench.trace.Breakdown)
 
     def project(self) -> ImplResult:
         return self.results[0]
@@ -107,6 +108,10 @@ class BenchReport:
         lines.append("")
         lines.append("Ratios are project / baseline (below 1.00x: the project is faster).")
         lines += self.notes
+        if self.breakdown is not None:
+            from .trace import markdown as breakdown_markdown
+
+            lines += ["", *breakdown_markdown(f"Where {self.results[0].name}'s time went", self.breakdown)]
         return "\n".join(lines)
 
     def _markdown_throughput(self) -> str:
@@ -240,6 +245,7 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
     spb = int(np.prod(chain.input.block_shape))
 
     impls: list[tuple[ImplResult, Any]] = []
+    trace_figures = None
     project = open_backend(pipeline, chain, choice.name)
     impls.append((ImplResult(name=f"pygpukit-dsp ({choice.name})", kind="project"), project))
     for name in compare:
@@ -258,15 +264,24 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
             for i in range(warmup):
                 impl.process(inputs[i % len(inputs)])
         samples: dict[str, list[int]] = {r.name: [] for r, _ in runnable}
+        # the project's calls in the timed phase, traced natively: (start, end, timed) per call
+        traced = project if impls[0][0].status == "ok" and hasattr(project, "set_trace") else None
+        calls: list[tuple[int, int, bool]] = []
+        if traced is not None:
+            traced.set_trace(blocks + blocks // ROUND_BLOCKS + 2)
         done = 0
         t_report = time.perf_counter()
         while done < blocks:
             n = min(ROUND_BLOCKS, blocks - done)
             for r, impl in runnable:
+                stamps = calls if impl is traced else None
                 if len(runnable) > 1:
                     time.sleep(ROUND_PAUSE_S)
+                    t0 = time.perf_counter_ns()
                     impl.process(inputs[done % len(inputs)])  # one untimed block after the pause
-                _time_blocks(impl.process, inputs, done, n, samples[r.name])
+                    if stamps is not None:
+                        stamps.append((t0, time.perf_counter_ns(), False))
+                _time_blocks(impl.process, inputs, done, n, samples[r.name], stamps)
             done += n
             if progress and time.perf_counter() - t_report > 0.5:
                 t_report = time.perf_counter()
@@ -279,6 +294,11 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
             r.raw_us = us.tolist()
             r.latency_us = _percentiles(us)
             r.samples_per_s = spb / (r.latency_us["mean"] * 1e-6)
+        if traced is not None:
+            from .trace import breakdown
+
+            st = np.asarray(calls, dtype=np.int64)
+            trace_figures = breakdown(traced.block_trace(), st[:, 0], st[:, 1], keep=st[:, 2].astype(bool))
     finally:
         for _, impl in impls:
             if impl is not None:
@@ -293,7 +313,8 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
         pipeline=pipeline.name, mode="latency", backend=choice.name, backend_reason=choice.reason,
         input_spec=chain.input.describe(), output_spec=chain.output.describe(), blocks=blocks,
         warmup=warmup, samples_per_block=spb, machine=machine_description(),
-        results=[r for r, _ in impls], notes=notes, first_block=first)
+        results=[r for r, _ in impls], notes=notes, first_block=first,
+        breakdown=trace_figures)
     if plot:
         from .plot import plot_latency
 
@@ -350,14 +371,17 @@ def _source_format(pipeline: "Pipeline") -> StreamFormat:
 
 
 def _time_blocks(fn: Callable[[np.ndarray], Any], inputs: list[np.ndarray], start: int, n: int,
-                 out: list[int]) -> None:
+                 out: list[int], stamps: list[tuple[int, int, bool]] | None = None) -> None:
     perf = time.perf_counter_ns
     k = len(inputs)
     for i in range(start, start + n):
         x = inputs[i % k]
         t0 = perf()
         fn(x)
-        out.append(perf() - t0)
+        t1 = perf()
+        out.append(t1 - t0)
+        if stamps is not None:
+            stamps.append((t0, t1, True))
 
 
 def _check_outputs(impls: list[tuple[ImplResult, Any]], inputs: list[np.ndarray]) -> None:

@@ -56,6 +56,17 @@ except ValueError as exc:
     res["units_mismatch"] = str(exc)
 bad_disp.close()
 
+# block trace (inline path): stamps in order, a ring of the last `capacity` calls, off again
+tr = _native.StreamEngine(dev, chain("x", 1), use_graph=False, single_stream=True, inline_submit=True)
+tr.set_trace(2)
+for b in range(3):
+    tr.process(b % 2, np.zeros((3, 16), np.float32), False)
+res["trace_inline"] = tr.trace().tolist()
+tr.set_trace(0)
+tr.process(0, np.zeros((3, 16), np.float32), False)
+res["trace_off"] = tr.trace().shape[0]
+tr.close()
+
 rt.attach(disp, rt_id)
 tp.attach(disp, tp_id)
 try:
@@ -83,10 +94,12 @@ def run_tp():
     last = (N - 1) % 2
     tp.wait(last)
     ok["tp"] &= bool(np.array_equal(tp.output_slot(last), -x - (N - 1)))
+rt.set_trace(N)  # block trace (scheduled path)
 threads = [threading.Thread(target=run_rt), threading.Thread(target=run_tp)]
 for t in threads: t.start()
 for t in threads: t.join()
 res["data_ok"] = ok
+res["trace_sched"] = rt.trace().tolist()
 # a final partial block runs whole in its last chunk
 tp.input_slot(0)[:] = 0
 tp.input_slot(0)[:, :5] = 7
@@ -185,6 +198,20 @@ def test_fake_throughput_blocks_are_launched_in_scheduler_chunks(fake_dispatch):
     assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (41, 41, 41, 41)
     rc = fake_dispatch["rt_counters"]
     assert rc["chunks"] == 0 and rc["blocks"] == rc["h2d_copies"] == rc["d2h_copies"] == rc["completion_waits"]
+
+
+def _stamps_in_order(rows: list[list[int]]) -> bool:
+    # call, filled, launch_begin, launched, done_seen, woke
+    return all(r[0] > 0 and all(r[i] <= r[i + 1] for i in range(5)) for r in rows)
+
+
+def test_fake_block_trace_records_each_call_in_order_on_both_paths(fake_dispatch):
+    inline, sched = fake_dispatch["trace_inline"], fake_dispatch["trace_sched"]
+    assert len(inline) == 2 and inline[0][0] < inline[1][0]  # a ring of 2 keeps the last 2 calls
+    assert _stamps_in_order(inline) and all(r[6] == 0 and r[7] == 0 for r in inline)
+    assert fake_dispatch["trace_off"] == 0
+    assert len(sched) == 40 and _stamps_in_order(sched)
+    assert all(r[6] >= 1 and r[7] == 1 for r in sched)  # device time from the dispatcher's events
 
 
 def test_fake_failing_engine_does_not_stop_the_others(fake_dispatch):

@@ -1039,3 +1039,34 @@ def test_gpu_mapped_io_flag_wait_failing_kernel_raises_instead_of_hanging():
     assert out["inline"] is True and out["ok_block"]
     assert "CUDA_ERROR_" in out["process"], out["process"]
     assert out["error_s"] < 10 and out["close_s"] < 10
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kw", [{}, {"mapped_io": True}], ids=["worker", "inline-mapped"])
+def test_gpu_block_trace_breaks_process_latency_into_phases(kw):
+    import time
+
+    from pygpukit_dsp.bench.trace import breakdown
+    from pygpukit_dsp.errors import StreamFault
+
+    eng = _engine(_w1_like(), **kw)
+    try:
+        with pytest.raises(ValueError, match=">= 0"):
+            eng.set_trace(-1)
+        x = np.random.default_rng(4).standard_normal((64, 256)).astype(np.float32)
+        eng.set_trace(50)
+        starts, ends = [], []
+        for _ in range(50):
+            starts.append(time.perf_counter_ns())
+            eng.process(x)
+            ends.append(time.perf_counter_ns())
+        tr = eng.block_trace()
+        assert len(tr["call"]) == 50 and (tr["scheduled"] == 0).all()
+        b = breakdown(tr, np.array(starts), np.array(ends))  # refuses stamps outside their calls
+        assert all(ph.p50_us >= 0 for ph in b.phases)
+        assert b.phases[4].p50_us > 1.0  # the GPU part of a fir 256 + mix block is micro-seconds
+        assert sum(ph.p50_us for ph in b.phases) <= b.total.p99_us * 2
+    finally:
+        eng.close()
+    with pytest.raises(StreamFault):
+        eng.block_trace()

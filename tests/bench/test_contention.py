@@ -284,7 +284,23 @@ class _FakeEngine:
         self.closed = False
 
     def process(self, x):
-        return self.cpu.process(x)
+        t = time.perf_counter_ns()
+        y = self.cpu.process(x)
+        if self._trace is not None:  # the stamps CudaEngine.block_trace() has, on one clock
+            now = time.perf_counter_ns()
+            self._trace.append([t, t, t, t, now, now, 1000, 1])
+        return y
+
+    _trace: list | None = None
+
+    def set_trace(self, capacity):
+        self._trace = [] if capacity else None
+
+    def block_trace(self):
+        from pygpukit_dsp.backends.cuda_engine import TRACE_FIELDS
+
+        rows = np.array(self._trace or [], dtype=np.int64).reshape(-1, len(TRACE_FIELDS))
+        return {name: rows[:, i] for i, name in enumerate(TRACE_FIELDS)}
 
     def set_resident(self, on=True):
         self.resident = on
@@ -363,6 +379,9 @@ def test_run_w3_orchestrates_the_three_project_runs(tmp_path, fake_gpu):
     assert rep.settings["period_ns"] == 1_000_000 and rep.deadline_us == 1000.0
     assert any("fast alone" in ln for ln in lines) and any("on one scheduler" in ln for ln in lines)
     assert len(rep.targets()) == 3
+    # both W1 runs traced: the breakdown covers exactly the timed blocks
+    assert solo.extra["w1_breakdown"].blocks == load.extra["w1_breakdown"].blocks == 12
+    assert "Where W1's time went, pygpukit-dsp, alone" in rep.markdown()
 
 
 def test_without_pytorch_the_baseline_rows_are_skipped(tmp_path, fake_gpu, monkeypatch):
@@ -523,3 +542,7 @@ def test_tiny_w3_run_on_the_gpu():
     assert len(rep.targets()) == 3 and all(t.met is not None for t in rep.targets())
     json.dumps(rep.to_dict())
     assert "| pygpukit-dsp, W1 + W2 on one scheduler |" in rep.markdown()
+    # the W1 latency of both project runs broken into phases from the engine's trace
+    load_bd = rep.row("project_load").extra["w1_breakdown"]
+    assert load_bd.blocks == 50 and load_bd.gpu is not None and load_bd.gpu.p50_us > 0
+    assert "Where W1's time went, pygpukit-dsp, W1 + W2 on one scheduler" in rep.markdown()

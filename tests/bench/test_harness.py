@@ -1,5 +1,7 @@
 """The bench harness: report contents, interleaving, first-block timing on the GPU."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -45,3 +47,13 @@ def test_first_block_times_cold_and_warm():
     assert t["first_block_cold_ms"] > 0 and t["first_block_warm_ms"] > 0
     # the cold run compiles with NVRTC; the warm one loads CUBINs from the disk cache
     assert t["first_block_warm_ms"] < t["first_block_cold_ms"]
+
+
+@pytest.mark.gpu
+def test_cuda_latency_report_breaks_the_projects_latency_into_phases():
+    rep = run_bench(_small(), backend="cuda", blocks=600, warmup=10, compare=["numpy"])
+    b = rep.breakdown
+    assert b is not None and b.blocks == 600  # timed blocks only, not the untimed ones between rounds
+    assert b.total.p50_us == pytest.approx(rep.project().latency_us["p50"], rel=0.05)
+    assert "time went" in rep.markdown()
+    json.dumps(rep.to_dict())

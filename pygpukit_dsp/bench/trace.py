@@ -1,0 +1,105 @@
+"""Where a block's latency went: the phases of :meth:`CudaEngine.block_trace` records.
+
+The engine stamps each traced ``process()`` call natively (CLOCK_MONOTONIC ns, the clock of
+``time.perf_counter_ns``); the caller adds its own stamps just before and after the call, so
+the Python on either side is a phase too:
+
+====================  =========================================================================
+python in             the caller's stamp -> the native call (argument checks, GIL release)
+fill                  the copy of the block into its pinned input slot
+hand-over             -> the first chunk starts being queued (a dispatcher: posting, its pick-up,
+                      the scheduler's decision; inline: the idle check)
+launch                queueing the block (graph launch or kernels)
+GPU + seen            -> its completion is observed (queueing behind other work on the GPU, the
+                      block itself, the poll that sees it)
+wake                  -> the calling thread has it back (a dispatcher's hand-back)
+python out            -> the caller's stamp (the output copy, GIL re-acquired)
+====================  =========================================================================
+
+For every phase: p50 and p99 over the blocks, and its mean over the slowest 1% of blocks (by
+total latency), which says which phase the tail comes from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+PHASES: tuple[tuple[str, str, str], ...] = (
+    ("python in", "py_start", "call"),
+    ("fill", "call", "filled"),
+    ("hand-over", "filled", "launch_begin"),
+    ("launch", "launch_begin", "launched"),
+    ("GPU + seen", "launched", "done_seen"),
+    ("wake", "done_seen", "woke"),
+    ("python out", "woke", "py_end"),
+)
+TAIL_FRACTION = 0.01
+
+
+@dataclass
+class PhaseFigures:
+    name: str
+    p50_us: float
+    p99_us: float
+    tail_mean_us: float   # mean over the slowest TAIL_FRACTION of blocks (by total latency)
+
+
+@dataclass
+class Breakdown:
+    blocks: int
+    tail_blocks: int
+    phases: list[PhaseFigures]
+    total: PhaseFigures
+    gpu: PhaseFigures | None   # device time of the block (scheduled blocks' events), if recorded
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def breakdown(trace: Mapping[str, np.ndarray], py_start: np.ndarray, py_end: np.ndarray,
+              keep: np.ndarray | None = None) -> Breakdown:
+    """Phases of the last ``len(py_start)`` trace records, matched in order with the caller's
+    stamps; ``keep`` (a bool per call) leaves out the calls that were not timed."""
+    n = len(py_start)
+    if len(py_end) != n:
+        raise ValueError(f"py_start has {n} stamps and py_end {len(py_end)}")
+    have = len(trace["call"])
+    if n == 0 or have < n:
+        raise ValueError(f"the trace holds {have} records, {n} needed (set_trace(capacity) with capacity >= {n})")
+    cols = {k: np.asarray(v[-n:], dtype=np.int64) for k, v in trace.items()}
+    cols["py_start"] = np.asarray(py_start, dtype=np.int64)
+    cols["py_end"] = np.asarray(py_end, dtype=np.int64)
+    bad = ~((cols["py_start"] <= cols["call"]) & (cols["woke"] <= cols["py_end"]))
+    if bad.any():
+        raise ValueError(f"{int(bad.sum())} trace records do not fall inside their calls: "
+                         "the trace and the stamps are not of the same blocks")
+    if keep is not None:
+        keep = np.asarray(keep, dtype=bool)
+        if len(keep) != n or not keep.any():
+            raise ValueError("keep must hold one bool per call, at least one True")
+        cols = {k: v[keep] for k, v in cols.items()}
+        n = int(keep.sum())
+    total = cols["py_end"] - cols["py_start"]
+    k = max(1, int(round(n * TAIL_FRACTION)))
+    tail = np.argsort(total)[-k:]
+
+    def figures(name: str, ns: np.ndarray) -> PhaseFigures:
+        us = ns.astype(np.float64) / 1e3
+        p50, p99 = np.percentile(us, [50, 99])
+        return PhaseFigures(name, float(p50), float(p99), float(us[tail].mean()))
+
+    phases = [figures(name, cols[b] - cols[a]) for name, a, b in PHASES]
+    gpu = figures("GPU time (events)", cols["gpu_ns"]) if (cols["gpu_ns"] > 0).all() else None
+    return Breakdown(n, k, phases, figures("total", total), gpu)
+
+
+def markdown(title: str, b: Breakdown) -> list[str]:
+    lines = [f"{title} ({b.blocks} blocks; tail = the slowest {b.tail_blocks}):", "",
+             "| phase | p50 us | p99 us | mean in the tail us |", "|---|---:|---:|---:|"]
+    for f in [*b.phases, b.total, *([b.gpu] if b.gpu else [])]:
+        lines.append(f"| {f.name} | {f.p50_us:.1f} | {f.p99_us:.1f} | {f.tail_mean_us:.1f} |")
+    return lines

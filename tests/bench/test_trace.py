@@ -1,0 +1,65 @@
+"""pygpukit_dsp/bench/trace.py: the latency breakdown of traced blocks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pygpukit_dsp.backends.cuda_engine import TRACE_FIELDS
+from pygpukit_dsp.bench.trace import PHASES, breakdown, markdown
+
+
+def _trace(n: int, slow: int | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """n calls 10 us apart: 1 us per phase, except a 500 us GPU wait in call `slow`."""
+    start = np.arange(n, dtype=np.int64) * 10_000_000
+    cols = {"call": start + 1000}
+    cols["filled"] = cols["call"] + 1000
+    cols["launch_begin"] = cols["filled"] + 1000
+    cols["launched"] = cols["launch_begin"] + 1000
+    cols["done_seen"] = cols["launched"] + 1000
+    if slow is not None:
+        cols["done_seen"][slow] += 500_000
+    cols["woke"] = cols["done_seen"] + 1000
+    cols["gpu_ns"] = np.full(n, 700, dtype=np.int64)
+    cols["scheduled"] = np.ones(n, dtype=np.int64)
+    end = cols["woke"] + 1000
+    assert set(cols) == set(TRACE_FIELDS)
+    return cols, start, end
+
+
+def test_phases_sum_to_the_callers_latency_and_the_tail_names_its_phase():
+    cols, start, end = _trace(200, slow=17)
+    b = breakdown(cols, start, end)
+    assert [p.name for p in b.phases] == [name for name, _, _ in PHASES]
+    assert b.blocks == 200 and b.tail_blocks == 2
+    assert all(p.p50_us == pytest.approx(1.0) for p in b.phases)
+    gpu_seen = b.phases[4]
+    assert gpu_seen.tail_mean_us == pytest.approx((501 + 1) / 2)  # the slow block and one other
+    assert sum(p.tail_mean_us for p in b.phases) == pytest.approx(b.total.tail_mean_us)
+    assert b.total.p50_us == pytest.approx(7.0)
+    assert b.gpu is not None and b.gpu.p50_us == pytest.approx(0.7)
+    text = "\n".join(markdown("W1", b))
+    assert "| GPU + seen | 1.0 |" in text and "| total |" in text and "GPU time (events)" in text
+
+
+def test_takes_the_last_records_and_leaves_out_untimed_calls():
+    cols, start, end = _trace(10)
+    older = {k: np.concatenate([v[:3], v]) for k, v in cols.items()}  # 3 older records in the ring
+    keep = np.array([True] * 9 + [False])
+    b = breakdown(older, start, end, keep=keep)
+    assert b.blocks == 9
+
+
+def test_no_gpu_row_for_blocks_without_device_time():
+    cols, start, end = _trace(10)
+    cols["gpu_ns"][:] = 0
+    assert breakdown(cols, start, end).gpu is None
+
+
+def test_mismatched_stamps_are_refused():
+    cols, start, end = _trace(10)
+    with pytest.raises(ValueError, match="records, 20 needed"):
+        breakdown(cols, np.zeros(20, np.int64), np.zeros(20, np.int64))
+    with pytest.raises(ValueError, match="not of the same blocks"):
+        breakdown(cols, start + 5_000_000, end + 5_000_000)
+    with pytest.raises(ValueError, match="one bool per call"):
+        breakdown(cols, start, end, keep=np.zeros(10, bool))
