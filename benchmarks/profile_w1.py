@@ -38,20 +38,21 @@ HERE = Path(__file__).parent
 LATENCY = {"single_stream": True, "inline_submit": True}
 # The comparison asked for in issue 3: the copy path vs mapped I/O vs mapped I/O + flag wait.
 MAIN_CONFIGS = {
-    "latency mode, eager": {**LATENCY, "use_graph": False},
-    "latency mode, graph": {**LATENCY, "use_graph": True},
+    "latency mode, eager": {**LATENCY, "use_graph": False, "mapped_io": False},
+    "latency mode, graph": {**LATENCY, "use_graph": True, "mapped_io": False},
     "mapped_io, eager": {**LATENCY, "use_graph": False, "mapped_io": True},
     "mapped_io, graph": {**LATENCY, "use_graph": True, "mapped_io": True},
     "mapped_io + flag_wait, eager": {**LATENCY, "use_graph": False, "mapped_io": True, "flag_wait": True},
     "mapped_io + flag_wait, graph": {**LATENCY, "use_graph": True, "mapped_io": True, "flag_wait": True},
     # the same block through the Rust scheduler and the native dispatcher thread (a Session's path)
     "scheduled: mapped_io, graph": {**LATENCY, "use_graph": True, "mapped_io": True, "scheduled": True},
-    "scheduled: latency mode, eager": {**LATENCY, "use_graph": False, "scheduled": True},
+    "scheduled: latency mode, eager": {**LATENCY, "use_graph": False, "mapped_io": False, "scheduled": True},
 }
+# (w1.yaml is realtime, whose default is mapped I/O: these name the copy path explicitly)
 EXTRA_CONFIGS = {
-    "latency mode, eager, unfused": {**LATENCY, "use_graph": False, "disable_fusions": True},
-    "3 streams, graph": {"single_stream": False, "use_graph": True, "inline_submit": False},
-    "3 streams, eager": {"single_stream": False, "use_graph": False, "inline_submit": False},
+    "latency mode, eager, unfused": {**LATENCY, "use_graph": False, "mapped_io": False, "disable_fusions": True},
+    "3 streams, graph": {"single_stream": False, "use_graph": True, "inline_submit": False, "mapped_io": False},
+    "3 streams, eager": {"single_stream": False, "use_graph": False, "inline_submit": False, "mapped_io": False},
 }
 TORCH_FLOOR = "torch pinned H2D 64 KiB + D2H 16 KiB + sync (floor)"
 

@@ -12,23 +12,31 @@ mapping (benchmarks/w3.yaml)::
       quantum_ns: 250000      # the scheduler's chunk quantum
       throughput_mode: resident
       throughput_seconds: 3.0 # W2 solo window
+      segments: 10            # alternating W1-alone / W1-loaded segments sharing the timed blocks
 
 :func:`run_w3` measures, in one process and in this order:
 
-a. pygpukit-dsp W1 alone: its CudaEngine attached to a CudaDispatch whose scheduler holds W1
-   as a realtime stream (cost declared from the p99 of a short calibration). One block arrives
-   every period (the host sleeps, then spins, to the arrival time); a block's latency is the
-   host wall clock from hand-over (``engine.process``) until its output is back.
-b. pygpukit-dsp W2 alone: GPU-resident blocks (one normal block uploads the data first), two in
-   flight through submit/collect, on its own CudaDispatch, for ``throughput_seconds``.
-c. Both on ONE CudaDispatch and scheduler: W2 as in (b) in a background thread while the W1
-   loop of (a) runs; W2's throughput is counted over the W1 loop's window.
-d. PyTorch (pygpukit_dsp/bench/baselines/torch_w3.py): W1 as a CUDA graph on its own stream,
+a. pygpukit-dsp W2 alone: GPU-resident blocks (normal blocks from reset upload the data first),
+   two in flight, on its own CudaDispatch, for ``throughput_seconds``.
+b. pygpukit-dsp W1 alone and W1 under W2 load, interleaved: both CudaEngines attached to ONE
+   CudaDispatch whose scheduler holds W1 as a realtime stream (cost declared from the p99 of a
+   short calibration) and W2 as a throughput stream. The timed W1 blocks are split into
+   ``segments`` alternating segments of each kind (alone, loaded | loaded, alone | ...): in a
+   loaded segment W2's resident loop runs in a background thread, in an alone segment W2 is
+   idle. Host noise comes in bursts of seconds; alternating puts it on both kinds alike (as the
+   W1 harness interleaves its implementations). One W1 block arrives every period (the host
+   sleeps, then spins, to the arrival time); a block's latency is the host wall clock from
+   hand-over (``engine.process``) until its output is back. W2's throughput under load is
+   counted over the loaded segments' timed windows. The engine traces every timed block, and the
+   report breaks both kinds' latency into phases (:mod:`pygpukit_dsp.bench.trace`).
+c. PyTorch (pygpukit_dsp/bench/baselines/torch_w3.py): W1 as a CUDA graph on its own stream,
    W2 resident (a CUDA graph) on another stream in a background thread, paced the same way;
-   W1 solo, W2 solo, both at the same stream priority, and W1 at the device's highest priority.
+   W1 solo, W2 solo, both at the same stream priority, and W1 at the device's highest priority
+   (one run each, not interleaved).
 
-Outputs are checked: W1's and W2's outputs under load equal their solo outputs (same inputs,
-state reset), and PyTorch's equal ours.
+Outputs are checked: W1's outputs at the end of the interleaved run equal a fresh engine's
+run back to back over the same input sequence, W2's under load equal its solo ones (same
+inputs, state reset), and PyTorch's equal ours.
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ W2_IN_FLIGHT = 2            # the engine's two slots
 PUMP_MAX_SECONDS = 3600.0   # a pump runs until stopped; this only bounds a forgotten one
 W2_WARM_S = 0.3             # W2 runs this long before its solo window opens
 SPIN_NS = 150_000           # the host sleeps until this close to an arrival, then spins
+SETTLE_BLOCKS = 20          # untimed W1 blocks after W2 is switched on or off
 PUMP_START_TIMEOUT_S = 120.0
 
 Progress = Callable[[str], None]
@@ -87,6 +96,7 @@ class ContentionSettings(StageParams):
     throughput_mode: str = Field("resident", description="W2: resident (input already on the GPU)")
     throughput_seconds: float = Field(3.0, gt=0, description="W2 solo timing window")
     spin_us: int | None = Field(None, ge=0, description="dispatcher spin before sleeping (default: the W1 period)")
+    segments: int = Field(10, ge=1, description="alternating segments of W1 alone / loaded that share the timed blocks")
 
     @field_validator("throughput_mode")
     @classmethod
@@ -335,7 +345,8 @@ class ContentionReport:
             lines.append(f"- {c.name}: {err} (tolerance {c.tolerance:.0e}) {'ok' if c.ok else 'FAILED'}")
         scheduled = [r for r in self.rows if r.status == "ok" and r.extra.get("scheduler_w1")]
         if scheduled:
-            lines += ["", "The scheduler's own accounting of W1 (hand-over to GPU completion, warm-up included):"]
+            lines += ["", "The scheduler's own accounting of W1 (hand-over to GPU completion; every block of the "
+                          "run, alone and loaded segments, warm-up and settling included):"]
         for r in scheduled:
             sched = r.extra["scheduler_w1"]
             lat = sched.get("latency", {})
@@ -440,11 +451,14 @@ class _Pump:
     error: BaseException | None = None
     thread: threading.Thread | None = None
 
+    def count(self, t0: int, t1: int) -> int:
+        """Blocks completed in (t0, t1]."""
+        stamps = np.asarray(self.stamps, dtype=np.int64)
+        return int(((stamps > t0) & (stamps <= t1)).sum())
+
     def rate(self, t0: int, t1: int, samples_per_block: int) -> float:
         """Samples/s of the blocks completed in (t0, t1]."""
-        stamps = np.asarray(self.stamps, dtype=np.int64)
-        n = int(((stamps > t0) & (stamps <= t1)).sum())
-        return n * samples_per_block / ((t1 - t0) / 1e9)
+        return self.count(t0, t1) * samples_per_block / ((t1 - t0) / 1e9)
 
 
 PumpBody = Callable[[_Pump], None]
@@ -520,23 +534,14 @@ def _check(name: str, got: list[np.ndarray] | None, ref: list[np.ndarray] | None
 
 
 def _project_pump(engine: Any, blocks: list[np.ndarray]) -> PumpBody:
+    """W2 alone: normal blocks from reset first (they upload the data; their outputs are
+    checked), then the resident loop until stopped."""
+    resident = _resident_pump(engine)
+
     def body(pump: _Pump) -> None:
-        # normal blocks first, from reset: they upload the data and their outputs are checked
         pump.outputs = [np.array(engine.process(b), copy=True) for b in blocks]
         engine.set_resident(True)
-        # The resident loop runs natively (pump_resident: no Python, no GIL per W2 block), so W2
-        # does not compete with the W1 thread for the interpreter; a watcher ends it on stop.
-        watcher = threading.Thread(target=lambda: (pump.stop.wait(), engine.stop_pump()),
-                                   name="w3-pump-stop", daemon=True)
-        watcher.start()
-        offset = time.perf_counter_ns() - time.monotonic_ns()
-        pump.started.set()
-        try:
-            stamps = engine.pump_resident(PUMP_MAX_SECONDS)
-        finally:
-            pump.stop.set()
-            watcher.join()
-        pump.stamps.extend(t + offset for t in stamps)
+        resident(pump)
     return body
 
 
@@ -585,24 +590,6 @@ class _ProjectRun:
     def _register_w2(self, sched: Any, engine: Any) -> int:
         return self._register(sched, self.bench.throughput, "throughput", units_per_block=engine.units_per_block)
 
-    def w1_alone(self, inputs: list[np.ndarray], warmup: int, blocks: int) -> tuple[_W1Run, dict[str, Any]]:
-        from ..backends.cuda_dispatch import CudaDispatch
-
-        engine = self._engine(self.bench.realtime, self.c1)
-        try:
-            sched = self._scheduler()
-            sid = self._register_w1(sched, engine, inputs)
-            with CudaDispatch(sched, spin_us=self.spin_us) as dispatch:
-                dispatch.attach(engine, sid)
-                engine.set_trace(warmup + blocks)
-                run = _paced_w1(engine.process, inputs, warmup=warmup, blocks=blocks, period_ns=self.period_ns)
-                extra = {"scheduler_w1": sched.stream_stats(sid), "dispatch": dispatch.stats(),
-                         "declared_cost_ns": self.cost_ns,
-                         "w1_breakdown": breakdown(engine.block_trace(), run.starts, run.ends)}
-        finally:
-            engine.close()
-        return run, extra
-
     def w2_alone(self, blocks: list[np.ndarray], seconds: float) -> tuple[float, list[np.ndarray], dict[str, Any]]:
         from ..backends.cuda_dispatch import CudaDispatch
 
@@ -621,8 +608,16 @@ class _ProjectRun:
             engine.close()
         return pump.rate(t0, t1, spb), pump.outputs, extra
 
-    def both(self, w1_inputs: list[np.ndarray], w2_blocks: list[np.ndarray], warmup: int,
-             blocks: int) -> tuple[_W1Run, float, list[np.ndarray], dict[str, Any]]:
+    def interleaved(self, w1_inputs: list[np.ndarray], w2_blocks: list[np.ndarray], warmup: int, blocks: int,
+                    segments: int) -> "_Interleaved":
+        """W1 alone and W1 under W2 load, in alternating segments on ONE scheduler and dispatcher.
+
+        Both engines stay attached throughout; a load segment runs W2's resident loop, an alone
+        segment leaves W2 idle. Segments alternate (alone, load | load, alone | ...) so that the
+        host's noise, which comes in bursts of seconds, falls on both kinds alike. W1 is one
+        continuous stream from reset; after every switch SETTLE_BLOCKS untimed blocks let the GPU
+        and the scheduler settle.
+        """
         from ..backends.cuda_dispatch import CudaDispatch
 
         spb = int(np.prod(self.c2.input.block_shape))
@@ -636,25 +631,130 @@ class _ProjectRun:
                 with CudaDispatch(sched, spin_us=self.spin_us) as dispatch:
                     dispatch.attach(w1, sid1)
                     dispatch.attach(w2, sid2)
-                    pump = _start_pump(_project_pump(w2, w2_blocks))
-                    try:
-                        # W2's checked blocks run while W1 blocks arrive at their period
-                        _pace_until(pump.started, w1.process, w1_inputs, self.period_ns)
-                        _wait_started(pump)
-                        w1.reset()  # the timed run starts from reset, like the solo one
-                        w1.set_trace(warmup + blocks)
-                        run = _paced_w1(w1.process, w1_inputs, warmup=warmup, blocks=blocks,
-                                        period_ns=self.period_ns)
-                    finally:
-                        _finish_pump(pump)
-                    extra = {"scheduler_w1": sched.stream_stats(sid1), "scheduler_w2": sched.stream_stats(sid2),
-                             "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns,
-                             "w1_breakdown": breakdown(w1.block_trace(), run.starts, run.ends)}
+                    w2_outputs = [np.array(w2.process(b), copy=True) for b in w2_blocks]  # checked, from reset
+                    w2.set_resident(True)
+                    w1.reset()
+                    feed = _Feed(w1.process, w1_inputs)
+                    _paced_w1(feed, w1_inputs, warmup=warmup, blocks=0, period_ns=self.period_ns)
+                    out = _Interleaved(w2_outputs=w2_outputs)
+                    for seg, n in enumerate(_split(blocks, segments)):
+                        for loaded in ((False, True) if seg % 2 == 0 else (True, False)):
+                            pump = _start_pump(_resident_pump(w2)) if loaded else None
+                            try:
+                                if pump is not None:
+                                    _wait_started(pump)
+                                _paced_w1(feed, w1_inputs, warmup=SETTLE_BLOCKS, blocks=0, period_ns=self.period_ns)
+                                w1.set_trace(n)
+                                run = _paced_w1(feed, w1_inputs, warmup=0, blocks=n, period_ns=self.period_ns)
+                                (out.load if loaded else out.solo).add(run, w1.block_trace())
+                            finally:
+                                if pump is not None:
+                                    _finish_pump(pump)
+                            if pump is not None:
+                                out.w2_done += pump.count(run.t_start, run.t_end)
+                                out.w2_seconds += (run.t_end - run.t_start) / 1e9
+                    out.w1_blocks, out.w1_last = feed.count, list(feed.last)
+                    out.extra = {"scheduler_w1": sched.stream_stats(sid1), "scheduler_w2": sched.stream_stats(sid2),
+                                 "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns,
+                                 "segments": segments}
+                out.w2_samples_per_s = out.w2_done * spb / out.w2_seconds if out.w2_seconds > 0 else 0.0
             finally:
                 w2.close()
         finally:
             w1.close()
-        return run, pump.rate(run.t_start, run.t_end, spb), pump.outputs, extra
+        return out
+
+    def w1_reference(self, inputs: list[np.ndarray], upto: list[int]) -> list[list[np.ndarray]]:
+        """W1 alone from reset on a fresh engine, back to back, with the feed's input sequence:
+        for each n in ``upto``, the last W1_CHECK_BLOCKS outputs of its first n blocks."""
+        engine = self._engine(self.bench.realtime, self.c1)
+        try:
+            feed = _Feed(engine.process, inputs)
+            outs = []
+            for n in sorted(upto):
+                while feed.count < n:
+                    feed(None)
+                outs.append(list(feed.last))
+        finally:
+            engine.close()
+        order = sorted(range(len(upto)), key=lambda i: upto[i])
+        return [outs[order.index(i)] for i in range(len(upto))]
+
+
+class _Feed:
+    """W1's input as one continuous stream: block i is inputs[i % len(inputs)], whatever the
+    caller passes; keeps the last W1_CHECK_BLOCKS outputs."""
+
+    def __init__(self, process: Callable[[np.ndarray], Any], inputs: list[np.ndarray]):
+        self.process, self.inputs, self.count = process, inputs, 0
+        self.last: deque[np.ndarray] = deque(maxlen=W1_CHECK_BLOCKS)
+
+    def __call__(self, _block: Any) -> Any:
+        y = self.process(self.inputs[self.count % len(self.inputs)])
+        self.count += 1
+        self.last.append(np.array(y, copy=True))
+        return y
+
+
+def _split(blocks: int, segments: int) -> list[int]:
+    """``blocks`` timed blocks over ``segments`` segments, as evenly as they go (none empty)."""
+    segments = max(1, min(segments, blocks))
+    return [blocks // segments + (1 if i < blocks % segments else 0) for i in range(segments)]
+
+
+@dataclass
+class _Timed:
+    """The timed W1 blocks of one kind (alone or loaded), gathered over the segments."""
+
+    runs: list[_W1Run] = field(default_factory=list)
+    traces: list[dict[str, np.ndarray]] = field(default_factory=list)
+
+    def add(self, run: _W1Run, trace: dict[str, np.ndarray]) -> None:
+        self.runs.append(run)
+        self.traces.append(trace)
+
+    @property
+    def lat_ns(self) -> np.ndarray:
+        return np.concatenate([r.lat_ns for r in self.runs])
+
+    @property
+    def overruns(self) -> int:
+        return sum(r.overruns for r in self.runs)
+
+    def breakdown(self) -> Breakdown:
+        trace = {k: np.concatenate([t[k] for t in self.traces]) for k in self.traces[0]}
+        return breakdown(trace, np.concatenate([r.starts for r in self.runs]),
+                         np.concatenate([r.ends for r in self.runs]))
+
+
+@dataclass
+class _Interleaved:
+    solo: _Timed = field(default_factory=_Timed)
+    load: _Timed = field(default_factory=_Timed)
+    w2_outputs: list[np.ndarray] = field(default_factory=list)
+    w2_done: int = 0             # W2 blocks completed inside the load segments' timed windows
+    w2_seconds: float = 0.0      # ... and those windows' total length
+    w2_samples_per_s: float = 0.0
+    w1_blocks: int = 0           # W1 blocks from reset to the end of the run
+    w1_last: list[np.ndarray] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _resident_pump(engine: Any) -> PumpBody:
+    """W2's resident loop, natively (pump_resident: no Python, no GIL per block), until stopped."""
+    def body(pump: _Pump) -> None:
+        watcher = threading.Thread(target=lambda: (pump.stop.wait(), engine.stop_pump()),
+                                   name="w3-pump-stop", daemon=True)
+        watcher.start()
+        offset = time.perf_counter_ns() - time.monotonic_ns()
+        pump.started.set()
+        try:
+            stamps = engine.pump_resident(PUMP_MAX_SECONDS)
+        finally:
+            pump.stop.set()
+            watcher.join()
+        pump.stamps.extend(t + offset for t in stamps)
+    return body
 
 
 # ----------------------------------------------------------------------------- the run
@@ -675,7 +775,7 @@ def _require_cuda(pipeline: "Pipeline", chain: "SpecChain", backend: str | None)
 
 def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, blocks: int | None = None,
            warmup: int | None = None, period_ms: float | None = None, throughput_seconds: float | None = None,
-           quantum_ns: int | None = None, baseline: bool = True,
+           quantum_ns: int | None = None, segments: int | None = None, baseline: bool = True,
            progress: Progress | None = None) -> ContentionReport:
     """Run the contention benchmark (module doc); arguments left None take the bench file's values.
 
@@ -693,6 +793,7 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     warmup = st.warmup if warmup is None else warmup
     seconds = st.throughput_seconds if throughput_seconds is None else throughput_seconds
     quantum = st.quantum_ns if quantum_ns is None else quantum_ns
+    segments = st.segments if segments is None else segments
     if blocks < W1_CHECK_BLOCKS:
         raise ConfigError(f"the contention bench needs at least {W1_CHECK_BLOCKS} timed W1 blocks, got {blocks}",
                           hint="--blocks N with N >= 6")
@@ -709,7 +810,7 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
 
     settings = {"blocks": blocks, "warmup": warmup, "period_ns": period_ns, "deadline_ns": deadline_ns,
                 "quantum_ns": quantum, "throughput_mode": st.throughput_mode, "throughput_seconds": seconds,
-                "spin_us": spin_us, "w2_in_flight": W2_IN_FLIGHT, "file": bench.path}
+                "spin_us": spin_us, "w2_in_flight": W2_IN_FLIGHT, "segments": segments, "file": bench.path}
     report = ContentionReport(
         realtime=w1p.name, throughput=w2p.name, w1_spec=c1.input.describe(), w2_spec=c2.input.describe(),
         period_us=period_ns / 1e3, deadline_us=deadline_ns / 1e3, settings=settings,
@@ -724,29 +825,36 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     solo = ContentionRow("project_solo", "pygpukit-dsp, alone")
     load = ContentionRow("project_load", "pygpukit-dsp, W1 + W2 on one scheduler", solo_key="project_solo")
     report.rows += [solo, load]
-    say(f"w3: pygpukit-dsp {w1p.name} alone")
-    w1_solo, solo.extra = proj.w1_alone(w1_inputs, warmup, blocks)
-    solo.w1 = LatencyFigures.from_ns(w1_solo.lat_ns, deadline_ns, w1_solo.overruns)
-    say(f"w3:   {_w1_line(solo.w1)}")
     say(f"w3: pygpukit-dsp {w2p.name} alone ({seconds:g} s)")
-    solo.w2_samples_per_s, w2_solo_out, w2_extra = proj.w2_alone(w2_blocks, seconds)
-    solo.extra.update(w2_extra)
+    solo.w2_samples_per_s, w2_solo_out, solo.extra = proj.w2_alone(w2_blocks, seconds)
     say(f"w3:   {solo.w2_samples_per_s / 1e9:.1f} Gsamples/s")
-    say(f"w3: pygpukit-dsp {w1p.name} + {w2p.name} on one scheduler")
-    w1_load, load.w2_samples_per_s, w2_load_out, load.extra = proj.both(w1_inputs, w2_blocks, warmup, blocks)
-    load.w1 = LatencyFigures.from_ns(w1_load.lat_ns, deadline_ns, w1_load.overruns)
-    say(f"w3:   {_w1_line(load.w1)}; {w2p.name} {load.w2_samples_per_s / 1e9:.1f} Gsamples/s")
+    parts = _split(blocks, segments)
+    say(f"w3: pygpukit-dsp {w1p.name} alone and {w1p.name} + {w2p.name} on one scheduler, in {len(parts)} "
+        f"alternating segments of each (~{2 * (blocks + len(parts) * SETTLE_BLOCKS) * period_ns / 1e9:.0f} s)")
+    run = proj.interleaved(w1_inputs, w2_blocks, warmup, blocks, segments)
+    solo.w1 = LatencyFigures.from_ns(run.solo.lat_ns, deadline_ns, run.solo.overruns)
+    load.w1 = LatencyFigures.from_ns(run.load.lat_ns, deadline_ns, run.load.overruns)
+    solo.extra["w1_breakdown"] = run.solo.breakdown()
+    load.extra = {**run.extra, "w1_breakdown": run.load.breakdown()}
+    load.w2_samples_per_s = run.w2_samples_per_s
+    say(f"w3:   alone: {_w1_line(solo.w1)}")
+    say(f"w3:   loaded: {_w1_line(load.w1)}; {w2p.name} {load.w2_samples_per_s / 1e9:.1f} Gsamples/s")
+    # references: W1 alone from reset, back to back (first warmup + blocks blocks: PyTorch's
+    # check; the whole interleaved run: its check)
+    w1_ref, w1_ref_run = proj.w1_reference(w1_inputs, [warmup + blocks, run.w1_blocks])
     report.checks += [
-        _check(f"pygpukit-dsp {w1p.name} under load = alone (last {W1_CHECK_BLOCKS} blocks)",
-               w1_load.outputs, w1_solo.outputs, SELF_RTOL),
+        _check(f"pygpukit-dsp {w1p.name}, interleaved run = alone back to back (last {W1_CHECK_BLOCKS} of "
+               f"{run.w1_blocks} blocks)", run.w1_last, w1_ref_run, SELF_RTOL),
         _check(f"pygpukit-dsp {w2p.name} under load = alone ({W2_CHECK_BLOCKS} blocks from reset)",
-               w2_load_out, w2_solo_out, SELF_RTOL),
+               run.w2_outputs, w2_solo_out, SELF_RTOL),
     ]
     report.notes.append(f"pygpukit-dsp: {w1p.name} declared cost {proj.cost_ns / 1e3:.1f} us (p99 of "
-                        f"{CALIBRATION_BLOCKS} blocks alone); dispatcher spin {spin_us} us")
+                        f"{CALIBRATION_BLOCKS} blocks alone); dispatcher spin {spin_us} us; {w1p.name} alone and "
+                        f"loaded measured in {len(parts)} alternating segments each, {SETTLE_BLOCKS} untimed "
+                        "blocks after every switch")
 
     if baseline:
-        _torch_rows(report, bench, c1, c2, w1_inputs, w2_blocks, w1_solo.outputs, w2_solo_out,
+        _torch_rows(report, bench, c1, c2, w1_inputs, w2_blocks, w1_ref, w2_solo_out,
                     warmup=warmup, blocks=blocks, period_ns=period_ns, deadline_ns=deadline_ns,
                     seconds=seconds, say=say)
     for t in report.targets():

@@ -14,7 +14,7 @@ import pytest
 import pygpukit_dsp
 from pygpukit_dsp.bench import contention
 from pygpukit_dsp.bench.contention import (ContentionReport, ContentionRow, LatencyFigures, OutputCheck,
-                                           load_contention, run_w3)
+                                           SETTLE_BLOCKS, _split, load_contention, run_w3)
 from pygpukit_dsp.errors import ConfigError, ConfigErrors
 from pygpukit_dsp.pipeline import Pipeline
 
@@ -283,9 +283,12 @@ class _FakeEngine:
         self.resident = False
         self.closed = False
 
+    _processed = 0
+
     def process(self, x):
         t = time.perf_counter_ns()
         y = self.cpu.process(x)
+        self._processed += 1
         if self._trace is not None:  # the stamps CudaEngine.block_trace() has, on one clock
             now = time.perf_counter_ns()
             self._trace.append([t, t, t, t, now, now, 1000, 1])
@@ -362,26 +365,36 @@ def fake_gpu(monkeypatch):
     return engines
 
 
-def test_run_w3_orchestrates_the_three_project_runs(tmp_path, fake_gpu):
-    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, quantum_ns: 100000}\n"))
+def test_run_w3_orchestrates_the_project_runs(tmp_path, fake_gpu):
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, quantum_ns: 100000, "
+                                            "segments: 3}\n"))
     lines = []
     rep = run_w3(bench, blocks=12, warmup=2, throughput_seconds=0.05, baseline=False, progress=lines.append)
     solo, load = rep.row("project_solo"), rep.row("project_load")
     assert solo.w1.blocks == load.w1.blocks == 12 and solo.w1.misses == 0
     assert solo.w2_samples_per_s > 0 and load.w2_samples_per_s > 0
     assert rep.checks_passed and [c.project for c in rep.checks] == [True, True]
-    # W1 alone, W2 alone, then both engines on one dispatcher; every engine closed
+    # W2 alone; then W1 and W2 on one dispatcher (interleaved); then W1's reference run, not
+    # attached; every engine closed
     assert len(fake_gpu) == 4 and all(e.closed for e in fake_gpu)
-    assert [sid for _, sid in _FakeDispatch.attached] == [1, 1, 1, 2]
-    assert fake_gpu[1].resident and fake_gpu[1]._engine.submitted > 0  # W2 ran resident blocks
-    assert solo.extra["scheduler_w1"]["period_ns"] == 1_000_000
+    assert [sid for _, sid in _FakeDispatch.attached] == [1, 1, 2]
+    assert fake_gpu[0].resident and fake_gpu[0]._engine.submitted > 0  # W2 alone ran resident blocks
+    assert fake_gpu[2].resident and fake_gpu[2]._engine.submitted > 0  # ... and under load
+    # W1 as one stream from reset: warm-up, 3 x 2 segments (20 settle blocks each), the timed blocks
+    assert fake_gpu[3]._processed == 2 + 6 * SETTLE_BLOCKS + 2 * 12
+    assert load.extra["scheduler_w1"]["period_ns"] == 1_000_000 and load.extra["segments"] == 3
     assert load.extra["scheduler_w2"]["units_per_block"] == 4
     assert rep.settings["period_ns"] == 1_000_000 and rep.deadline_us == 1000.0
-    assert any("fast alone" in ln for ln in lines) and any("on one scheduler" in ln for ln in lines)
+    assert any("3 alternating segments" in ln for ln in lines)
     assert len(rep.targets()) == 3
-    # both W1 runs traced: the breakdown covers exactly the timed blocks
+    # both kinds traced: the breakdown covers exactly the timed blocks
     assert solo.extra["w1_breakdown"].blocks == load.extra["w1_breakdown"].blocks == 12
     assert "Where W1's time went, pygpukit-dsp, alone" in rep.markdown()
+
+
+@pytest.mark.parametrize("blocks,segments,parts", [(12, 3, [4, 4, 4]), (10, 3, [4, 3, 3]), (2, 5, [1, 1])])
+def test_timed_blocks_split_evenly_over_segments(blocks, segments, parts):
+    assert _split(blocks, segments) == parts
 
 
 def test_without_pytorch_the_baseline_rows_are_skipped(tmp_path, fake_gpu, monkeypatch):
