@@ -187,6 +187,8 @@ void StreamEngine::build() {
         unit_begin_.push_back(units_total_);
         units_total_ += u;
     }
+    direct_output_ = options_.mapped_io && options_.direct_output && options_.use_graph && !options_.flag_wait &&
+                     !ops_.empty() && ops_.back()->writes_output_once();
     for (size_t i = 0; i + 1 < specs_.size(); ++i) {
         edges_.push_back(std::make_unique<DeviceBuffer>(device_, specs_[i].out.nbytes()));
         edges_.back()->memset(0, edges_.back()->nbytes(), 0, compute_);
@@ -317,12 +319,13 @@ void StreamEngine::zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t
                  "cuMemsetD8Async", "zeroing the tail of a final block");
 }
 
-int64_t StreamEngine::enqueue_ops(int slot, int64_t n, bool final) {
+int64_t StreamEngine::enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out) {
     int64_t items = n;
     for (size_t i = 0; i < ops_.size(); ++i) {
         const OpSpec& spec = specs_[i];
+        const CUdeviceptr out = last_out && i + 1 == ops_.size() ? last_out : op_output(i, slot);
         try {
-            ops_[i]->enqueue(compute_, op_input(i, slot), op_output(i, slot), items, final);
+            ops_[i]->enqueue(compute_, op_input(i, slot), out, items, final);
         } catch (const DeviceError& e) {
             throw DeviceError(std::string(e.what()) + " [stage '" + spec.name + "' (" + spec.kind + ")]",
                               e.call(), e.code(), e.code_name());
@@ -381,10 +384,12 @@ CUgraphExec StreamEngine::capture_slot(int s, bool with_copies) {
     cu_check(api.cuStreamBeginCapture(compute_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
              "cuStreamBeginCapture_v2", what);
     try {
-        // The copies (mapped_io: the pull and push kernels) as the eager path queues them.
+        // The copies (mapped_io: the pull and push kernels) as the eager path queues them; with
+        // direct_output the last op writes the mapped output and there is no push.
+        const bool direct = with_copies && direct_output_;
         if (with_copies) enqueue_upload(s, compute_);
-        enqueue_ops(s, input_desc().items, false);
-        if (with_copies) enqueue_download(s, compute_, true);
+        enqueue_ops(s, input_desc().items, false, direct ? slots_[static_cast<size_t>(s)]->h_out->device_ptr() : 0);
+        if (with_copies && !direct) enqueue_download(s, compute_, true);
     } catch (...) {
         CUgraph broken = nullptr;
         api.cuStreamEndCapture(compute_, &broken);
@@ -967,7 +972,8 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
     if (begin == 0 || !full) slot.flag_seq = 0;  // set again when this block's push writes the io flag
     if (single && full && whole && !resident && slot.block_graph) {
         // Latency mode: H2D, the ops and D2H in one graph on the compute stream (mapped_io: the
-        // pull and push kernels instead of the copies).
+        // pull and push kernels instead of the copies; direct_output: the last op's own stores
+        // to the mapped output are the block's D2H).
         mark(start);
         cu_check(api.cuGraphLaunch(slot.block_graph, compute_), "cuGraphLaunch", "launching a block's graph");
         mark(stop);

@@ -75,6 +75,11 @@ struct EngineOptions {
     // instead of cuEventQuery; after spin_us without it, cuEventSynchronize on ev_done (still
     // recorded every block) reports errors and ends the wait.
     bool flag_wait = false;
+    // mapped_io with use_graph, no flag_wait, and a last op that writes_output_once(): the block
+    // graph hands that op the slot's mapped pinned output, so it writes the block's output to
+    // the host itself and the push kernel is left out (one kernel less per block). Eager and
+    // final blocks still go through the device output and the push.
+    bool direct_output = true;
 };
 
 struct EngineCounters {
@@ -161,6 +166,8 @@ public:
     EngineCounters counters() const;
     // Blocks process() ran on the calling thread (inline_submit); also in counters()' blocks.
     uint64_t inline_blocks() const noexcept { return inline_blocks_.load(); }
+    // EngineOptions::direct_output in effect (mapped I/O block graphs without a push kernel).
+    bool direct_output() const noexcept { return direct_output_; }
     // Per-block timing of process() calls into a ring of `capacity` records (0: off, the
     // default; turning it on or off clears it). trace() returns the ring oldest first.
     void set_trace(size_t capacity);
@@ -252,6 +259,7 @@ private:
     unsigned io_pull_grid_ = 1, io_push_grid_ = 1;
     std::unique_ptr<PinnedBuffer> io_flag_;   // flag_wait: one mapped host word the push writes
     std::unique_ptr<DeviceBuffer> io_state_;  // flag_wait: {push CTAs arrived, flagged pushes}
+    bool direct_output_ = false;  // the block graphs' last op writes the mapped output (no push)
     std::atomic<uint64_t> io_pushes_{0};      // flagged pushes queued (= the flag once all are done)
 
     void build();
@@ -260,7 +268,8 @@ private:
     CUdeviceptr op_output(size_t op, int slot) const;
     // Queue every op on the compute stream for slot s: full block (graph-capturable) or eager
     // with n valid items; returns the valid output items.
-    int64_t enqueue_ops(int slot, int64_t n, bool final);
+    // last_out: where the last op writes (0: the slot's device output).
+    int64_t enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out = 0);
     void zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t n_valid);
     void capture_graphs();
     CUgraphExec capture_slot(int slot, bool with_copies);

@@ -107,6 +107,9 @@ public:
 
     const char* kind() const override { return "fir_mix"; }
 
+    // The tile's last CTA writes each output element once (kernels/fir_mix.cu, step 3).
+    bool writes_output_once() const override { return true; }
+
 private:
     static unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
 

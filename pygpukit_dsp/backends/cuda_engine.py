@@ -53,7 +53,8 @@ class CudaEngine:
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
                  slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int | None = None,
                  device: int = 0, single_stream: bool | None = None,
-                 inline_submit: bool | None = None, mapped_io: bool | None = None, flag_wait: bool = False):
+                 inline_submit: bool | None = None, mapped_io: bool | None = None, flag_wait: bool = False,
+                 direct_output: bool = True):
         from .. import _native
 
         self.choice = choice
@@ -72,8 +73,10 @@ class CudaEngine:
         # option: asking for it implies single_stream unless single_stream is given.
         # Realtime streams: latency mode with mapped I/O, replayed as one graph per slot (pull
         # kernel, ops, push kernel; one launch per block). On the H100 it gave the lowest W1
-        # process() p50 in 3 of 4 interleaved profiles (e.g. 31.0 vs 37.7 us for the copies in a
-        # graph, same run; benchmarks/profile_w1.py, docs/benchmarks.md).
+        # process() p50 in interleaved profiles (e.g. 31.3 vs 38.7 us for the copies in a graph,
+        # same run; benchmarks/profile_w1.py, docs/benchmarks.md). direct_output (default on):
+        # when the last op writes its output once (Op::writes_output_once, e.g. fir_mix), the
+        # block graph has it write the mapped pinned output itself and drops the push kernel.
         if mapped_io is None:
             mapped_io = realtime
         if single_stream is None:
@@ -93,7 +96,8 @@ class CudaEngine:
         self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,
                                             priority=self.priority, use_graph=use_graph, spin_us=spin_us,
                                             single_stream=single_stream, inline_submit=inline_submit,
-                                            mapped_io=mapped_io, flag_wait=flag_wait)
+                                            mapped_io=mapped_io, flag_wait=flag_wait,
+                                            direct_output=direct_output)
         self._in_dtype = chain.input.np_dtype
         self._slots = self._engine.slots
         self._in = [self._engine.input_slot(s) for s in range(self._slots)]

@@ -992,6 +992,27 @@ def test_gpu_mapped_io_equals_cpu_backend_and_copies(make, use_graph, mapped_io,
 
 
 @pytest.mark.gpu
+def test_gpu_direct_output_drops_the_push_kernel_and_keeps_the_output():
+    p = _w1_like()  # fused into fir_mix, which writes each output element once
+    x = _mapped_signal(p, 9, seed=33)
+    kw = {"single_stream": True, "use_graph": True, "mapped_io": True}
+    direct, c = _run_engine(p, x, **kw)
+    pushed, _ = _run_engine(p, x, **kw, direct_output=False)
+    np.testing.assert_array_equal(direct, pushed)
+    assert (c["blocks"], c["h2d_copies"], c["d2h_copies"]) == (10, 10, 10)  # the op's stores are the D2H
+    # only block graphs of mapped I/O, without the flag (its push writes the flag), whose last op
+    # writes its output once
+    for make, extra, on in [(_w1_like, {}, True), (_w1_like, {"direct_output": False}, False),
+                            (_w1_like, {"flag_wait": True}, False), (_w1_like, {"use_graph": False}, False),
+                            (_complex_chain, {}, False)]:
+        eng = _engine(make(), **{**kw, **extra})
+        try:
+            assert eng._engine.direct_output is on, (make.__name__, extra)
+        finally:
+            eng.close()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("flag_wait", [False, True])
 def test_gpu_mapped_io_two_slots_in_flight_equal_one_at_a_time(flag_wait):
     p = _w1_like()

@@ -122,6 +122,13 @@ public:
     // Queue a reset of all streaming state to zero on `stream`.
     virtual void reset(CUstream stream) = 0;
 
+    // True when enqueue() writes every output element exactly once with plain stores and never
+    // reads `out` back: then the engine may pass a device-mapped pinned host buffer as `out`
+    // (mapped I/O writes the block's output straight into the slot's pinned output, with no push
+    // kernel after the op). The op should store with write-through (__stwt) so that the writes
+    // leave the GPU as they are made.
+    virtual bool writes_output_once() const { return false; }
+
     // For the engine's counters and errors.
     virtual const char* kind() const = 0;
 

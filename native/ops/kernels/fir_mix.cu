@@ -308,7 +308,8 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
                 float sum = sm.partial[ty][tx];
 #pragma unroll
                 for (int s = 1; s < MIX_ROWS; ++s) sum += sm.partial[ty][s * TILE + tx];
-                out[(long long)(o0 + ty) * (long long)n + t] = t < (long long)n_valid ? sum : 0.0f;
+                // write-through: `out` may be mapped host memory (Op::writes_output_once)
+                __stwt(out + (long long)(o0 + ty) * (long long)n + t, t < (long long)n_valid ? sum : 0.0f);
             }
             __syncthreads();
         }
