@@ -44,6 +44,8 @@ MAIN_CONFIGS = {
     "mapped_io, graph": {**LATENCY, "use_graph": True, "mapped_io": True},
     "mapped_io, graph, push kernel (no direct output)": {**LATENCY, "use_graph": True, "mapped_io": True,
                                                         "direct_output": False},
+    "mapped_io, graph, overlap_fill (copy in after the launch)": {**LATENCY, "use_graph": True, "mapped_io": True,
+                                                                  "overlap_fill": True},
     "mapped_io + flag_wait, eager": {**LATENCY, "use_graph": False, "mapped_io": True, "flag_wait": True},
     "mapped_io + flag_wait, graph": {**LATENCY, "use_graph": True, "mapped_io": True, "flag_wait": True},
     # the same block through the Rust scheduler and the native dispatcher thread (a Session's path)

@@ -165,7 +165,7 @@ void bind_engine(py::module_& m) {
         "One pipeline's ops on one GPU, fed through pinned slots by a native worker thread.")
         .def(py::init([](std::shared_ptr<gk::Device> device, py::list ops, int slots, int priority,
                          bool use_graph, int spin_us, bool single_stream, bool inline_submit,
-                         bool mapped_io, bool flag_wait, bool direct_output) {
+                         bool mapped_io, bool flag_wait, bool direct_output, bool overlap_fill) {
                  ensure_library_dirs();
                  std::vector<gk::OpSpec> specs;
                  size_t i = 0;
@@ -180,13 +180,14 @@ void bind_engine(py::module_& m) {
                  options.mapped_io = mapped_io;
                  options.flag_wait = flag_wait;
                  options.direct_output = direct_output;
+                 options.overlap_fill = overlap_fill;
                  py::gil_scoped_release release;
                  return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options);
              }),
              py::arg("device"), py::arg("ops"), py::arg("slots") = 2, py::arg("priority") = 0,
              py::arg("use_graph") = true, py::arg("spin_us") = 200, py::arg("single_stream") = false,
              py::arg("inline_submit") = false, py::arg("mapped_io") = false, py::arg("flag_wait") = false,
-             py::arg("direct_output") = true,
+             py::arg("direct_output") = true, py::arg("overlap_fill") = false,
              "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]; "
              "inline_submit: process() runs an idle engine's block on the calling thread; "
              "mapped_io (single_stream only): kernels move blocks through device-mapped pinned slots; "
@@ -202,6 +203,11 @@ void bind_engine(py::module_& m) {
         .def_property_readonly("priority", [](const gk::StreamEngine& e) { return e.options().priority; })
         .def_property_readonly("spin_us", [](const gk::StreamEngine& e) { return e.options().spin_us; })
         .def_property_readonly("mapped_io", [](const gk::StreamEngine& e) { return e.options().mapped_io; })
+        .def_property_readonly("overlap_fill",
+                               [](const gk::StreamEngine& e) {
+                                   return e.options().mapped_io && e.options().inline_submit && e.options().overlap_fill;
+                               },
+                               "process() of a full block on an idle engine queues it, then copies it in")
         .def_property_readonly("direct_output", &gk::StreamEngine::direct_output,
                                "the block graphs' last op writes the mapped output itself (no push kernel)")
         .def_property_readonly("flag_wait", [](const gk::StreamEngine& e) { return e.options().flag_wait; })

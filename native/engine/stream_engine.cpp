@@ -200,6 +200,12 @@ void StreamEngine::build() {
         slot->h_out = std::make_shared<PinnedBuffer>(device_, out_bytes, options_.mapped_io);
         std::memset(slot->h_in->data(), 0, in_bytes);
         std::memset(slot->h_out->data(), 0, out_bytes);
+        if (options_.mapped_io && options_.inline_submit && options_.overlap_fill) {
+            // one word per pull CTA, each in a 64-byte line of its own (kernels/io.cu)
+            slot->ready = std::make_unique<PinnedBuffer>(device_, 64 * static_cast<size_t>(io_pull_grid_), true);
+            std::memset(slot->ready->data(), 0, slot->ready->nbytes());
+            set_ready(*slot, 1u);
+        }
         slot->d_in = std::make_unique<DeviceBuffer>(device_, in_bytes);
         slot->d_out = std::make_unique<DeviceBuffer>(device_, out_bytes);
         slot->d_in->memset(0, in_bytes, 0, compute_);
@@ -490,8 +496,9 @@ void StreamEngine::enqueue_upload(int s, CUstream stream) {
         return;
     }
     CUdeviceptr dst = slot.d_in->ptr(), src = slot.h_in->device_ptr();
+    CUdeviceptr ready = slot.ready ? slot.ready->device_ptr() : 0;
     unsigned long long nbytes = input_desc().nbytes();
-    void* params[] = {&dst, &src, &nbytes};
+    void* params[] = {&dst, &src, &nbytes, &ready};
     const CUresult r =
         api.cuLaunchKernel(io_pull_, io_pull_grid_, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
     if (r != CUDA_SUCCESS)
@@ -730,6 +737,19 @@ void StreamEngine::fill(int s, const void* block, int64_t n) {
     Slot& slot = *slots_[static_cast<size_t>(s)];
     if (slot.state.load() != kFree)
         throw std::invalid_argument("slot " + std::to_string(s) + " still holds a submitted block");
+    copy_into_slot(slot, block, n);
+}
+
+void StreamEngine::set_ready(Slot& slot, unsigned value) {
+    // Release: the block's bytes (fenced by copy_to_pinned) before the words the pull kernel polls.
+    auto* words = static_cast<unsigned*>(slot.ready->data());
+    for (size_t k = 0; k < slot.ready->nbytes() / 64; ++k) __atomic_store_n(words + 16 * k, value, __ATOMIC_RELEASE);
+    // The store must be visible before the launch that follows it reaches the GPU.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void StreamEngine::copy_into_slot(Slot& slot, const void* block, int64_t n) {
+    const TensorDesc& in = input_desc();
     const size_t item_bytes = dtype_size(in.dtype) * static_cast<size_t>(in.frames() ? in.bins : 1);
     const size_t full_row = item_bytes * static_cast<size_t>(in.items);
     const size_t row = item_bytes * static_cast<size_t>(n);
@@ -753,11 +773,23 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
     const bool tracing = tracing_.load(std::memory_order_relaxed);
     BlockTrace t;
     if (tracing) t.call = now_ns();
-    fill(s, block, n);
-    if (tracing) t.filled = now_ns();
-    int64_t n_out = 0;
     const bool scheduled = attached();
-    if (!(options_.inline_submit && !scheduled && process_inline(s, n, final, &n_out))) {
+    const bool inline_ok = options_.inline_submit && !scheduled;
+    // overlap_fill: a full block goes to the GPU first and into the pinned slot after
+    const bool late = inline_ok && options_.mapped_io && options_.overlap_fill && n == input_desc().items && !final;
+    if (late) {
+        if (n < 1 || slots_[static_cast<size_t>(s)]->state.load() != kFree)
+            fill(s, block, n);  // its checks raise; nothing is queued
+    } else {
+        fill(s, block, n);
+        if (tracing) t.filled = now_ns();
+    }
+    int64_t n_out = 0;
+    if (!(inline_ok && process_inline(s, n, final, &n_out, late ? block : nullptr, tracing ? &t.filled : nullptr))) {
+        if (late) {
+            fill(s, block, n);
+            if (tracing) t.filled = now_ns();
+        }
         submit(s, n, final);
         n_out = wait(s);
     }
@@ -798,7 +830,8 @@ std::vector<BlockTrace> StreamEngine::trace() const {
     return out;
 }
 
-bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n_out) {
+bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n_out, const void* late_block,
+                                  uint64_t* filled_at) {
     // control_mutex_: reset(), close() and the timing methods cannot start (or tear the streams
     // down) while this thread uses them; when one of them holds it, take the worker path, which
     // refuses or queues exactly as without inline_submit.
@@ -831,18 +864,27 @@ bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n
                                         " is still in flight: wait() for it before submitting it again");
         slot.n_in = n_valid;
         slot.final = final;
+        // overlap_fill: the pull kernel of this block waits for the ready word, set after the copy
+        if (late_block) set_ready(slot, 0u);
         try {
             device_->make_current();  // the context on the calling thread (a no-op when it is)
             enqueue_block(s);
         } catch (const DeviceError& e) {
+            if (late_block) set_ready(slot, 1u);  // never leave a queued pull waiting
             slot.state.store(kFree);
             fail(e.what(), e.call(), e.code(), e.code_name());
             throw;
         } catch (const std::exception& e) {
+            if (late_block) set_ready(slot, 1u);
             slot.state.store(kFree);
             fail(std::string("queueing a block failed: ") + e.what(), {}, 0, {});
             rethrow_failure();
         }
+    }
+    if (late_block) {
+        copy_into_slot(slot, late_block, n_valid);  // ends with a store fence (non-temporal stores)
+        set_ready(slot, 1u);
+        if (filled_at) *filled_at = now_ns();
     }
     // The block's completion, as the worker waits for it: spin on the event (flag_wait: on the io
     // flag, no driver call) for spin_us, then a blocking synchronise. One completion wait.

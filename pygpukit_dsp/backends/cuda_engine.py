@@ -54,7 +54,7 @@ class CudaEngine:
                  slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int | None = None,
                  device: int = 0, single_stream: bool | None = None,
                  inline_submit: bool | None = None, mapped_io: bool | None = None, flag_wait: bool = False,
-                 direct_output: bool = True):
+                 direct_output: bool = True, overlap_fill: bool = False):
         from .. import _native
 
         self.choice = choice
@@ -77,6 +77,10 @@ class CudaEngine:
         # same run; benchmarks/profile_w1.py, docs/benchmarks.md). direct_output (default on):
         # when the last op writes its output once (Op::writes_output_once, e.g. fir_mix), the
         # block graph has it write the mapped pinned output itself and drops the push kernel.
+        # overlap_fill (off by default; mapped I/O with inline submit): process() queues a full
+        # block first and copies it into the pinned slot while the launch travels; the pull kernel
+        # waits for the slot's ready words. ~1 us off W1's p50, ~1 us onto every block it does
+        # not overlap (docs/cuda.md, "Mapped I/O").
         if mapped_io is None:
             mapped_io = realtime
         if single_stream is None:
@@ -97,7 +101,7 @@ class CudaEngine:
                                             priority=self.priority, use_graph=use_graph, spin_us=spin_us,
                                             single_stream=single_stream, inline_submit=inline_submit,
                                             mapped_io=mapped_io, flag_wait=flag_wait,
-                                            direct_output=direct_output)
+                                            direct_output=direct_output, overlap_fill=overlap_fill)
         self._in_dtype = chain.input.np_dtype
         self._slots = self._engine.slots
         self._in = [self._engine.input_slot(s) for s in range(self._slots)]

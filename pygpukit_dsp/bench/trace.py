@@ -16,6 +16,11 @@ wake                  -> the calling thread has it back (a dispatcher's hand-bac
 python out            -> the caller's stamp (the output copy, GIL re-acquired)
 ====================  =========================================================================
 
+With overlap_fill (mapped I/O, inline process of a full block) the block is queued before it
+is copied in: then hand-over runs from the native call to the launch, fill from the end of the
+launch to the end of the copy (the copy overlaps the launch's way to the GPU), and GPU + seen
+from the end of the copy. The phases add up to the caller's latency either way.
+
 For every phase: p50 and p99 over the blocks, and its mean over the slowest 1% of blocks (by
 total latency), which says which phase the tail comes from.
 """
@@ -92,7 +97,13 @@ def breakdown(trace: Mapping[str, np.ndarray], py_start: np.ndarray, py_end: np.
         p50, p99 = np.percentile(us, [50, 99])
         return PhaseFigures(name, float(p50), float(p99), float(us[tail].mean()))
 
-    phases = [figures(name, cols[b] - cols[a]) for name, a, b in PHASES]
+    spans = {name: cols[b] - cols[a] for name, a, b in PHASES}
+    late = cols["filled"] > cols["launch_begin"]  # overlap_fill: copied in after the launch
+    if late.any():
+        spans["hand-over"] = np.where(late, cols["launch_begin"] - cols["call"], spans["hand-over"])
+        spans["fill"] = np.where(late, cols["filled"] - cols["launched"], spans["fill"])
+        spans["GPU + seen"] = np.where(late, cols["done_seen"] - cols["filled"], spans["GPU + seen"])
+    phases = [figures(name, spans[name]) for name, _, _ in PHASES]
     gpu = figures("GPU time (events)", cols["gpu_ns"]) if (cols["gpu_ns"] > 0).all() else None
     return Breakdown(n, k, phases, figures("total", total), gpu)
 

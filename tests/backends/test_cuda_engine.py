@@ -766,7 +766,7 @@ res["live_after_refusals"] = [fake.fake_cuda_live_streams(), fake.fake_cuda_live
 
 # 3. Every mode: one H2D, one D2H, one wait per block (inline process(), the worker's
 #    submit/wait, a final partial block); the push kernel gets the slot's mapped output.
-os.environ["FAKE_CUDA_PARAM_COUNT"] = "3"  # the fake reads this many: pull has 3, gain 4, push 5
+os.environ["FAKE_CUDA_PARAM_COUNT"] = "3"  # the fake reads this many: pull has 4, gain 4, push 5
 def param(i):
     b = (ctypes.c_ubyte * 8)()
     fake.fake_cuda_last_param(i, b)
@@ -802,7 +802,15 @@ for flag in (False, True):
         res[f"flag={int(flag)},graph={int(graph)}"] = r
 del os.environ["FAKE_CUDA_PARAM_COUNT"]
 e = _native.StreamEngine(dev, [gain], use_graph=False)
-res["default"] = [e.mapped_io, e.flag_wait]
+res["default"] = [e.mapped_io, e.flag_wait, e.overlap_fill]
+e.close()
+# overlap_fill: each slot also gets its mapped ready words; a block goes through as before
+mapped0 = fake.fake_cuda_mapped_host_allocs()
+e = _native.StreamEngine(dev, [gain], single_stream=True, use_graph=True, inline_submit=True, mapped_io=True,
+                         overlap_fill=True)
+res["overlap"] = [e.overlap_fill, fake.fake_cuda_mapped_host_allocs() - mapped0]
+e.process(0, x, False)
+res["overlap_counters"] = [e.counters()["blocks"], e.inline_blocks]
 e.close()
 
 # 4. A failing push launch surfaces as a DeviceError naming the kernel.
@@ -886,7 +894,12 @@ def test_fake_mapped_io_errors_and_teardown(fake_mapped_results):
     message, call = fake_mapped_results["launch_error"]
     assert call == "cuLaunchKernel" and "gk_io_pull" in message
     assert fake_mapped_results["live_at_end"] == [0, 0]
-    assert fake_mapped_results["default"] == [False, False]
+    assert fake_mapped_results["default"] == [False, False, False]
+
+
+def test_fake_overlap_fill_allocates_ready_words_and_runs_inline(fake_mapped_results):
+    assert fake_mapped_results["overlap"] == [True, 2 * 3]  # input, output, ready words per slot
+    assert fake_mapped_results["overlap_counters"] == [1, 1]
 
 
 def test_fake_mapped_io_wrapper_implies_latency_mode(fake_mapped_results):
@@ -1010,6 +1023,31 @@ def test_gpu_direct_output_drops_the_push_kernel_and_keeps_the_output():
             assert eng._engine.direct_output is on, (make.__name__, extra)
         finally:
             eng.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("use_graph", [False, True])
+def test_gpu_overlap_fill_never_reads_a_block_before_it_is_copied_in(use_graph):
+    # The block is queued before its copy into the pinned slot: a pull that read early would
+    # see the previous block's bytes. Distinct random blocks, many of them: outputs must equal
+    # the engine that copies first.
+    p = _w1_like()
+    rng = np.random.default_rng(34)
+    xs = [rng.standard_normal((64, 256)).astype(np.float32) for _ in range(300)]
+    kw = {"single_stream": True, "use_graph": use_graph, "mapped_io": True}
+    outs = {}
+    for overlap in (True, False):
+        eng = _engine(p, **kw, overlap_fill=overlap)
+        try:
+            assert eng._engine.overlap_fill is overlap
+            outs[overlap] = [eng.process(x) for x in xs]
+            c = eng.counters()
+            assert eng._engine.inline_blocks == len(xs)  # every block took the inline (overlapped) path
+        finally:
+            eng.close()
+        assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (300,) * 4
+    for a, b in zip(outs[True], outs[False]):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.gpu

@@ -63,3 +63,19 @@ def test_mismatched_stamps_are_refused():
         breakdown(cols, start + 5_000_000, end + 5_000_000)
     with pytest.raises(ValueError, match="one bool per call"):
         breakdown(cols, start, end, keep=np.zeros(10, bool))
+
+
+def test_overlapped_fill_records_are_split_in_their_own_order():
+    # overlap_fill: call -> launch -> copy in -> completion; the phases still add up
+    cols, start, end = _trace(10)
+    cols["launch_begin"] = cols["call"] + 1000
+    cols["launched"] = cols["launch_begin"] + 2000
+    cols["filled"] = cols["launched"] + 5000
+    cols["done_seen"] = cols["filled"] + 9000
+    cols["woke"] = cols["done_seen"] + 1000
+    end = cols["woke"] + 1000
+    b = breakdown(cols, start, end)
+    got = {p.name: p.p50_us for p in b.phases}
+    assert got == pytest.approx({"python in": 1, "fill": 5, "hand-over": 1, "launch": 2, "GPU + seen": 9,
+                                 "wake": 1, "python out": 1})
+    assert sum(got.values()) == pytest.approx(b.total.p50_us)

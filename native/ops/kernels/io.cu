@@ -62,8 +62,39 @@ __device__ __forceinline__ void gk_io_copy(unsigned char* dst, const unsigned ch
         gk_io_store<FROM_HOST>(dst + done + first, gk_io_load<FROM_HOST>(src + done + first));
 }
 
-// Host -> device: the slot's mapped pinned input into its device input.
-extern "C" __global__ void gk_io_pull(unsigned char* dst, const unsigned char* src, gk_size_t nbytes) {
+// ready != 0 (overlap_fill): mapped host words, one per CTA (ready[16 * blockIdx.x], a 64-byte
+// line each), that the host sets to 1 once the block is in `src`. The host queues the block first
+// and copies it into the pinned slot while the launch travels, so this kernel may start before
+// the data is there: thread 0 of every CTA polls its CTA's word with system-scope acquire loads
+// (the host stores it with release order after a store fence over the block's bytes), and the
+// CTA barrier orders the block's loads after the poll; the block is read with ld.global.cv, never
+// from a cached line. One word per CTA because one host line read by every CTA cost ~30 us on
+// the H100 (those reads are served one after another; reads of distinct lines go in parallel,
+// like the block's own). A host thread that dies between the launch and the copy would leave the
+// kernel waiting: after GK_IO_READY_TIMEOUT_NS it traps (a launch failure the engine reports).
+#define GK_IO_READY_TIMEOUT_NS 10000000000ULL
+__device__ __forceinline__ void gk_io_wait_ready(const unsigned* ready) {
+    if (threadIdx.x == 0) {
+        unsigned long long start, now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+        for (;;) {
+            unsigned v;
+            asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(ready + 16u * blockIdx.x)
+                         : "memory");
+            if (v != 0u) break;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            if (now - start > GK_IO_READY_TIMEOUT_NS) __trap();
+            __nanosleep(100);
+        }
+    }
+    __syncthreads();
+}
+
+// Host -> device: the slot's mapped pinned input into its device input (after its ready word,
+// when one is given).
+extern "C" __global__ void gk_io_pull(unsigned char* dst, const unsigned char* src, gk_size_t nbytes,
+                                      const unsigned* ready) {
+    if (ready != nullptr) gk_io_wait_ready(ready);
     gk_io_copy<true>(dst, src, nbytes);
 }
 
