@@ -36,6 +36,7 @@ void bind_dispatch(py::module_& m) {
             out["waits"] = s.waits;
             out["idles"] = s.idles;
             out["cancelled"] = s.cancelled;
+            out["helped"] = s.helped;
             return out;
         })
         .def_static("now_ns", &gk::Dispatcher::now_ns, "The scheduler's clock (CLOCK_MONOTONIC), ns.");

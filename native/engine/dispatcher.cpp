@@ -47,6 +47,7 @@ Dispatcher::Dispatcher(std::shared_ptr<Device> device, const gk_sched_abi_v1* ab
                                     ": install matching pygpukit-dsp and pygpukit-dsp-core");
     if (spin_us_ < 0) throw std::invalid_argument("spin_us must be >= 0, got " + std::to_string(spin_us_));
     abi_->sched_retain(sched_);
+    last_.kind = GK_DECISION_IDLE;
     worker_ = std::thread([this] { worker_main(); });
 }
 
@@ -120,8 +121,55 @@ void Dispatcher::post(StreamEngine* engine, uint32_t sched_stream, int slot, uin
         std::lock_guard<std::mutex> lock(post_mutex_);
         if (stop_.load()) throw std::invalid_argument("the dispatcher is closed: no block can be handed over");
         posted_.push_back({engine, sched_stream, slot, arrival_ns});
+        posts_.fetch_add(1);
     }
     wake_.notify_one();
+}
+
+bool Dispatcher::help() {
+    if (joined_.load()) return false;
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;  // the worker (or another helper) is in a turn
+    try {
+        device_->make_current();  // a no-op when it is current
+    } catch (const std::exception&) {
+        return false;  // the worker reports it
+    }
+    const bool progressed = turn();
+    if (progressed) ++stats_.helped;
+    const bool pending = !in_flight_.empty() || decide_.load();
+    lock.unlock();
+    if (pending) {
+        // The worker may have judged the loop quiet before this turn launched anything and gone to
+        // sleep: wake it, or chunks in flight would wait for a caller's next help(). (Through
+        // post_mutex_, which it sleeps with: it sees the new state or gets the notification.)
+        { std::lock_guard<std::mutex> plock(post_mutex_); }
+        wake_.notify_one();
+    }
+    return progressed;
+}
+
+bool Dispatcher::turn() {
+    bool progressed = false;
+    try {
+        const uint64_t posted_before = stats_.posted;
+        take_posts();
+        const bool finished = poll_in_flight();
+        // Ask the scheduler only when its answer can have changed: a new block, a finished
+        // chunk, or the time it said to wait for has come.
+        const bool due = last_.kind == GK_DECISION_WAIT &&
+                         (last_.wait_until_ns == GK_NO_TIME || now_ns() >= last_.wait_until_ns);
+        if (finished || stats_.posted != posted_before || due || last_.kind == GK_DECISION_LAUNCH)
+            progressed |= launch_ready(&last_);
+        progressed |= finished;
+    } catch (const SchedulerFault& e) {
+        fail_all(std::string("the dispatcher stopped: ") + e.what());
+    } catch (const std::exception& e) {
+        fail_all(std::string("the dispatcher failed: ") + e.what());
+    }
+    in_flight_n_.store(in_flight_.size());
+    decide_.store(last_.kind == GK_DECISION_WAIT || last_.kind == GK_DECISION_LAUNCH);
+    return progressed;
 }
 
 void Dispatcher::check(int32_t rc, const char* what) {
@@ -154,6 +202,7 @@ void Dispatcher::take_posts() {
         std::lock_guard<std::mutex> lock(post_mutex_);
         posts.swap(posted_);
     }
+    taken_.fetch_add(posts.size());
     for (const Posted& p : posts) {
         uint64_t task = 0, deadline = 0;
         const int32_t rc = abi_->submit(sched_, p.stream, p.arrival_ns, &task, &deadline);
@@ -307,35 +356,25 @@ void Dispatcher::worker_main() {
         fail_all(std::string("the dispatcher could not make the GPU's context current: ") + e.what());
     }
     auto last_progress = Clock::now();
-    gk_decision last{};
-    last.kind = GK_DECISION_IDLE;
     for (;;) {
         bool progressed = false, busy = false;
-        {
+        gk_decision last{};
+        last.kind = GK_DECISION_IDLE;
+        // Quiet (nothing posted, nothing in flight, no pending decision): no turn, and no lock,
+        // so that a helper never finds the lock held by a worker that lost its CPU mid-spin.
+        const bool quiet = posts_.load() == taken_.load() && in_flight_n_.load() == 0 && !decide_.load() &&
+                           !stop_.load();
+        if (!quiet) {
             std::lock_guard<std::mutex> lock(mutex_);
-            try {
-                const uint64_t posted_before = stats_.posted;
-                take_posts();
-                const bool finished = poll_in_flight();
-                // Ask the scheduler only when its answer can have changed: a new block, a finished
-                // chunk, or the time it said to wait for has come.
-                const bool due = last.kind == GK_DECISION_WAIT &&
-                                 (last.wait_until_ns == GK_NO_TIME || now_ns() >= last.wait_until_ns);
-                if (finished || stats_.posted != posted_before || due || last.kind == GK_DECISION_LAUNCH) {
-                    progressed |= launch_ready(&last);
-                }
-                progressed |= finished;
-            } catch (const SchedulerFault& e) {
-                fail_all(std::string("the dispatcher stopped: ") + e.what());
-            } catch (const std::exception& e) {
-                fail_all(std::string("the dispatcher failed: ") + e.what());
-            }
+            progressed = turn();
             busy = !in_flight_.empty();
+            last = last_;
             if (stop_.load() && live_.empty() && !busy) {
                 std::lock_guard<std::mutex> plock(post_mutex_);
                 if (posted_.empty()) break;
             }
         }
+        if (quiet) busy = in_flight_n_.load() > 0;  // a helper may have launched since
         const auto now = Clock::now();
         if (progressed) {
             last_progress = now;
@@ -355,7 +394,9 @@ void Dispatcher::worker_main() {
             const uint64_t wait_ns = last.wait_until_ns > t ? last.wait_until_ns - t : 0;
             if (wait_ns > 0) wake_.wait_for(plock, std::chrono::nanoseconds(wait_ns), more);
         } else {
-            wake_.wait(plock, more);
+            // nothing pending as this thread saw it; also wake for work a helper left behind
+            // (chunks in flight, a pending decision: help() notifies after such a turn)
+            wake_.wait(plock, [&] { return more() || in_flight_n_.load() > 0 || decide_.load(); });
         }
     }
 }

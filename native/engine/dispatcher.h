@@ -10,6 +10,11 @@
 // So no Python runs per block or chunk, the scheduler sees every launch (EDF among realtime
 // blocks, throughput chunks paced under the quantum) and accounts every block's latency.
 //
+// Helping: any thread may run one turn of that loop with help() when no other thread is in one
+// (a try-lock). A caller waiting for its block helps while it spins: its launch and its hand-back
+// then do not wait for the worker thread to be scheduled (on a busy or virtualised host a
+// runnable thread can wait a millisecond for a CPU). The scheduler decides either way.
+//
 // Errors: a CUDA error while launching or polling fails that engine only (its waiters get the
 // DeviceError, its tasks are cancelled); a scheduler error (a broken invariant) fails every
 // attached engine. close() drains what was handed over, then stops the worker.
@@ -41,6 +46,7 @@ struct DispatcherStats {
     uint64_t waits = 0;      // turns where the scheduler held everything back (WAIT)
     uint64_t idles = 0;      // turns with nothing to launch (IDLE)
     uint64_t cancelled = 0;  // tasks cancelled (engine failed or detached mid-block)
+    uint64_t helped = 0;     // turns that made progress on a waiting caller's thread (help())
 };
 
 class Dispatcher {
@@ -56,6 +62,9 @@ public:
     void attach(StreamEngine* engine, uint32_t sched_stream);
     void detach(StreamEngine* engine);  // cancels the engine's remaining tasks
     void post(StreamEngine* engine, uint32_t sched_stream, int slot, uint64_t arrival_ns);
+    // One turn of the worker's loop on the calling thread, unless another thread is in one;
+    // true if it launched or finished anything. The device's context is made current first.
+    bool help();
 
     // Drains every handed-over block, then stops the worker. Idempotent.
     void close();
@@ -85,6 +94,7 @@ private:
     };
 
     void worker_main();
+    bool turn();                             // under mutex_: one turn of the loop; true if progress
     void take_posts();                       // under mutex_
     bool poll_in_flight();                   // under mutex_; true if anything finished
     bool launch_ready(gk_decision* last);    // under mutex_; true if anything was launched
@@ -112,6 +122,12 @@ private:
     std::vector<StreamEngine*> engines_;
     std::map<StreamEngine*, uint32_t> sched_units_;  // the stream's units_per_block: 1 or the engine's
     DispatcherStats stats_;
+    gk_decision last_{};  // the scheduler's last answer (under mutex_)
+    // read without a lock by the worker to skip quiet turns
+    std::atomic<uint64_t> posts_{0};      // blocks posted so far
+    std::atomic<uint64_t> taken_{0};      // ... and taken by a turn (take_posts)
+    std::atomic<size_t> in_flight_n_{0};  // in_flight_.size()
+    std::atomic<bool> decide_{false};     // last_ asks for another turn (WAIT or LAUNCH)
 
     std::thread worker_;
     std::atomic<bool> stop_{false};

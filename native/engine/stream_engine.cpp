@@ -667,6 +667,7 @@ void StreamEngine::submit(int s, int64_t n_valid, bool final) {
                                     " is still in flight: wait() for it before submitting it again");
     slot.n_in = n_valid;
     slot.final = final;
+    std::shared_ptr<Dispatcher> scheduled;
     {
         // One producer at a time: the ring index and the published count move together.
         std::lock_guard<std::mutex> lock(producer_mutex_);
@@ -681,13 +682,17 @@ void StreamEngine::submit(int s, int64_t n_valid, bool final) {
                 slot.state.store(kFree);
                 throw;
             }
-            return;
+            scheduled = dispatcher_;
+        } else {
+            const uint64_t k = submitted_.load();
+            ring_[k % slots_.size()] = s;
+            submitted_.store(k + 1);
         }
-        const uint64_t k = submitted_.load();
-        ring_[k % slots_.size()] = s;
-        submitted_.store(k + 1);
     }
-    to_worker_.notify();
+    if (scheduled)
+        scheduled->help();  // launch it now if the scheduler says so, whether the worker runs or not
+    else
+        to_worker_.notify();
 }
 
 int64_t StreamEngine::wait(int s) {
@@ -698,7 +703,23 @@ int64_t StreamEngine::wait(int s) {
     Slot& slot = *slots_[static_cast<size_t>(s)];
     if (slot.state.load() == kFree)
         throw std::invalid_argument("slot " + std::to_string(s) + " was not submitted");
-    to_caller_.wait([&] { return slot.state.load() == kDone || failed_.load(); }, options_.spin_us);
+    auto ready = [&] { return slot.state.load() == kDone || failed_.load(); };
+    std::shared_ptr<Dispatcher> scheduled;
+    {
+        std::lock_guard<std::mutex> lock(producer_mutex_);
+        scheduled = dispatcher_;
+    }
+    if (scheduled && !ready()) {
+        // Scheduled mode: help the dispatcher while spinning (its turns poll this block too),
+        // so that the hand-back does not wait for its worker thread to get a CPU.
+        const auto deadline = Clock::now() + std::chrono::microseconds(options_.spin_us);
+        for (unsigned i = 1; !ready(); ++i) {
+            if (scheduled->help()) continue;
+            cpu_relax();
+            if ((i & 15u) == 0 && Clock::now() >= deadline) break;
+        }
+    }
+    to_caller_.wait(ready, scheduled ? 0 : options_.spin_us);
     if (slot.state.load() == kDone) {
         const int64_t n = slot.n_out;
         slot.state.store(kFree);

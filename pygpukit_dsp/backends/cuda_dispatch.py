@@ -73,7 +73,9 @@ class CudaDispatch:
         raise ValueError("this engine is not attached to this CudaDispatch")
 
     def stats(self) -> dict[str, int]:
-        """The worker's counters: posted, launches (chunks), completed, waits, idles, cancelled."""
+        """The worker's counters: posted, launches (chunks), completed, waits, idles, cancelled, and
+        helped (turns run by a waiting caller's thread instead of the worker: launches and
+        hand-backs that did not wait for the worker to get a CPU)."""
         return dict(self._native.stats())
 
     def stream_stats(self, stream_id: int) -> dict[str, Any]:
