@@ -1,0 +1,297 @@
+# Type stubs for the private pybind11 module pygpukit_dsp._native (native/bindings/*.cpp).
+# pygpukit-dsp native layer: CUDA driver, NVRTC, cuFFT and cuBLAS loaded at run time.
+# Importing it opens no CUDA library; the first call that needs one does. Native errors are
+# raised as pygpukit_dsp.errors.{CompileError, UnsupportedError, DeviceError, GkError}.
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import Buffer, CapsuleType, Self, TypeAlias
+
+# (channels, items, bins, dtype); dtype is 'float32' or 'complex64'.
+_Layout: TypeAlias = tuple[int, int, int, str]
+# A block of an engine's input/output layout: (channels, n) or (channels, n, bins), C-contiguous.
+_Block: TypeAlias = npt.NDArray[np.float32] | npt.NDArray[np.complex64]
+# Grid / block dimensions: an int or 1 to 3 ints, each in [1, 2**31 - 1].
+_Dim3: TypeAlias = int | tuple[int] | tuple[int, int] | tuple[int, int, int] | list[int]
+
+MIN_SM: tuple[int, int]  # (8, 0): oldest supported compute capability
+
+# --- loader, capabilities (module.cpp) ---
+def set_library_dirs(dirs: Sequence[str]) -> None: ...  # searched first for NVRTC/cuFFT/cuBLAS
+def library_dirs() -> list[str]: ...
+
+# {'driver', 'nvrtc' (+ 'archs': list[int]), 'cufft', 'cublas': {found, path, version, reason},
+#  'gpus': [{index, name, sm, arch, memory_bytes, multiprocessors, usable, reason}], 'gpus_reason'};
+# never raises.
+def capabilities() -> dict[str, Any]: ...
+def device_count() -> int: ...  # raises DeviceError without a driver
+def sm_refusal(index: int, name: str, sm_major: int, sm_minor: int) -> str | None: ...
+
+# --- JIT (bind_jit.cpp) ---
+def compile(
+    name: str,
+    source: str,
+    arch: str,
+    *,
+    fast_math: bool = False,
+    line_info: bool = False,
+    options: Sequence[str] = [],
+) -> CompileResult: ...  # CUDA C -> CUBIN for arch ('sm_80', 'sm_90'); raises CompileError
+def compile_embedded(
+    name: str,
+    arch: str,
+    *,
+    fast_math: bool = False,
+    line_info: bool = False,
+    options: Sequence[str] = [],
+) -> CompileResult: ...
+def embedded_kernels() -> dict[str, str]: ...  # {name: source} of the embedded kernel files
+def embedded_headers() -> dict[str, str]: ...  # {file name: source} every compile can #include
+def nvrtc_options(
+    arch: str, *, fast_math: bool = False, line_info: bool = False, options: Sequence[str] = []
+) -> list[str]: ...
+def jit_cache_dir() -> str: ...  # '' when the disk cache is off
+def jit_stats() -> dict[str, int]: ...
+def clear_jit_memory_cache() -> None: ...
+
+# --- engine (bind_engine.cpp) ---
+def registered_ops() -> list[str]: ...  # op kinds this build implements on CUDA (sorted)
+
+class Device:
+    """One GPU with its primary context (refused below SM 8.0)."""
+
+    def __init__(self, index: int = 0) -> None: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arch(self) -> str: ...  # 'sm_90'
+    @property
+    def sm(self) -> tuple[int, int]: ...
+    @property
+    def highest_stream_priority(self) -> int: ...
+    @property
+    def lowest_stream_priority(self) -> int: ...
+    def properties(self) -> dict[str, Any]: ...  # ints, plus name/arch: str, sm/pci_bus: tuple, 3 bools
+    def memory_info(self) -> tuple[int, int]: ...  # (free, total) bytes
+    def synchronize(self) -> None: ...
+    def memory_stats(self) -> dict[str, int]: ...  # pool byte counts and counters; 'caching' is a bool
+    def cached_blocks(self) -> list[tuple[int, int]]: ...  # [(size-class bytes, count)]
+    def trim_memory_cache(self, keep_bytes: int = 0) -> int: ...  # returns bytes freed
+    def set_memory_caching(self, enabled: bool) -> None: ...
+    def load_module(
+        self, name: str, *, fast_math: bool = False, line_info: bool = False, options: Sequence[str] = []
+    ) -> Module: ...  # compile (or fetch from cache) an embedded kernel file and load it
+    def load_cubin(self, cubin: bytes, name: str = "module") -> Module: ...
+    def __eq__(self, other: object) -> bool: ...  # identity of the underlying device
+    def __hash__(self) -> int: ...
+
+class DeviceBuffer:
+    """Device memory from the GPU's pool (freed back to it when dropped)."""
+
+    def __init__(self, device: Device, nbytes: int) -> None: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def ptr(self) -> int: ...  # CUdeviceptr
+    @property
+    def device(self) -> Device: ...
+    # src/dst: any C-contiguous buffer (NumPy array, PinnedBuffer); dst must be writable.
+    def copy_from_host(self, src: Buffer, *, offset: int = 0, stream: Stream | None = None) -> None: ...
+    def copy_to_host(self, dst: Buffer, *, offset: int = 0, stream: Stream | None = None) -> None: ...
+    def copy_from(
+        self,
+        src: DeviceBuffer,
+        *,
+        nbytes: int | None = None,  # None: the rest of src from src_offset
+        dst_offset: int = 0,
+        src_offset: int = 0,
+        stream: Stream | None = None,
+    ) -> None: ...
+    def memset(
+        self, value: int = 0, *, nbytes: int | None = None, offset: int = 0, stream: Stream | None = None
+    ) -> None: ...  # value: a byte (0-255); nbytes None: to the end
+    def __len__(self) -> int: ...
+
+class PinnedBuffer:
+    """Page-locked host memory; numpy.frombuffer(buf, dtype) views it without a copy."""
+
+    def __init__(self, device: Device, nbytes: int) -> None: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...  # buffer protocol (1-D uint8)
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def ptr(self) -> int: ...  # host address
+    @property
+    def device(self) -> Device: ...
+    def __len__(self) -> int: ...
+
+class Stream:
+    """Non-blocking CUDA stream; lower priority numbers run first."""
+
+    def __init__(self, device: Device, priority: int = 0) -> None: ...
+    @property
+    def handle(self) -> int: ...  # CUstream address
+    @property
+    def priority(self) -> int: ...
+    @property
+    def device(self) -> Device: ...
+    def synchronize(self) -> None: ...
+    def query(self) -> bool: ...  # True when all queued work has finished
+    def wait(self, event: Event) -> None: ...  # later work on this stream waits for the event
+
+class Event:
+    def __init__(self, device: Device, timing: bool = False, blocking_sync: bool = False) -> None: ...
+    @property
+    def timing(self) -> bool: ...
+    def record(self, stream: Stream | None = None) -> None: ...
+    def synchronize(self) -> None: ...
+    def query(self) -> bool: ...
+    @staticmethod
+    def elapsed_ms(start: Event, end: Event) -> float: ...  # both timing events, both completed
+
+class CompileResult:
+    """A CUBIN from NVRTC or from a cache."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def arch(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def log(self) -> str: ...
+    @property
+    def cache(self) -> str: ...  # 'compiled', 'memory' or 'disk'
+    @property
+    def cache_path(self) -> str: ...
+    @property
+    def cubin(self) -> bytes: ...
+
+class Module:
+    @property
+    def name(self) -> str: ...
+    @property
+    def device(self) -> Device: ...
+    def function(self, name: str) -> Kernel: ...  # the extern "C" __global__ function of that name
+
+class Kernel:
+    @property
+    def name(self) -> str: ...
+    @property
+    def max_threads_per_block(self) -> int: ...
+    @property
+    def parameter_sizes(self) -> list[int] | None: ...  # bytes per parameter; None when driver < 12.4
+    def attributes(self) -> dict[str, int]: ...
+    def set_max_dynamic_shared_memory(self, nbytes: int) -> None: ...
+    # args: DeviceBuffer (its pointer), NumPy scalars (np.float32(x), ...) or bytes (a struct);
+    # Python int/float are refused (ambiguous C type).
+    def launch(
+        self,
+        grid: _Dim3,
+        block: _Dim3,
+        args: Sequence[DeviceBuffer | np.generic | bytes],
+        stream: Stream | None = None,
+        shared_mem: int = 0,
+    ) -> None: ...
+
+class StreamEngine:
+    """One pipeline's ops on one GPU, fed through pinned slots by a native worker thread."""
+
+    # ops: [{'kind', 'name', 'in': _Layout, 'out': _Layout, 'params': {...}}]; inline_submit:
+    # process() runs an idle engine's block on the calling thread; mapped_io (single_stream only):
+    # kernels move blocks through device-mapped pinned slots; flag_wait (mapped_io only).
+    def __init__(
+        self,
+        device: Device,
+        ops: list[dict[str, Any]],
+        slots: int = 2,
+        priority: int = 0,
+        use_graph: bool = True,
+        spin_us: int = 200,
+        single_stream: bool = False,
+        inline_submit: bool = False,
+        mapped_io: bool = False,
+        flag_wait: bool = False,
+        direct_output: bool = True,
+        overlap_fill: bool = False,
+    ) -> None: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def input_layout(self) -> _Layout: ...  # of a full input block
+    @property
+    def output_layout(self) -> _Layout: ...  # of a full output block
+    @property
+    def use_graph(self) -> bool: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def spin_us(self) -> int: ...
+    @property
+    def mapped_io(self) -> bool: ...
+    @property
+    def overlap_fill(self) -> bool: ...  # effective: mapped_io and inline_submit and overlap_fill
+    @property
+    def direct_output(self) -> bool: ...  # the last op writes the mapped output (no push kernel)
+    @property
+    def flag_wait(self) -> bool: ...
+    @property
+    def single_stream(self) -> bool: ...
+    @property
+    def inline_submit(self) -> bool: ...
+    @property
+    def inline_blocks(self) -> int: ...  # blocks process() ran on the calling thread
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def stages(self) -> list[tuple[str, str]]: ...  # [(op kind, stage name)] in order
+    @property
+    def units_per_block(self) -> int: ...  # the scheduler's units_per_block
+    @property
+    def resident(self) -> bool: ...  # blocks skip the H2D/D2H copies (benchmarks)
+    @resident.setter
+    def resident(self, value: bool) -> None: ...
+    @property
+    def attached(self) -> bool: ...
+    def input_slot(self, slot: int) -> _Block: ...  # writable view of the slot's pinned input
+    def output_slot(self, slot: int) -> _Block: ...  # view of the slot's pinned output
+    def submit(self, slot: int, n_valid: int, final: bool = False) -> None: ...  # non-blocking
+    def process(self, slot: int, block: _Block, final: bool = False) -> _Block: ...  # new array
+    def fill(self, slot: int, block: _Block) -> None: ...  # copy in and zero the tail
+    def wait(self, slot: int) -> int: ...  # valid output items of the slot's block
+    def reset(self) -> None: ...
+    def close(self) -> None: ...
+    def set_trace(self, capacity: int) -> None: ...  # last `capacity` process() calls; 0: off
+    # (n, 8): call, filled, launch_begin, launched, done_seen, woke (ns), gpu_ns, scheduled.
+    def trace(self) -> npt.NDArray[np.uint64]: ...
+    def counters(self) -> dict[str, int]: ...
+    def process_split(self, slot: int, block: _Block, final: bool, cuts: Sequence[int]) -> _Block: ...
+    def attach(self, dispatcher: Dispatcher, sched_stream: int) -> None: ...
+    def detach(self) -> None: ...  # back to the engine's own worker
+    def pump_resident(self, seconds: float) -> list[int]: ...  # completion times (ns)
+    def stop_pump(self) -> None: ...
+    def time_resident(self, iterations: int) -> list[float]: ...  # seconds per replay
+    # (wall seconds, bytes host->device); slots None: all of the engine's slots.
+    def time_streamed(self, blocks: int, slots: int | None = None) -> tuple[float, float]: ...
+    def measure_h2d_bandwidth(self, nbytes: int, repeats: int = 20) -> float: ...  # bytes/s
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *args: object) -> None: ...  # close()
+
+# --- dispatch (bind_dispatch.cpp) ---
+class Dispatcher:
+    """One native worker thread launching attached StreamEngines' blocks in a Scheduler's order."""
+
+    # scheduler_capsule: pygpukit_dsp_core.Scheduler.capsule()
+    def __init__(self, device: Device, scheduler_capsule: CapsuleType, spin_us: int = 200) -> None: ...
+    def close(self) -> None: ...  # drain every handed-over block, then stop the worker
+    @property
+    def closed(self) -> bool: ...
+    def stats(self) -> dict[str, int]: ...
+    @staticmethod
+    def now_ns() -> int: ...  # the scheduler's clock (CLOCK_MONOTONIC), ns
