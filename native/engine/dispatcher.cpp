@@ -85,7 +85,7 @@ DispatcherStats Dispatcher::stats() const {
     return stats_;
 }
 
-void Dispatcher::attach(StreamEngine* engine, uint32_t sched_stream) {
+bool Dispatcher::attach(StreamEngine* engine, uint32_t sched_stream) {
     if (stop_.load()) throw std::invalid_argument("the dispatcher is closed");
     gk_stream_stats st{};
     if (abi_->stream_stats(sched_, sched_stream, &st) != GK_OK)
@@ -101,6 +101,7 @@ void Dispatcher::attach(StreamEngine* engine, uint32_t sched_stream) {
         throw std::invalid_argument("this engine is already attached");
     engines_.push_back(engine);
     sched_units_[engine] = st.units_per_block;
+    return st.qos == GK_QOS_REALTIME;
 }
 
 void Dispatcher::detach(StreamEngine* engine) {
@@ -126,7 +127,7 @@ void Dispatcher::post(StreamEngine* engine, uint32_t sched_stream, int slot, uin
     wake_.notify_one();
 }
 
-bool Dispatcher::help() {
+bool Dispatcher::help(StreamEngine* own, bool launching) {
     if (joined_.load()) return false;
     std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return false;  // the worker (or another helper) is in a turn
@@ -135,7 +136,7 @@ bool Dispatcher::help() {
     } catch (const std::exception&) {
         return false;  // the worker reports it
     }
-    const bool progressed = turn();
+    const bool progressed = turn(launching ? own : nullptr, !launching);
     if (progressed) ++stats_.helped;
     const bool pending = !in_flight_.empty() || decide_.load();
     lock.unlock();
@@ -149,7 +150,7 @@ bool Dispatcher::help() {
     return progressed;
 }
 
-bool Dispatcher::turn() {
+bool Dispatcher::turn(StreamEngine* own, bool poll_only) {
     bool progressed = false;
     try {
         const uint64_t posted_before = stats_.posted;
@@ -159,8 +160,14 @@ bool Dispatcher::turn() {
         // chunk, or the time it said to wait for has come.
         const bool due = last_.kind == GK_DECISION_WAIT &&
                          (last_.wait_until_ns == GK_NO_TIME || now_ns() >= last_.wait_until_ns);
-        if (finished || stats_.posted != posted_before || due || last_.kind == GK_DECISION_LAUNCH)
-            progressed |= launch_ready(&last_);
+        const bool ask = finished || stats_.posted != posted_before || due || last_.kind == GK_DECISION_LAUNCH ||
+                         redecide_;
+        if (ask && poll_only) {
+            redecide_ = true;  // the worker's next turn asks
+        } else if (ask) {
+            redecide_ = false;
+            progressed |= launch_ready(&last_, own);
+        }
         progressed |= finished;
     } catch (const SchedulerFault& e) {
         fail_all(std::string("the dispatcher stopped: ") + e.what());
@@ -168,7 +175,7 @@ bool Dispatcher::turn() {
         fail_all(std::string("the dispatcher failed: ") + e.what());
     }
     in_flight_n_.store(in_flight_.size());
-    decide_.store(last_.kind == GK_DECISION_WAIT || last_.kind == GK_DECISION_LAUNCH);
+    decide_.store(last_.kind == GK_DECISION_WAIT || last_.kind == GK_DECISION_LAUNCH || redecide_);
     return progressed;
 }
 
@@ -271,7 +278,7 @@ bool Dispatcher::poll_in_flight() {
     return finished;
 }
 
-bool Dispatcher::launch_ready(gk_decision* last) {
+bool Dispatcher::launch_ready(gk_decision* last, StreamEngine* own) {
     bool launched = false;
     for (;;) {
         gk_decision d{};
@@ -310,6 +317,10 @@ bool Dispatcher::launch_ready(gk_decision* last) {
         in_flight_.push_back({d.task, engine, slot, d.is_final != 0, start, stop});
         ++stats_.launches;
         launched = true;
+        if (engine == own) {
+            *last = d;  // a LAUNCH: the next turn asks again (the helper goes back to its block)
+            return launched;
+        }
     }
 }
 

@@ -10,10 +10,13 @@
 // So no Python runs per block or chunk, the scheduler sees every launch (EDF among realtime
 // blocks, throughput chunks paced under the quantum) and accounts every block's latency.
 //
-// Helping: any thread may run one turn of that loop with help() when no other thread is in one
-// (a try-lock). A caller waiting for its block helps while it spins: its launch and its hand-back
+// Helping: a realtime stream's caller may run a turn of that loop with help() when no other
+// thread is in one (a try-lock): right after handing a block over (a turn that stops once it has
+// launched a chunk of the caller's own engine) and while it waits (turns that only take posts and
+// poll; the decisions they make necessary are left to the worker). Its launch and its hand-back
 // then do not wait for the worker thread to be scheduled (on a busy or virtualised host a
-// runnable thread can wait a millisecond for a CPU). The scheduler decides either way.
+// runnable thread can wait a millisecond for a CPU), and it never launches other streams' work
+// while its own block waits. The scheduler decides either way.
 //
 // Errors: a CUDA error while launching or polling fails that engine only (its waiters get the
 // DeviceError, its tasks are cancelled); a scheduler error (a broken invariant) fails every
@@ -59,12 +62,15 @@ public:
     Dispatcher& operator=(const Dispatcher&) = delete;
 
     // Called by StreamEngine::attach/detach/submit.
-    void attach(StreamEngine* engine, uint32_t sched_stream);
+    // Returns whether the stream is realtime (its engine's callers help).
+    bool attach(StreamEngine* engine, uint32_t sched_stream);
     void detach(StreamEngine* engine);  // cancels the engine's remaining tasks
     void post(StreamEngine* engine, uint32_t sched_stream, int slot, uint64_t arrival_ns);
-    // One turn of the worker's loop on the calling thread, unless another thread is in one;
-    // true if it launched or finished anything. The device's context is made current first.
-    bool help();
+    // A turn on the calling thread, unless another thread is in one; true if it launched or
+    // finished anything. `own`: the caller's engine; `launching`: the caller has just handed a
+    // block over (launch until a chunk of `own` is launched) rather than waiting (take posts and
+    // poll only). The device's context is made current first.
+    bool help(StreamEngine* own, bool launching);
 
     // Drains every handed-over block, then stops the worker. Idempotent.
     void close();
@@ -94,10 +100,13 @@ private:
     };
 
     void worker_main();
-    bool turn();                             // under mutex_: one turn of the loop; true if progress
+    // under mutex_: one turn of the loop; true if progress. A full turn (own == nullptr,
+    // poll_only false), a launching help (stops after a chunk of `own`), or a polling help.
+    bool turn(StreamEngine* own = nullptr, bool poll_only = false);
     void take_posts();                       // under mutex_
     bool poll_in_flight();                   // under mutex_; true if anything finished
-    bool launch_ready(gk_decision* last);    // under mutex_; true if anything was launched
+    // under mutex_; true if anything was launched; stops after a chunk of `own` (if not null)
+    bool launch_ready(gk_decision* last, StreamEngine* own = nullptr);
     void fail_engine(StreamEngine* engine, const std::string& message, const std::string& call,
                      int code, const std::string& code_name);  // under mutex_
     void fail_all(const std::string& message);                 // under mutex_
@@ -123,6 +132,7 @@ private:
     std::map<StreamEngine*, uint32_t> sched_units_;  // the stream's units_per_block: 1 or the engine's
     DispatcherStats stats_;
     gk_decision last_{};  // the scheduler's last answer (under mutex_)
+    bool redecide_ = false;  // a polling help finished work without asking next() (under mutex_)
     // read without a lock by the worker to skip quiet turns
     std::atomic<uint64_t> posts_{0};      // blocks posted so far
     std::atomic<uint64_t> taken_{0};      // ... and taken by a turn (take_posts)

@@ -668,6 +668,7 @@ void StreamEngine::submit(int s, int64_t n_valid, bool final) {
     slot.n_in = n_valid;
     slot.final = final;
     std::shared_ptr<Dispatcher> scheduled;
+    bool helps = false;
     {
         // One producer at a time: the ring index and the published count move together.
         std::lock_guard<std::mutex> lock(producer_mutex_);
@@ -683,16 +684,19 @@ void StreamEngine::submit(int s, int64_t n_valid, bool final) {
                 throw;
             }
             scheduled = dispatcher_;
+            helps = help_dispatcher_;
         } else {
             const uint64_t k = submitted_.load();
             ring_[k % slots_.size()] = s;
             submitted_.store(k + 1);
         }
     }
-    if (scheduled)
-        scheduled->help();  // launch it now if the scheduler says so, whether the worker runs or not
-    else
+    if (scheduled) {
+        // a realtime stream launches it now if the scheduler says so, whether the worker runs or not
+        if (helps) scheduled->help(this, true);
+    } else {
         to_worker_.notify();
+    }
 }
 
 int64_t StreamEngine::wait(int s) {
@@ -704,22 +708,22 @@ int64_t StreamEngine::wait(int s) {
     if (slot.state.load() == kFree)
         throw std::invalid_argument("slot " + std::to_string(s) + " was not submitted");
     auto ready = [&] { return slot.state.load() == kDone || failed_.load(); };
-    std::shared_ptr<Dispatcher> scheduled;
+    std::shared_ptr<Dispatcher> helped;
     {
         std::lock_guard<std::mutex> lock(producer_mutex_);
-        scheduled = dispatcher_;
+        if (help_dispatcher_) helped = dispatcher_;
     }
-    if (scheduled && !ready()) {
-        // Scheduled mode: help the dispatcher while spinning (its turns poll this block too),
-        // so that the hand-back does not wait for its worker thread to get a CPU.
+    if (helped && !ready()) {
+        // A realtime stream helps the dispatcher while spinning (polling turns see this block
+        // too), so that the hand-back does not wait for its worker thread to get a CPU.
         const auto deadline = Clock::now() + std::chrono::microseconds(options_.spin_us);
         for (unsigned i = 1; !ready(); ++i) {
-            if (scheduled->help()) continue;
+            if (helped->help(this, false)) continue;
             cpu_relax();
             if ((i & 15u) == 0 && Clock::now() >= deadline) break;
         }
     }
-    to_caller_.wait(ready, scheduled ? 0 : options_.spin_us);
+    to_caller_.wait(ready, helped ? 0 : options_.spin_us);
     if (slot.state.load() == kDone) {
         const int64_t n = slot.n_out;
         slot.state.store(kFree);
@@ -1182,10 +1186,11 @@ void StreamEngine::attach(std::shared_ptr<Dispatcher> dispatcher, uint32_t sched
         if (slots_[k]->state.load() != kFree)
             throw std::invalid_argument("attach() needs an idle engine: collect every submitted slot first");
     if (attached()) throw std::invalid_argument("the engine is already attached to a dispatcher");
-    dispatcher->attach(this, sched_stream);
+    const bool realtime = dispatcher->attach(this, sched_stream);
     std::lock_guard<std::mutex> lock(producer_mutex_);
     dispatcher_ = std::move(dispatcher);
     sched_stream_ = sched_stream;
+    help_dispatcher_ = realtime;
 }
 
 void StreamEngine::detach() {
@@ -1202,6 +1207,7 @@ void StreamEngine::detach() {
         std::lock_guard<std::mutex> lock(producer_mutex_);
         d = std::move(dispatcher_);
         dispatcher_.reset();
+        help_dispatcher_ = false;
     }
     d->detach(this);
 }

@@ -349,6 +349,7 @@ private:
     std::atomic<bool> pump_stop_{false};
     std::shared_ptr<Dispatcher> dispatcher_;  // set while attached (guarded by producer_mutex_)
     uint32_t sched_stream_ = 0;
+    bool help_dispatcher_ = false;  // attached as a realtime stream: callers help (guarded by producer_mutex_)
     std::atomic<uint64_t> sched_posted_{0};  // blocks handed to the dispatcher
     std::atomic<uint64_t> sched_done_{0};    // ... and handed back
 
