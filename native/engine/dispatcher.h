@@ -15,8 +15,8 @@
 // launched a chunk of the caller's own engine) and while it waits (turns that only take posts and
 // poll; the decisions they make necessary are left to the worker). Its launch and its hand-back
 // then do not wait for the worker thread to be scheduled (on a busy or virtualised host a
-// runnable thread can wait a millisecond for a CPU), and it never launches other streams' work
-// while its own block waits. The scheduler decides either way.
+// runnable thread can wait a millisecond for a CPU), and once its own chunk is queued it launches
+// no other stream's work. The scheduler decides either way.
 //
 // Errors: a CUDA error while launching or polling fails that engine only (its waiters get the
 // DeviceError, its tasks are cancelled); a scheduler error (a broken invariant) fails every
