@@ -6,6 +6,7 @@ Nothing here depends on timing except through events the tests set themselves.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -189,9 +190,10 @@ def test_close_detaches_engines_and_keeps_the_final_figures(sched):
         disp.attach(FakeEngine("b", []), sched.register_stream("b", "best_effort"))
 
 
-def test_closing_an_engine_releases_its_reservation_so_held_blocks_run(sched):
-    # A best-effort block that cannot run without endangering a live realtime stream waits;
-    # once the realtime engine is closed (its runner is done) the block runs.
+@contextlib.contextmanager
+def _realtime_beside_a_big_block(sched):
+    """A realtime stream that has run once, and a best-effort stream whose 5 ms block cannot run
+    beside it without endangering its deadline: (dispatcher, rt id, big id, rt engine, big engine, x)."""
     rt = sched.register_stream("rt", "realtime", period_ns=2_000_000, cost_ns=500_000)
     big = sched.register_stream("big", "best_effort", cost_ns=5_000_000)
     e_rt, e_big = FakeEngine("rt", []), FakeEngine("big", [])
@@ -200,6 +202,13 @@ def test_closing_an_engine_releases_its_reservation_so_held_blocks_run(sched):
         disp.attach(e_rt, rt)
         disp.attach(e_big, big)
         e_rt.process(x)
+        yield disp, rt, big, e_rt, e_big, x
+
+
+def test_closing_an_engine_releases_its_reservation_so_held_blocks_run(sched):
+    # A best-effort block that cannot run without endangering a live realtime stream waits;
+    # once the realtime engine is closed (its runner is done) the block runs.
+    with _realtime_beside_a_big_block(sched) as (disp, rt, big, e_rt, e_big, x):
         t_big, box = _call_in_thread(e_big.process, x)
         _wait_for(lambda: sched.stats()["paced"] > 0, "the scheduler holding the big block back")
         t_big.join(0.1)
@@ -212,14 +221,7 @@ def test_closing_an_engine_releases_its_reservation_so_held_blocks_run(sched):
 
 
 def test_an_interrupted_caller_withdraws_its_block(sched):
-    rt = sched.register_stream("rt", "realtime", period_ns=2_000_000, cost_ns=500_000)
-    big = sched.register_stream("big", "best_effort", cost_ns=5_000_000)
-    e_rt, e_big = FakeEngine("rt", []), FakeEngine("big", [])
-    x = np.ones((1, 2), np.float32)
-    with CpuDispatcher(sched) as disp:
-        disp.attach(e_rt, rt)
-        disp.attach(e_big, big)
-        e_rt.process(x)
+    with _realtime_beside_a_big_block(sched) as (disp, rt, big, e_rt, e_big, x):
         # the big block is held back while rt is registered: Ctrl-C arrives while it waits
 
         def interrupt_when_held():
