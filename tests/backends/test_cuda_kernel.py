@@ -114,9 +114,15 @@ def test_missing_entry_and_wrong_signature_are_compile_errors():
         p.process(np.zeros((1, 32), np.float32))
     from pygpukit_dsp import _native
 
-    driver = _native.capabilities()["driver"]["version"]
-    if tuple(int(v) for v in driver.split(".")[:2]) < (12, 4):
-        pytest.skip(f"driver {driver} cannot report kernel parameters (cuFuncGetParamInfo needs 12.4)")
+    # The parameter check needs the driver to report a kernel's parameters (cuFuncGetParamInfo,
+    # CUDA 12.4); a driver that cannot must say so (None), and then there is nothing to check.
+    dev = _native.Device(0)
+    sizes = dev.load_cubin(_native.compile("scale_probe", GAIN_SOURCE, dev.arch).cubin).function("scale").parameter_sizes
+    driver = tuple(int(v) for v in _native.capabilities()["driver"]["version"].split(".")[:2])
+    assert (sizes is None) == (driver < (12, 4))
+    if sizes is None:
+        return
+    assert len(sizes) == 7
     p = Pipeline([stages.Kernel(name="k2", entry="scale", source=GAIN_SOURCE)],  # no float param given
                  sample_rate=1000, channels=1, block_size=32, backend="cuda")
     with pytest.raises(CompileError, match="takes 7 parameters"):
@@ -125,10 +131,11 @@ def test_missing_entry_and_wrong_signature_are_compile_errors():
 
 @pytest.mark.gpu
 def test_too_many_threads_for_the_kernel_is_refused_before_the_first_block():
-    # 1024 threads of a kernel whose registers allow fewer: refused at start, not mid-stream.
+    # 1024 threads of a kernel that allows fewer (its launch bounds say 256): refused at start,
+    # not mid-stream.
     heavy = """
-    extern "C" __global__ void heavy(const float* in, float* out, long long channels, long long items,
-                                     long long row_in, long long row_out) {
+    extern "C" __global__ void __launch_bounds__(256) heavy(const float* in, float* out, long long channels,
+                                                            long long items, long long row_in, long long row_out) {
         float acc[64];
         long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
         if (i >= channels * row_out) return;
@@ -145,8 +152,7 @@ def test_too_many_threads_for_the_kernel_is_refused_before_the_first_block():
 
     limit = _native.Device(0).load_cubin(
         _native.compile("heavy_probe", heavy, _native.Device(0).arch).cubin).function("heavy").max_threads_per_block
-    if limit >= 1024:
-        pytest.skip("this GPU runs the probe kernel with 1024 threads; nothing to refuse")
+    assert limit <= 256
     p = Pipeline([stages.Kernel(name="h", entry="heavy", source=heavy, threads=1024)], sample_rate=1000,
                  channels=1, block_size=32, backend="cuda")
     with pytest.raises(UnsupportedError, match="threads"):
