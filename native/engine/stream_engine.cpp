@@ -1024,12 +1024,14 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
     auto mark = [&](CUevent e) {
         if (e) cu_check(api.cuEventRecord(e, compute_), "cuEventRecord", "timing a chunk");
     };
-    if (begin == 0) slot.t_launch_begin = now_ns();
+    // Trace stamps (set_trace) only while tracing: two clock reads per chunk otherwise wasted.
+    const bool tracing = tracing_.load(std::memory_order_relaxed);
+    if (tracing && begin == 0) slot.t_launch_begin = now_ns();
     // the block is queued once its last chunk's calls return (every exit below)
     struct Stamp {
         uint64_t* at;
         ~Stamp() { if (at) *at = now_ns(); }
-    } launched{end == U ? &slot.t_launched : nullptr};
+    } launched{tracing && end == U ? &slot.t_launched : nullptr};
     if (!full && end != U) {
         // A final (partial) block runs whole in its last chunk: its ops need n_in, not units.
         mark(start);

@@ -23,17 +23,22 @@
 //    in order), so y is bit-identical to what the fir op writes.
 // 2. y goes to a scratch (C_in, n) in global memory (L2-resident: 64 KiB for W1), every thread
 //    fences, and thread 0 bumps the tile's arrival counter.
-// 3. The last CTA of the tile stages M (<= 4096 floats) and, when C_in <= 64, the tile of y in
-//    shared memory (y read with ld.global.cg: L1 is not coherent, and a tile shares its 128-byte
+// 3. Every CTA copies M (<= 4096 floats) into shared memory with its first FIR stage (only the
+//    tile's last CTA uses it, but which CTA is last is known only after the FIR, and a copy then
+//    would be one more L2 round trip on the block's critical path). The last CTA of the tile
+//    stages, when C_in <= 64, the tile of y in shared memory (y read with ld.global.cg: L1 is not coherent, and a tile shares its 128-byte
 //    lines with its neighbours, whose last CTAs may run on the same SM), then computes
 //    out[o][t0 .. t0+16) like the mix op's kernel (kernels/mix.cu): thread (tx, ty) =
 //    (tid % 16, tid / 16) sums channels ty, ty+8, ... for 8 output rows at a time (fmaf chain),
 //    and the 8 slices are added in order: the same order as the mix op, so the fused output
 //    equals fir -> mix bit for bit on the same GPU (tests allow float32 rounding anyway).
 // 4. History: like the fir op, two copies on the device and a phase flag: the launch reads
-//    history[phase] and CTA (x, g) writes its share (samples [hist_len*x/tiles,
-//    hist_len*(x+1)/tiles) of channels c0..) of the next history into history[phase ^ 1]. The
-//    last tile to finish its mix flips the phase: every CTA read the phase before it arrived.
+//    history[phase] and writes the next history (the last hist_len samples of [history | block])
+//    into history[phase ^ 1]. CTA (x, g) writes, for channels c0.., the block samples of its own
+//    tile (from its stage-0 window in shared memory: no global load on the critical path) and,
+//    when the block is shorter than the history, its even share of the part that shifts
+//    (keep_history). The last CTA of each tile counts the tile done when it arrives; the one
+//    that completes the count flips the phase after its mix: by then every CTA has read it.
 // Final partial block: columns t >= n_valid of the output are written as 0 (the fir op zeroes
 // its output past n_in and the mix then mixes zeros), so no zero_after launch is needed.
 #include "gk_common.cuh"
@@ -92,7 +97,6 @@ struct FirSmem {
 };
 
 struct MixSmem {
-    float m[MAX_ENTRIES];
     float y[Y_STAGE][TILE];
     // [row][slice * TILE + column], rows padded by TILE floats: the slice writes and the row
     // reads of a warp (two slices / two rows) fall in different banks.
@@ -163,6 +167,22 @@ __device__ __forceinline__ void load_stage(FirSmem<KT>& sm, int b, int stage,
     }
 }
 
+// The part of the next history that comes from the history itself, when the block is shorter
+// than it (next[i] = history[i + n] for i < hist_len - n), shared out evenly over the tiles;
+// the block's own samples are written during the FIR (stage 0).
+__device__ __forceinline__ void keep_history(float* __restrict__ next_hist, const float* __restrict__ hist,
+                                             long long c0, int cg_here, gk_size_t n, gk_size_t hist_len) {
+    const gk_size_t kept = hist_len > n ? hist_len - n : 0;
+    if (kept == 0) return;
+    const gk_size_t begin = kept * blockIdx.x / gridDim.x;
+    const gk_size_t len = kept * (blockIdx.x + 1) / gridDim.x - begin;
+    for (gk_size_t f = threadIdx.x; f < (gk_size_t)cg_here * len; f += THREADS) {
+        const gk_size_t r = f / len, i = begin + (f - r * len);
+        const gk_size_t c = (gk_size_t)c0 + r;
+        next_hist[c * hist_len + i] = hist[c * hist_len + i + n];
+    }
+}
+
 template <int KT>
 __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __restrict__ in,
                                         float* __restrict__ y, float* __restrict__ hist2,
@@ -174,6 +194,9 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
     constexpr int SLICE = KT / KSPLIT;  // taps per thread per stage
     constexpr int GROUPS = SLICE / 4;
     __shared__ FusedSmem<KT> smem;
+    // M is copied in with the first FIR stage by every CTA, so the tile's last CTA (which only
+    // turns out to be last after its FIR) mixes without another round trip to L2.
+    __shared__ __align__(16) float m_sh[MAX_ENTRIES];
     __shared__ unsigned last_of_tile;
 
     const int tid = threadIdx.x;
@@ -195,6 +218,12 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
         const int og = tid % 16, ks = tid / 16;
         const int cl = og / 4, q = og % 4;  // channel in the group, quad of 4 outputs
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const int entries = c_out * c_in;
+        if (entries % 4 == 0 && gk_aligned(matrix, 16)) {
+            for (int e = tid; e < entries / 4; e += THREADS) cp_async_16(m_sh + 4 * e, matrix + 4 * e, 16);
+        } else {
+            for (int e = tid; e < entries; e += THREADS) cp_async_4(m_sh + e, matrix + e, 4);
+        }
         load_stage<KT>(sm, 0, 0, in, hist, taps, c0, cg_here, t0, (long long)n,
                        (long long)hist_len, (long long)tap_row, vec_in);
         cp_async_commit();
@@ -209,6 +238,17 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
                 cp_async_wait<0>();
             }
             __syncthreads();
+            if (s == 0) {
+                // The block's samples of the next history that lie in this CTA's own tile come
+                // from stage 0's window (x[t0 + j] at KT + j): no load on the critical path.
+                const long long lo = (long long)n - (long long)hist_len;  // first block sample kept
+                for (int f = tid; f < cg_here * TILE; f += THREADS) {
+                    const int r = f / TILE, j = f - r * TILE;
+                    const long long m = t0 + j;
+                    if (m >= lo && m < (long long)n)
+                        next_hist[(gk_size_t)(c0 + r) * hist_len + (gk_size_t)(m - lo)] = sm.window[0][r][KT + j];
+                }
+            }
             const float* xw = sm.window[b][cl];
             const float* hs = sm.taps[b][tap_row != 0 ? cl : 0];
             const int kbase = ks * SLICE;
@@ -244,26 +284,20 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
         }
     }
 
-    // This CTA's share of the next history: the last hist_len samples of [history | block].
-    {
-        const gk_size_t begin = hist_len * blockIdx.x / gridDim.x;
-        const gk_size_t len = hist_len * (blockIdx.x + 1) / gridDim.x - begin;
-        for (gk_size_t f = tid; f < (gk_size_t)cg_here * len; f += THREADS) {
-            const gk_size_t r = f / len, i = begin + (f - r * len);
-            const gk_size_t c = (gk_size_t)c0 + r, j = i + n;
-            next_hist[c * hist_len + i] = j < hist_len ? hist[c * hist_len + j] : in[c * n + (j - hist_len)];
-        }
-    }
+    keep_history(next_hist, hist, c0, cg_here, n, hist_len);
 
     // ---- 2. hand y over: the last CTA of this time tile mixes it
-    __threadfence();  // this thread's y (and history) stores, device-wide, before the arrival
+    __threadfence();  // this thread's y and history stores, device-wide, before the arrival
     __syncthreads();
+    unsigned tiles_before = 0u;
     if (tid == 0) {
         const unsigned before = atomicAdd(tile_arrivals + blockIdx.x, 1u);
         const bool last = before == gridDim.y - 1u;
         if (last) {
             tile_arrivals[blockIdx.x] = 0u;  // every CTA of the tile has arrived: rearm for the next launch
-            __threadfence();
+            // Counted now (its result is needed only at the end): once every tile has counted,
+            // every CTA of the launch has read the phase, so the last one may flip it.
+            tiles_before = atomicAdd(tiles_done, 1u);
         }
         last_of_tile = last ? 1u : 0u;
     }
@@ -273,8 +307,6 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
     // ---- 3. mix of the tile: out[o][t0 + tx] = sum_c M[o][c] y[c][t0 + tx]
     {
         MixSmem& sm = smem.mix;
-        const int entries = c_out * c_in;
-        for (int e = tid; e < entries; e += THREADS) sm.m[e] = __ldg(matrix + e);
         const bool staged = c_in <= Y_STAGE;
         if (staged) {
             for (int f = tid; f < c_in * TILE; f += THREADS) {
@@ -295,7 +327,7 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
             if (col_ok) {
                 for (int i = ty; i < c_in; i += MIX_ROWS) {
                     const float xv = staged ? sm.y[i][tx] : load_cg(y + i * (long long)n + t);
-                    const float* mi = sm.m + o0 * c_in + i;
+                    const float* mi = m_sh + o0 * c_in + i;
 #pragma unroll
                     for (int r = 0; r < MIX_ROWS; ++r)
                         if (r < rows_here) acc[r] = fmaf(mi[r * c_in], xv, acc[r]);
@@ -315,14 +347,11 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
         }
     }
 
-    // ---- 4. the last tile to finish flips the history phase for the next launch
-    if (tid == 0) {
-        __threadfence();
-        if (atomicAdd(tiles_done, 1u) == gridDim.x - 1u) {
-            *tiles_done = 0u;
-            sync[0] = phase ^ 1u;
-            __threadfence();
-        }
+    // ---- 4. the last tile to count flips the history phase for the next launch (which starts
+    // after this one has ended: stream order, no fence needed)
+    if (tid == 0 && tiles_before == gridDim.x - 1u) {
+        *tiles_done = 0u;
+        sync[0] = phase ^ 1u;
     }
 }
 
