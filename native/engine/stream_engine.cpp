@@ -752,6 +752,11 @@ void copy_to_pinned(unsigned char* dst, const unsigned char* src, size_t bytes) 
 }  // namespace
 
 void StreamEngine::fill(int s, const void* block, int64_t n) {
+    check_fill(s, n);
+    copy_into_slot(*slots_[static_cast<size_t>(s)], block, n);
+}
+
+void StreamEngine::check_fill(int s, int64_t n) const {
     const TensorDesc& in = input_desc();
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
@@ -759,10 +764,8 @@ void StreamEngine::fill(int s, const void* block, int64_t n) {
     if (n < 1 || n > in.items)
         throw std::invalid_argument("a block holds 1.." + std::to_string(in.items) + " items, got " +
                                     std::to_string(n));
-    Slot& slot = *slots_[static_cast<size_t>(s)];
-    if (slot.state.load() != kFree)
+    if (slots_[static_cast<size_t>(s)]->state.load() != kFree)
         throw std::invalid_argument("slot " + std::to_string(s) + " still holds a submitted block");
-    copy_into_slot(slot, block, n);
 }
 
 void StreamEngine::set_ready(Slot& slot, unsigned value) {
@@ -803,8 +806,7 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
     // overlap_fill: a full block goes to the GPU first and into the pinned slot after
     const bool late = inline_ok && options_.mapped_io && options_.overlap_fill && n == input_desc().items && !final;
     if (late) {
-        if (n < 1 || slots_[static_cast<size_t>(s)]->state.load() != kFree)
-            fill(s, block, n);  // its checks raise; nothing is queued
+        check_fill(s, n);  // the copy comes after the launch (process_inline)
     } else {
         fill(s, block, n);
         if (tracing) t.filled = now_ns();

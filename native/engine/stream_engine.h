@@ -166,6 +166,8 @@ public:
     // Copies `block` (channels x n_valid items, C order) into the free slot's pinned input and
     // zero-fills the tail (non-temporal stores where available). process() = fill + submit + wait.
     void fill(int slot, const void* block, int64_t n_valid);
+    // fill()'s argument checks alone (the slot exists and is free, 1 <= n_valid <= items).
+    void check_fill(int slot, int64_t n_valid) const;
     // Waits for in-flight work, then resets every op's state on the compute stream.
     void reset();
     // Drains in-flight blocks, stops the worker, frees every GPU resource. Idempotent.
