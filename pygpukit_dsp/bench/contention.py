@@ -721,10 +721,10 @@ class _Timed:
     def overruns(self) -> int:
         return sum(r.overruns for r in self.runs)
 
-    def breakdown(self) -> Breakdown:
+    def breakdown(self, deadline_ns: int | None = None) -> Breakdown:
         trace = {k: np.concatenate([t[k] for t in self.traces]) for k in self.traces[0]}
         return breakdown(trace, np.concatenate([r.starts for r in self.runs]),
-                         np.concatenate([r.ends for r in self.runs]))
+                         np.concatenate([r.ends for r in self.runs]), deadline_ns=deadline_ns)
 
 
 @dataclass
@@ -834,8 +834,8 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     run = proj.interleaved(w1_inputs, w2_blocks, warmup, blocks, segments)
     solo.w1 = LatencyFigures.from_ns(run.solo.lat_ns, deadline_ns, run.solo.overruns)
     load.w1 = LatencyFigures.from_ns(run.load.lat_ns, deadline_ns, run.load.overruns)
-    solo.extra["w1_breakdown"] = run.solo.breakdown()
-    load.extra = {**run.extra, "w1_breakdown": run.load.breakdown()}
+    solo.extra["w1_breakdown"] = run.solo.breakdown(deadline_ns)
+    load.extra = {**run.extra, "w1_breakdown": run.load.breakdown(deadline_ns)}
     load.w2_samples_per_s = run.w2_samples_per_s
     say(f"w3:   alone: {_w1_line(solo.w1)}")
     say(f"w3:   loaded: {_w1_line(load.w1)}; {w2p.name} {load.w2_samples_per_s / 1e9:.1f} Gsamples/s")

@@ -22,11 +22,13 @@ launch to the end of the copy (the copy overlaps the launch's way to the GPU), a
 from the end of the copy. The phases add up to the caller's latency either way.
 
 For every phase: p50 and p99 over the blocks, and its mean over the slowest 1% of blocks (by
-total latency), which says which phase the tail comes from.
+total latency), which says which phase the tail comes from. Given a deadline, every block over
+it is listed with its phases and the largest one named (:class:`OverBlock`): a miss is counted
+and also says whether the host or the GPU part took the time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -41,6 +43,7 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("python out", "woke", "py_end"),
 )
 TAIL_FRACTION = 0.01
+MAX_OVER_LISTED = 10  # blocks over the deadline listed one by one in markdown()
 
 
 @dataclass
@@ -52,12 +55,24 @@ class PhaseFigures:
 
 
 @dataclass
+class OverBlock:
+    """One block over the deadline: where its time went."""
+    index: int                   # among the blocks of the breakdown, in call order
+    total_us: float
+    phases_us: dict[str, float]  # every phase of PHASES
+    largest: str                 # the phase that took the most
+    gpu_us: float | None         # device time (events), if recorded
+
+
+@dataclass
 class Breakdown:
     blocks: int
     tail_blocks: int
     phases: list[PhaseFigures]
     total: PhaseFigures
     gpu: PhaseFigures | None   # device time of the block (scheduled blocks' events), if recorded
+    deadline_us: float | None = None
+    over: list[OverBlock] = field(default_factory=list)  # every block over deadline_us
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -66,9 +81,10 @@ class Breakdown:
 
 
 def breakdown(trace: Mapping[str, np.ndarray], py_start: np.ndarray, py_end: np.ndarray,
-              keep: np.ndarray | None = None) -> Breakdown:
+              keep: np.ndarray | None = None, deadline_ns: int | None = None) -> Breakdown:
     """Phases of the last ``len(py_start)`` trace records, matched in order with the caller's
-    stamps; ``keep`` (a bool per call) leaves out the calls that were not timed."""
+    stamps; ``keep`` (a bool per call) leaves out the calls that were not timed; with
+    ``deadline_ns``, every block whose total exceeds it is listed in ``over``."""
     n = len(py_start)
     if len(py_end) != n:
         raise ValueError(f"py_start has {n} stamps and py_end {len(py_end)}")
@@ -104,8 +120,16 @@ def breakdown(trace: Mapping[str, np.ndarray], py_start: np.ndarray, py_end: np.
         spans["fill"] = np.where(late, cols["filled"] - cols["launched"], spans["fill"])
         spans["GPU + seen"] = np.where(late, cols["done_seen"] - cols["filled"], spans["GPU + seen"])
     phases = [figures(name, spans[name]) for name, _, _ in PHASES]
-    gpu = figures("GPU time (events)", cols["gpu_ns"]) if (cols["gpu_ns"] > 0).all() else None
-    return Breakdown(n, k, phases, figures("total", total), gpu)
+    has_gpu = bool((cols["gpu_ns"] > 0).all())
+    gpu = figures("GPU time (events)", cols["gpu_ns"]) if has_gpu else None
+    over: list[OverBlock] = []
+    if deadline_ns is not None:
+        for i in np.flatnonzero(total > deadline_ns):
+            us = {name: float(spans[name][i]) / 1e3 for name, _, _ in PHASES}
+            over.append(OverBlock(int(i), float(total[i]) / 1e3, us, max(us, key=us.__getitem__),
+                                  float(cols["gpu_ns"][i]) / 1e3 if has_gpu else None))
+    return Breakdown(n, k, phases, figures("total", total), gpu,
+                     deadline_ns / 1e3 if deadline_ns is not None else None, over)
 
 
 def markdown(title: str, b: Breakdown) -> list[str]:
@@ -113,4 +137,18 @@ def markdown(title: str, b: Breakdown) -> list[str]:
              "| phase | p50 us | p99 us | mean in the tail us |", "|---|---:|---:|---:|"]
     for f in [*b.phases, b.total, *([b.gpu] if b.gpu else [])]:
         lines.append(f"| {f.name} | {f.p50_us:.1f} | {f.p99_us:.1f} | {f.tail_mean_us:.1f} |")
+    if b.deadline_us is not None:
+        lines += ["", f"Blocks over the {b.deadline_us:.0f} us deadline: {len(b.over)}"
+                  + (":" if b.over else "")]
+        for o in b.over[:MAX_OVER_LISTED]:
+            spans = ", ".join(f"{name} {us:.1f}" for name, us in o.phases_us.items())
+            gpu = f"; GPU time {o.gpu_us:.1f} us" if o.gpu_us is not None else ""
+            lines.append(f"- block {o.index}: {o.total_us:.1f} us, most in {o.largest} "
+                         f"({o.phases_us[o.largest]:.1f} us){gpu}; {spans}")
+        if len(b.over) > MAX_OVER_LISTED:
+            largest = {}
+            for o in b.over:
+                largest[o.largest] = largest.get(o.largest, 0) + 1
+            lines.append(f"- ... {len(b.over) - MAX_OVER_LISTED} more; largest phase of all "
+                         f"{len(b.over)}: " + ", ".join(f"{k} {v}" for k, v in sorted(largest.items())))
     return lines

@@ -79,3 +79,27 @@ def test_overlapped_fill_records_are_split_in_their_own_order():
     assert got == pytest.approx({"python in": 1, "fill": 5, "hand-over": 1, "launch": 2, "GPU + seen": 9,
                                  "wake": 1, "python out": 1})
     assert sum(got.values()) == pytest.approx(b.total.p50_us)
+
+
+def test_blocks_over_the_deadline_are_listed_with_their_largest_phase():
+    cols, start, end = _trace(50, slow=17)  # block 17: 500 us more in GPU + seen
+    for k in ("launch_begin", "launched", "done_seen", "woke"):
+        cols[k][30] += 300_000               # block 30: 300 us more in hand-over (calls are 10 ms apart)
+    end[30] += 300_000
+    b = breakdown(cols, start, end, deadline_ns=200_000)
+    assert [o.index for o in b.over] == [17, 30] and b.deadline_us == 200.0
+    assert [o.largest for o in b.over] == ["GPU + seen", "hand-over"]
+    assert b.over[0].total_us == pytest.approx(507.0) and b.over[0].phases_us["GPU + seen"] == pytest.approx(501.0)
+    assert b.over[1].gpu_us == pytest.approx(0.7)
+    text = "\n".join(markdown("W3", b))
+    assert "Blocks over the 200 us deadline: 2:" in text
+    assert "- block 30: 307.0 us, most in hand-over (301.0 us)" in text
+    assert breakdown(cols, start, end).over == [] and "deadline" not in "\n".join(markdown("W1", breakdown(cols, start, end)))
+
+
+def test_many_blocks_over_the_deadline_are_summed_up_by_phase():
+    cols, start, end = _trace(30)
+    b = breakdown(cols, start, end, deadline_ns=5_000)  # every block (7 us) is over
+    text = "\n".join(markdown("W3", b))
+    assert len(b.over) == 30 and text.count("- block ") == 10
+    assert "- ... 20 more; largest phase of all 30:" in text
