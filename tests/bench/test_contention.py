@@ -390,6 +390,9 @@ def test_run_w3_orchestrates_the_project_runs(tmp_path, fake_gpu):
     # both kinds traced: the breakdown covers exactly the timed blocks
     assert solo.extra["w1_breakdown"].blocks == load.extra["w1_breakdown"].blocks == 12
     assert "Where W1's time went, pygpukit-dsp, alone" in rep.markdown()
+    # ... and lists the blocks over W1's deadline (none here), with the deadline it used
+    assert solo.extra["w1_breakdown"].deadline_us == load.extra["w1_breakdown"].deadline_us == 1000.0
+    assert rep.markdown().count("Blocks over the 1000 us deadline: 0") == 2
 
 
 @pytest.mark.parametrize("blocks,segments,parts", [(12, 3, [4, 4, 4]), (10, 3, [4, 3, 3]), (2, 5, [1, 1])])
