@@ -28,6 +28,7 @@ and also says whether the host or the GPU part took the time.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -146,9 +147,7 @@ def markdown(title: str, b: Breakdown) -> list[str]:
             lines.append(f"- block {o.index}: {o.total_us:.1f} us, most in {o.largest} "
                          f"({o.phases_us[o.largest]:.1f} us){gpu}; {spans}")
         if len(b.over) > MAX_OVER_LISTED:
-            largest = {}
-            for o in b.over:
-                largest[o.largest] = largest.get(o.largest, 0) + 1
+            largest = Counter(o.largest for o in b.over)
             lines.append(f"- ... {len(b.over) - MAX_OVER_LISTED} more; largest phase of all "
                          f"{len(b.over)}: " + ", ".join(f"{k} {v}" for k, v in sorted(largest.items())))
     return lines
