@@ -17,9 +17,13 @@ if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
 
 ROUND_BLOCKS = 250      # blocks per implementation per round (interleaving against drift)
-# Pause before each implementation's round: thread pools of the previous one (OpenBLAS spins its
-# workers for ~0.1 s after a call) go idle instead of competing for cores with the next one.
-ROUND_PAUSE_S = 0.15
+# Before each implementation's timed round it runs untimed for this long. Two reasons: the
+# previous library's thread pools (OpenBLAS spins its workers for ~0.1 s after a call) go idle
+# instead of competing for cores with the timed blocks; and the round starts in the steady state
+# of a busy stream. An idle host is slow to come back: after 150 ms without blocks, W1's host
+# phases (copies, Python, launch) ran 1.3-2x slower for the next 3-7 ms on the H100 machine
+# (session 5, docs/benchmarks.md); a sleep in place of this warm-up put that into every round.
+ROUND_WARM_S = 0.15
 CHECK_BLOCKS = 6        # blocks compared against the project's output
 CHECK_RTOL = 2e-3       # ||baseline - project|| / ||project||, float32 arithmetic
 
@@ -264,29 +268,21 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
             for i in range(warmup):
                 impl.process(inputs[i % len(inputs)])
         samples: dict[str, list[int]] = {r.name: [] for r, _ in runnable}
-        # the project's calls in the timed phase, traced natively: (start, end, timed) per call
+        # the project's timed calls, traced natively: one (start, end) per call
         traced = project if impls[0][0].status == "ok" and hasattr(project, "set_trace") else None
-        calls: list[tuple[int, int, bool]] = []
-        if traced is not None:
-            traced.set_trace(blocks + blocks // ROUND_BLOCKS + 2)
-        done = 0
+        calls: list[tuple[int, int]] = []
+        traces: list[dict[str, np.ndarray]] = []
         t_report = time.perf_counter()
-        while done < blocks:
-            n = min(ROUND_BLOCKS, blocks - done)
-            for r, impl in runnable:
-                stamps = calls if impl is traced else None
-                if len(runnable) > 1:
-                    time.sleep(ROUND_PAUSE_S)
-                    t0 = time.perf_counter_ns()
-                    impl.process(inputs[done % len(inputs)])  # one untimed block after the pause
-                    if stamps is not None:
-                        stamps.append((t0, time.perf_counter_ns(), False))
-                _time_blocks(impl.process, inputs, done, n, samples[r.name], stamps)
-            done += n
+
+        def report_progress(done: int) -> None:
+            nonlocal t_report
             if progress and time.perf_counter() - t_report > 0.5:
                 t_report = time.perf_counter()
                 sys.stderr.write(f"\rbench {pipeline.name}: {done}/{blocks} blocks")
                 sys.stderr.flush()
+
+        _timed_rounds([(r.name, impl) for r, impl in runnable], inputs, blocks, samples,
+                      traced=traced, calls=calls, traces=traces, on_round=report_progress)
         if progress:
             sys.stderr.write("\r" + " " * 60 + "\r")
         for r, _ in runnable:
@@ -298,7 +294,8 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
             from .trace import breakdown
 
             st = np.asarray(calls, dtype=np.int64)
-            trace_figures = breakdown(traced.block_trace(), st[:, 0], st[:, 1], keep=st[:, 2].astype(bool))
+            rows = {k: np.concatenate([t[k] for t in traces]) for k in traces[0]}
+            trace_figures = breakdown(rows, st[:, 0], st[:, 1])
     finally:
         for _, impl in impls:
             if impl is not None:
@@ -370,8 +367,54 @@ def _source_format(pipeline: "Pipeline") -> StreamFormat:
     return fmt
 
 
+def _timed_rounds(runnable: list[tuple[str, Any]], inputs: list[np.ndarray], blocks: int,
+                  samples: dict[str, list[int]], *, traced: Any = None,
+                  calls: list[tuple[int, int]] | None = None,
+                  traces: list[dict[str, np.ndarray]] | None = None,
+                  on_round: Callable[[int], None] | None = None, warm_s: float | None = None) -> None:
+    """Time ``blocks`` blocks of every implementation, interleaved in rounds of ROUND_BLOCKS.
+
+    With more than one implementation, each runs untimed for ``warm_s`` (ROUND_WARM_S) before
+    each of its rounds. ``traced`` (the project's engine) is traced during its timed blocks
+    only: ``calls`` gets their (start, end) stamps and ``traces`` each round's block trace.
+    """
+    warm_s = ROUND_WARM_S if warm_s is None else warm_s
+    done = 0
+    while done < blocks:
+        n = min(ROUND_BLOCKS, blocks - done)
+        for name, impl in runnable:
+            if len(runnable) > 1:
+                if impl is traced:
+                    traced.set_trace(0)
+                _run_untimed(impl.process, inputs, done, warm_s)
+            if impl is traced:
+                traced.set_trace(n)
+            _time_blocks(impl.process, inputs, done, n, samples[name],
+                         calls if impl is traced else None)
+            if impl is traced and traces is not None:
+                traces.append(traced.block_trace())
+        done += n
+        if on_round is not None:
+            on_round(done)
+    if traced is not None:
+        traced.set_trace(0)
+
+
+def _run_untimed(fn: Callable[[np.ndarray], Any], inputs: list[np.ndarray], start: int,
+                 seconds: float) -> int:
+    """At least one block, then blocks until ``seconds`` have passed; returns how many ran."""
+    k = len(inputs)
+    end = time.perf_counter() + seconds
+    i = start
+    while True:
+        fn(inputs[i % k])
+        i += 1
+        if time.perf_counter() >= end:
+            return i - start
+
+
 def _time_blocks(fn: Callable[[np.ndarray], Any], inputs: list[np.ndarray], start: int, n: int,
-                 out: list[int], stamps: list[tuple[int, int, bool]] | None = None) -> None:
+                 out: list[int], stamps: list[tuple[int, int]] | None = None) -> None:
     perf = time.perf_counter_ns
     k = len(inputs)
     for i in range(start, start + n):
@@ -381,7 +424,7 @@ def _time_blocks(fn: Callable[[np.ndarray], Any], inputs: list[np.ndarray], star
         t1 = perf()
         out.append(t1 - t0)
         if stamps is not None:
-            stamps.append((t0, t1, True))
+            stamps.append((t0, t1))
 
 
 def _check_outputs(impls: list[tuple[ImplResult, Any]], inputs: list[np.ndarray]) -> None:

@@ -1,6 +1,7 @@
 """The bench harness: report contents, interleaving, first-block timing on the GPU."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -27,6 +28,67 @@ def test_latency_report_has_percentiles_ratios_and_a_checked_baseline():
     assert "| numpy |" in md and "p99.9 us" in md
     d = rep.to_dict()
     assert d["results"][1]["status"] == "ok" and "raw_us" not in d["results"][0]
+
+
+class _Recorder:
+    """A fake implementation: records when each block ran and whether it was traced."""
+
+    def __init__(self, log, name, traceable=False):
+        self.log, self.name, self.tracing = log, name, 0
+        if traceable:
+            self.set_trace = self._set_trace
+            self.block_trace = self._block_trace
+        self.traced = []
+
+    def process(self, x):
+        self.log.append((self.name, time.perf_counter()))
+        if self.tracing:
+            self.traced.append(len(self.log) - 1)
+
+    def _set_trace(self, n):
+        self.tracing = n
+        self.traced = []
+
+    def _block_trace(self):
+        return {"n": np.asarray(self.traced)}
+
+
+def test_each_round_starts_after_untimed_blocks_that_run_for_the_warm_time():
+    from pygpukit_dsp.bench.harness import ROUND_BLOCKS, _timed_rounds
+
+    log = []
+    a, b = _Recorder(log, "a", traceable=True), _Recorder(log, "b")
+    samples = {"a": [], "b": []}
+    calls, traces = [], []
+    blocks = ROUND_BLOCKS + 10
+    _timed_rounds([("a", a), ("b", b)], [np.zeros(4)], blocks, samples, traced=a, calls=calls,
+                  traces=traces, warm_s=0.02)
+    assert len(samples["a"]) == len(samples["b"]) == blocks
+    # a's calls, split into runs by b's: each run = untimed blocks for >= 0.02 s, then a round
+    runs, cur = [], []
+    for name, t in log:
+        if name == "a":
+            cur.append(t)
+        elif cur:
+            runs.append(cur)
+            cur = []
+    assert not cur and len(runs) == 2  # b ran last
+    for run, n in zip(runs, (ROUND_BLOCKS, 10)):
+        untimed = run[:-n]
+        assert untimed and run[-n] - untimed[0] >= 0.02  # the warm time passed before the round
+    # only the timed blocks were traced, one stamp each
+    assert len(calls) == blocks and sum(len(t["n"]) for t in traces) == blocks
+    assert a.tracing == 0  # tracing is off again at the end
+
+
+def test_a_single_implementation_runs_its_rounds_back_to_back():
+    from pygpukit_dsp.bench.harness import _timed_rounds
+
+    log = []
+    a = _Recorder(log, "a")
+    samples = {"a": []}
+    _timed_rounds([("a", a)], [np.zeros(4)], 600, samples, warm_s=10.0)  # no warm-up: would take 30 s
+    assert len(log) == len(samples["a"]) == 600
 
 
 def test_missing_baseline_library_is_reported_as_skipped():
