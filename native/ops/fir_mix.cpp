@@ -6,11 +6,15 @@
 //   matrix  (C_out, C_in), real; C_out * C_in <= 4096
 // Input (C_in, n) float32, output (C_out, n) float32, time domain.
 //
+//   kernel  "auto" (default), "split" or "cluster": which kernel (kernels/fir_mix.cu). auto takes
+//           the cluster kernel on SM 9.0+ when C_in <= 64 and its shared memory fits, else the
+//           split kernel (any C_in, SM 8.0+); "cluster" where it cannot run is an error.
+//
 // State: the input history (the last taps-padded samples of every channel) in two device copies
 // with a phase flag, as the fir op's direct kernel keeps it (read one, write the other, the
-// launch's last CTA flips the phase), plus one arrival counter per time tile for the hand-over
-// of the FIR output to the CTA that mixes the tile. Everything is allocated here, so enqueue()
-// is one capturable launch.
+// launch's last CTA to count flips the phase), plus, for the split kernel, one arrival counter
+// per time tile for the hand-over of the FIR output to the CTA that mixes the tile. Everything
+// is allocated here, so enqueue() is one capturable launch.
 #include <string>
 #include <vector>
 
@@ -27,6 +31,8 @@ constexpr int64_t kTile = 16;            // output samples per CTA (TILE in fir_
 constexpr int64_t kGroup = 4;            // input channels per CTA (CG in fir_mix.cu)
 constexpr int64_t kMaxTaps = 4096;       // the fir op's direct-form limit
 constexpr int64_t kMaxEntries = 4096;    // C_out * C_in: the matrix lives in shared memory
+constexpr int64_t kClusterGroup = 8;     // input channels per CTA of the cluster kernel (CG)
+constexpr int64_t kMaxCluster = 8;       // CTAs per cluster (the portable maximum)
 
 class FirMixOp : public Op {
 public:
@@ -81,15 +87,30 @@ public:
         const size_t sync_bytes = static_cast<size_t>(2 + tiles_) * sizeof(unsigned);
         sync_ = std::make_unique<DeviceBuffer>(device_, sync_bytes);
         sync_->memset(0, sync_bytes, 0, nullptr);
-        y_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(c_in_ * n_) * sizeof(float));
 
         module_ = load_embedded_module(device_, "fir_mix", CompileOptions{});
+        const std::string which = a.params.get_str("kernel", "auto");
+        if (which != "auto" && which != "split" && which != "cluster")
+            throw std::invalid_argument(label_ + ": kernel must be auto, split or cluster, got '" + which + "'");
+        std::string why_not;
+        if (which != "split" && use_cluster_kernel(&why_not)) return;
+        if (which == "cluster")
+            throw UnsupportedError(a.name, "cuda", "fir_mix's cluster kernel " + why_not);
+        y_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(c_in_ * n_) * sizeof(float));
         kernel_ = module_->function(kt_ == 32 ? "gk_fir_mix_k32" : "gk_fir_mix_k128");
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
         // A final block mixes only its n_in valid columns; the kernel writes zeros after them.
         const int64_t valid = final ? output_items(n_in < 0 ? 0 : n_in) : n_;
+        if (cluster_ > 0) {
+            launch(*kernel_, dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(cluster_)), dim(256),
+                   static_cast<unsigned>(shares_bytes_), s, out, in, hist2_->ptr(), sync_->ptr(),
+                   taps_->ptr(), matrix_->ptr(), u64(n_), u64(valid), u64(padded_),
+                   u64(tap_rows_ == 1 ? 0 : padded_), static_cast<int>(padded_ / kt_),
+                   static_cast<int>(c_in_), static_cast<int>(c_out_));
+            return;
+        }
         launch(*kernel_, dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(groups_)), dim(128),
                0, s, out, in, y_->ptr(), hist2_->ptr(), sync_->ptr(), taps_->ptr(), matrix_->ptr(),
                u64(n_), u64(valid), u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_),
@@ -107,11 +128,44 @@ public:
 
     const char* kind() const override { return "fir_mix"; }
 
-    // The tile's last CTA writes each output element once (kernels/fir_mix.cu, step 3).
+    // One CTA writes each output element once (the tile's last, or the cluster's CTA 0).
     bool writes_output_once() const override { return true; }
+
+    // 0: the split kernel; else the cluster kernel's CTAs per cluster (= per time tile).
+    int64_t cluster_size() const { return cluster_; }
 
 private:
     static unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
+
+    // The cluster kernel (kernels/fir_mix.cu): SM 9.0+, C_in <= 64 (at most 8 groups of 8
+    // channels, one cluster per time tile), the tile's shares of the mix in CTA 0's shared memory.
+    bool use_cluster_kernel(std::string* why_not) {
+        const DeviceProperties& p = device_->properties();
+        if (p.sm_major < 9) {
+            *why_not = "needs SM 9.0 or newer (thread-block clusters), this GPU is " + p.arch();
+            return false;
+        }
+        if (c_in_ > kClusterGroup * kMaxCluster) {
+            *why_not = "takes at most " + std::to_string(kClusterGroup * kMaxCluster) + " input channels";
+            return false;
+        }
+        int64_t cl = 1;
+        while (cl < ceil_div(c_in_, kClusterGroup)) cl *= 2;
+        const std::string name = "gk_fir_mix_cluster_k" + std::to_string(kt_) + "_c" + std::to_string(cl);
+        std::shared_ptr<Kernel> k = module_->function(name);
+        const int64_t shares = cl * c_out_ * kTile * static_cast<int64_t>(sizeof(float));
+        const int64_t fixed = k->attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+        if (fixed + shares > p.max_shared_per_block_optin) {
+            *why_not = "needs " + std::to_string(fixed + shares) + " bytes of shared memory, more than the " +
+                       std::to_string(p.max_shared_per_block_optin) + " a block may have";
+            return false;
+        }
+        if (fixed + shares > 48 * 1024) k->set_max_dynamic_shared_memory(static_cast<int>(shares));
+        kernel_ = std::move(k);
+        cluster_ = cl;
+        shares_bytes_ = shares;
+        return true;
+    }
 
     std::unique_ptr<DeviceBuffer> upload(const std::vector<float>& host) const {
         auto buf = std::make_unique<DeviceBuffer>(device_, host.size() * sizeof(float));
@@ -124,6 +178,7 @@ private:
     TensorDesc in_, out_;
     int64_t c_in_ = 1, c_out_ = 1, n_ = 0, L_ = 1, tap_rows_ = 1, tiles_ = 1, groups_ = 1;
     int64_t kt_ = 32, padded_ = 32;
+    int64_t cluster_ = 0, shares_bytes_ = 0;
     std::unique_ptr<DeviceBuffer> taps_, matrix_, hist2_, sync_, y_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> kernel_;

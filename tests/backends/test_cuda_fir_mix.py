@@ -6,8 +6,9 @@ GK_DISABLE_FUSIONS switch of lower_pipeline, and the engine's inline_submit path
   data through zero-delay ops, the fallback to the worker while blocks are in flight).
 * ``gpu``: the fused op against the CPU backend over several blocks with a partial final block
   (relative error ||cuda - cpu|| / ||cpu|| < 1e-5: float32 sums in another order than
-  lfilter/BLAS), against the unfused CUDA ops fir -> mix (< 1e-6: the fused kernel sums in the
-  same order, so only float32 rounding could differ), and inline_submit on a real GPU.
+  lfilter/BLAS), against the unfused CUDA ops fir -> mix (< 1e-6: the split kernel sums in the
+  same order, the cluster kernel's mix in groups of 8 channels: float32 rounding), both kernels
+  forced through the op's ``kernel`` parameter, and inline_submit on a real GPU.
 """
 
 from __future__ import annotations
@@ -302,26 +303,69 @@ def _native_stream(op_dicts: list[dict], x: np.ndarray, block: int, use_graph: b
         engine.close()
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("c_in,c_out,L,block,per_channel",
-                         [SHAPES[0], SHAPES[5], SHAPES[6], SHAPES[8], (65, 3, 40, 100, False)])
-@pytest.mark.parametrize("use_graph", [True, False])
-def test_fused_equals_the_unfused_cuda_ops(c_in, c_out, L, block, per_channel, use_graph):
+def _fused_and_separate_op_dicts(p: Pipeline, kernel: str = "auto") -> tuple[list[dict], list[dict]]:
     from pygpukit_dsp.backends.cuda_engine import op_dict
     from pygpukit_dsp.backends.cuda_ops.fir import lower_fir
     from pygpukit_dsp.backends.cuda_ops.mix import lower_mix
 
-    p = fir_mix_pipeline(c_in, c_out, L, block, per_channel, seed=7)
     chain = p.specs()
     fused = lower_pipeline(p, chain)
     assert [op.kind for op in fused] == ["fir_mix"]
     fir, mix = p.stages
     separate = [lower_fir(fir, chain.specs[0], chain.specs[1]), lower_mix(mix, chain.specs[1], chain.specs[2])]
     assert separate[0].params["method"] == "direct"
+    fused_dicts = [op_dict(op) for op in fused]
+    fused_dicts[0]["params"]["kernel"] = kernel
+    return fused_dicts, [op_dict(op) for op in separate]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("c_in,c_out,L,block,per_channel",
+                         [SHAPES[0], SHAPES[5], SHAPES[6], SHAPES[8], (65, 3, 40, 100, False)])
+@pytest.mark.parametrize("use_graph", [True, False])
+def test_fused_equals_the_unfused_cuda_ops(c_in, c_out, L, block, per_channel, use_graph):
+    p = fir_mix_pipeline(c_in, c_out, L, block, per_channel, seed=7)
+    fused, separate = _fused_and_separate_op_dicts(p)
     x = rand((c_in, block * 4 + block // 2 + 3), 8).astype(np.float32)
-    got = _native_stream([op_dict(op) for op in fused], x, block, use_graph)
-    ref = _native_stream([op_dict(op) for op in separate], x, block, use_graph)
+    got = _native_stream(fused, x, block, use_graph)
+    ref = _native_stream(separate, x, block, use_graph)
     assert rel_err(got, ref) < UNFUSED_RTOL
+
+
+CLUSTER_SHAPES = [  # C_in <= 64: 1, 2, 4 and 8 CTAs per cluster, padding CTAs (3 and 5 groups)
+    (64, 16, 256, 256, False),  # W1: 8 groups
+    (7, 16, 256, 64, True),     # 1 group; history longer than the block
+    (12, 5, 40, 100, False),    # 2 groups, the second with 4 channels
+    (20, 3, 300, 61, True),     # 3 groups in a cluster of 4; per-sample copies
+    (40, 64, 33, 128, False),   # 5 groups in a cluster of 8; 64 x 40 matrix
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("c_in,c_out,L,block,per_channel", CLUSTER_SHAPES)
+@pytest.mark.parametrize("kernel", ["split", "cluster"])
+def test_both_kernels_equal_the_unfused_cuda_ops(c_in, c_out, L, block, per_channel, kernel):
+    # On SM 9.0+ "auto" runs the cluster kernel for these: "split" keeps the other one tested there.
+    p = fir_mix_pipeline(c_in, c_out, L, block, per_channel, seed=11)
+    fused, separate = _fused_and_separate_op_dicts(p, kernel)
+    x = rand((c_in, block * 4 + block // 2 + 3), 12).astype(np.float32)
+    got = _native_stream(fused, x, block)
+    ref = _native_stream(separate, x, block)
+    assert rel_err(got, ref) < UNFUSED_RTOL
+    assert rel_err(got, p.process(x, backend="cpu")) < CPU_RTOL
+
+
+@pytest.mark.gpu
+def test_the_cluster_kernel_where_it_cannot_run_and_an_unknown_kernel_are_errors():
+    from pygpukit_dsp import _native
+    from pygpukit_dsp.errors import UnsupportedError
+
+    fused, _ = _fused_and_separate_op_dicts(fir_mix_pipeline(65, 3, 40, 100), "cluster")
+    with pytest.raises(UnsupportedError, match="at most 64 input channels"):
+        _native.StreamEngine(_native.Device(0), fused)
+    fused, _ = _fused_and_separate_op_dicts(fir_mix_pipeline(4, 2, 16, 64), "fastest")
+    with pytest.raises(ValueError, match="kernel must be auto, split or cluster"):
+        _native.StreamEngine(_native.Device(0), fused)
 
 
 @pytest.mark.gpu

@@ -7,38 +7,52 @@
 // Why this shape: W1 (64 ch x 256 samples, 256 taps, 16 x 64 mix) is latency-bound; the FIR is
 // 4.2 M multiply-adds, the mix 0.26 M. Two launches cost a few microseconds of launch gap on the
 // block's critical path; one launch removes it. A CTA per time tile over *all* channels would
-// give only 256 / 16 = 16 CTAs for W1 (16 of 132 SMs busy for the whole FIR), so the FIR is
-// split over (time tile, channel group) like the fir op, and the mix of a tile is done by the
-// last CTA of that tile to finish (an arrival counter per tile): no second launch, no spin-wait
-// on other CTAs (no co-residency assumption), and every CTA but 16 ends right after its FIR.
+// give only 256 / 16 = 16 CTAs for W1 (16 of 132 SMs busy for the whole FIR; session 5 measured
+// a variant of it: not faster), so the FIR is split over (time tile, group of channels) like the
+// fir op, and the groups of a tile meet for the mix. Two kernels differ in how they meet:
 //
-// Grid (ceil(n / TILE), ceil(C_in / CG)), 128 threads. CTA (x, g):
+// * split (any C_in, SM 8.0+): groups of CG = 4 channels, 128 threads. Each CTA stores its y to
+//   a scratch (C_in, n) in global memory (L2-resident: 64 KiB for W1), fences, and bumps the
+//   tile's arrival counter; the last CTA of the tile to arrive reads the tile of y back through
+//   L2 (cp.async.cg / ld.global.cg: L1 is not coherent, and a tile shares its 128-byte lines
+//   with its neighbours, whose last CTAs may run on the same SM) and mixes it like the mix op's
+//   kernel (kernels/mix.cu): thread (tx, ty) = (tid % 16, tid / 16) sums channels ty, ty+8, ...
+//   for 8 output rows at a time (fmaf chain), and the 8 slices are added in order: the same
+//   order as the mix op, so the output equals fir -> mix bit for bit on the same GPU. Every CTA
+//   copies all of M into shared memory (which CTA is last is known only after the FIR).
+//   No spin-wait on other CTAs (no co-residency assumption); every CTA but one per tile ends
+//   right after its FIR.
+// * cluster (C_in <= 64, SM 9.0+): groups of CG = 8 channels, 256 threads, the (at most 8)
+//   groups of a time tile in one thread-block cluster (padded to 1, 2, 4 or 8 CTAs; padding
+//   CTAs only join the barriers). Each CTA mixes its own channels (a share: an fmaf chain over
+//   its channels in order, from its columns of M) and stores the share into the shared memory
+//   of the cluster's CTA 0 (distributed shared memory); after one cluster barrier CTA 0 adds the
+//   shares in group order and writes the output. No scratch, fence, arrival atomic or L2 round
+//   trip on the critical path: W1's kernel takes 5.2 us against the split kernel's 6.9 (H100,
+//   session 5). The sums are in another order than the mix op's: fir -> mix within float32
+//   rounding, not bit for bit.
+//
+// Grid (ceil(n / TILE), groups), CG * 32 threads. CTA (x, g):
 // 1. FIR for channels c0 = g*CG ... c0+CG-1 (fewer in the last group) and outputs
-//    t0 = x*TILE ... t0+TILE-1: exactly the fir op's direct kernel (kernels/fir.cu) with its 64
-//    outputs re-cut as 4 channels x 16 samples: taps walked in stages of KT (32 or 128, the device
-//    taps zero-padded to a multiple of KT), each stage's taps and input windows copied to shared
-//    memory with cp.async, double-buffered; thread (og, ks) = (tid % 16, tid / 16) owns outputs
-//    4q .. 4q+3 (q = og % 4) of channel og / 4 and the tap slice ks of every stage, with the same
-//    8-sample register window and the same summation order (stage, group, tap; then the 8 slices
-//    in order), so y is bit-identical to what the fir op writes.
-// 2. y goes to a scratch (C_in, n) in global memory (L2-resident: 64 KiB for W1), every thread
-//    fences, and thread 0 bumps the tile's arrival counter.
-// 3. Every CTA copies M (<= 4096 floats) into shared memory with its first FIR stage (only the
-//    tile's last CTA uses it, but which CTA is last is known only after the FIR, and a copy then
-//    would be one more L2 round trip on the block's critical path). The last CTA of the tile
-//    stages, when C_in <= 64, the tile of y in shared memory (y read with ld.global.cg: L1 is not coherent, and a tile shares its 128-byte
-//    lines with its neighbours, whose last CTAs may run on the same SM), then computes
-//    out[o][t0 .. t0+16) like the mix op's kernel (kernels/mix.cu): thread (tx, ty) =
-//    (tid % 16, tid / 16) sums channels ty, ty+8, ... for 8 output rows at a time (fmaf chain),
-//    and the 8 slices are added in order: the same order as the mix op, so the fused output
-//    equals fir -> mix bit for bit on the same GPU (tests allow float32 rounding anyway).
-// 4. History: like the fir op, two copies on the device and a phase flag: the launch reads
+//    t0 = x*TILE ... t0+TILE-1: exactly the fir op's direct kernel (kernels/fir.cu) with its
+//    outputs re-cut as CG channels x 16 samples: taps walked in stages of KT (32 or 128, the
+//    device taps zero-padded to a multiple of KT), each stage's taps and input windows copied to
+//    shared memory with cp.async, double-buffered; thread (og, ks) = (tid % 4CG, tid / 4CG) owns
+//    outputs 4q .. 4q+3 (q = og % 4) of channel og / 4 and the tap slice ks of every stage, with
+//    the same 8-sample register window and the same summation order (stage, group, tap; then the
+//    8 slices in order), so y is bit-identical to what the fir op writes. M (or the CTA's
+//    columns of it) is copied in a cp.async group of its own after stage 0's: only the last
+//    stage waits for it.
+// 2. The mix, as the kernel's bullet above says.
+// 3. History: like the fir op, two copies on the device and a phase flag: the launch reads
 //    history[phase] and writes the next history (the last hist_len samples of [history | block])
 //    into history[phase ^ 1]. CTA (x, g) writes, for channels c0.., the block samples of its own
 //    tile (from its stage-0 window in shared memory: no global load on the critical path) and,
 //    when the block is shorter than the history, its even share of the part that shifts
-//    (keep_history). The last CTA of each tile counts the tile done when it arrives; the one
-//    that completes the count flips the phase after its mix: by then every CTA has read it.
+//    (keep_history). A count of CTAs (split: of tiles, taken by each tile's last CTA; cluster:
+//    of CTAs, taken after the first barrier) tells the CTA that completes it that every CTA has
+//    read the phase: it flips the phase for the next launch (stream order: that one starts after
+//    this one ends).
 // Final partial block: columns t >= n_valid of the output are written as 0 (the fir op zeroes
 // its output past n_in and the mix then mixes zeros), so no zero_after launch is needed.
 #include "gk_common.cuh"
@@ -46,12 +60,10 @@
 namespace {
 
 constexpr int TILE = 16;         // output samples per CTA
-constexpr int CG = 4;            // input channels per CTA in the FIR part
-constexpr int THREADS = 128;     // FIR: 16 output groups (4 channels x 4 quads) x 8 tap slices
 constexpr int KSPLIT = 8;        // tap slices per stage
-constexpr int MIX_ROWS = 8;      // output rows per pass of the mix (the mix op's kRows)
-constexpr int Y_STAGE = 64;      // C_in up to this: the tile of y is staged in shared memory
-constexpr int MAX_ENTRIES = 4096;  // C_out * C_in (M lives in shared memory)
+constexpr int MIX_ROWS = 8;      // output rows per pass of the split kernel's mix (the mix op's kRows)
+constexpr int Y_STAGE = 64;      // C_in up to this: the split kernel stages the tile of y in shared memory
+constexpr int MAX_ENTRIES = 4096;  // C_out * C_in (M, or a CTA's columns of it, in shared memory)
 
 // cp.async (sm_80+): global -> shared without a register round trip; src_bytes < the copy size
 // zero-fills the rest (samples past the end of the block).
@@ -87,7 +99,9 @@ __device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
     v[3] = q.w;
 }
 
-template <int KT>
+// CG input channels x TILE samples per CTA, CG * 32 threads: 4 quads of outputs per channel
+// x KSPLIT tap slices.
+template <int KT, int CG>
 struct FirSmem {
     // Double-buffered stage: taps (one row, or one per channel) and the CG input windows
     // x[first .. first + TILE + KT); rows of 16-byte multiples, so every row is 16-byte aligned.
@@ -97,7 +111,7 @@ struct FirSmem {
 };
 
 struct MixSmem {
-    float y[Y_STAGE][TILE];
+    __align__(16) float y[Y_STAGE][TILE];
     // [row][slice * TILE + column], rows padded by TILE floats: the slice writes and the row
     // reads of a warp (two slices / two rows) fall in different banks.
     float partial[MIX_ROWS][MIX_ROWS * TILE + TILE];
@@ -105,21 +119,22 @@ struct MixSmem {
 
 // The FIR buffers are dead when the mix starts (a barrier in between): share the memory.
 template <int KT>
-union FusedSmem {
-    FirSmem<KT> fir;
+union SplitSmem {
+    FirSmem<KT, 4> fir;
     MixSmem mix;
 };
 
 // Queue the copies of stage `stage` (taps k0 = stage*KT ...) into buffer `b`. Channels past the
 // group's last one (the last group of C_in % CG != 0) load the last channel again: their
 // results are computed and dropped, and no copy reads outside the arrays.
-template <int KT>
-__device__ __forceinline__ void load_stage(FirSmem<KT>& sm, int b, int stage,
+template <int KT, int CG>
+__device__ __forceinline__ void load_stage(FirSmem<KT, CG>& sm, int b, int stage,
                                            const float* __restrict__ in,
                                            const float* __restrict__ hist,
                                            const float* __restrict__ taps, long long c0,
                                            int cg_here, long long t0, long long n,
                                            long long hist_len, long long tap_row, bool vec_in) {
+    constexpr int THREADS = CG * 32;
     const int tid = threadIdx.x;
     const long long k0 = (long long)stage * KT;
     constexpr int TAP_CHUNKS = KT / 4;  // 16-byte chunks per taps row (device taps padded, aligned)
@@ -176,26 +191,112 @@ __device__ __forceinline__ void keep_history(float* __restrict__ next_hist, cons
     if (kept == 0) return;
     const gk_size_t begin = kept * blockIdx.x / gridDim.x;
     const gk_size_t len = kept * (blockIdx.x + 1) / gridDim.x - begin;
-    for (gk_size_t f = threadIdx.x; f < (gk_size_t)cg_here * len; f += THREADS) {
+    for (gk_size_t f = threadIdx.x; f < (gk_size_t)cg_here * len; f += blockDim.x) {
         const gk_size_t r = f / len, i = begin + (f - r * len);
         const gk_size_t c = (gk_size_t)c0 + r;
         next_hist[c * hist_len + i] = hist[c * hist_len + i + n];
     }
 }
 
-template <int KT>
-__device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __restrict__ in,
-                                        float* __restrict__ y, float* __restrict__ hist2,
-                                        unsigned* __restrict__ sync,
-                                        const float* __restrict__ taps,
-                                        const float* __restrict__ matrix, gk_size_t n,
-                                        gk_size_t n_valid, gk_size_t hist_len, gk_size_t tap_row,
-                                        int stages, int c_in, int c_out) {
+// Step 1 (both kernels): the FIR of channels c0 .. c0 + cg_here - 1 and outputs t0 .. t0 + 15;
+// the next history's samples of the CTA's tile are written from stage 0's window. `load_m()`
+// queues the copies of M (or the CTA's columns of it) in a cp.async group of their own after
+// stage 0's: stage 0 does not wait for them, the last stage does (groups complete in commit
+// order). `at_stage0()` runs once every thread of the CTA is past the first barrier. Returns, in
+// threads tid < CG * TILE, y[c0 + tid / TILE][t0 + tid % TILE] (garbage for rows >= cg_here).
+template <int KT, int CG, class LoadM, class AtStage0>
+__device__ __forceinline__ float fir_tile(FirSmem<KT, CG>& sm, LoadM load_m, AtStage0 at_stage0,
+                                          const float* __restrict__ in, const float* __restrict__ hist,
+                                          float* __restrict__ next_hist, const float* __restrict__ taps,
+                                          long long c0, int cg_here, long long t0, gk_size_t n,
+                                          gk_size_t hist_len, gk_size_t tap_row, int stages, bool vec_in) {
     constexpr int SLICE = KT / KSPLIT;  // taps per thread per stage
     constexpr int GROUPS = SLICE / 4;
-    __shared__ FusedSmem<KT> smem;
-    // M is copied in with the first FIR stage by every CTA, so the tile's last CTA (which only
-    // turns out to be last after its FIR) mixes without another round trip to L2.
+    const int tid = threadIdx.x;
+    const int og = tid % (CG * 4), ks = tid / (CG * 4);
+    const int cl = og / 4, q = og % 4;  // channel in the group, quad of 4 outputs
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    load_stage<KT, CG>(sm, 0, 0, in, hist, taps, c0, cg_here, t0, (long long)n, (long long)hist_len,
+                       (long long)tap_row, vec_in);
+    cp_async_commit();
+    load_m();
+    cp_async_commit();
+    for (int s = 0; s < stages; ++s) {
+        const int b = s & 1;
+        if (s + 1 < stages) {
+            load_stage<KT, CG>(sm, b ^ 1, s + 1, in, hist, taps, c0, cg_here, t0, (long long)n,
+                               (long long)hist_len, (long long)tap_row, vec_in);
+            cp_async_commit();
+            // pending after stage s's group: stage 0 -> M and stage 1; later -> stage s + 1
+            if (s == 0)
+                cp_async_wait<2>();
+            else
+                cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (s == 0) {
+            at_stage0();
+            // The block's samples of the next history that lie in this CTA's own tile come
+            // from stage 0's window (x[t0 + j] at KT + j): no load on the critical path.
+            const long long lo = (long long)n - (long long)hist_len;  // first block sample kept
+            for (int f = tid; f < cg_here * TILE; f += CG * 32) {
+                const int r = f / TILE, j = f - r * TILE;
+                const long long m = t0 + j;
+                if (m >= lo && m < (long long)n)
+                    next_hist[(gk_size_t)(c0 + r) * hist_len + (gk_size_t)(m - lo)] = sm.window[0][r][KT + j];
+            }
+        }
+        const float* xw = sm.window[b][cl];
+        const float* hs = sm.taps[b][tap_row != 0 ? cl : 0];
+        const int kbase = ks * SLICE;
+        // w[m] = x[n0 - kg - 4 + m], n0 = t0 + 4q, kg = k0 + kbase + 4g; the window index
+        // of x[n0 - kg] is 4q - kbase - 4g + KT (in [4, TILE + KT - 4]).
+        float cur[4];
+        load4(xw + (4 * q - kbase + KT), cur);
+#pragma unroll
+        for (int g = 0; g < GROUPS; ++g) {
+            float prev[4], h[4];
+            load4(xw + (4 * q - kbase - 4 * g + KT - 4), prev);
+            load4(hs + (kbase + 4 * g), h);
+            const float w[8] = {prev[0], prev[1], prev[2], prev[3], cur[0], cur[1], cur[2], cur[3]};
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[j] = fmaf(h[i], w[4 + j - i], acc[j]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) cur[i] = prev[i];
+        }
+        __syncthreads();  // buffer b is refilled by the copies queued in the next iteration
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sm.partial[ks][4 * og + j] = acc[j];
+    __syncthreads();
+    float sum = 0.0f;
+    if (tid < CG * TILE) {  // partial index 4*og + j = TILE*cl + 4q + j
+        sum = sm.partial[0][tid];
+#pragma unroll
+        for (int k = 1; k < KSPLIT; ++k) sum += sm.partial[k][tid];
+    }
+    return sum;
+}
+
+// ---- The split kernel (any C_in; every SM generation): CTAs (time tile x, group g of 4
+// channels), 128 threads; the last CTA of a tile to finish mixes it.
+template <int KT>
+__device__ __forceinline__ void fir_mix_split(float* __restrict__ out, const float* __restrict__ in,
+                                              float* __restrict__ y, float* __restrict__ hist2,
+                                              unsigned* __restrict__ sync,
+                                              const float* __restrict__ taps,
+                                              const float* __restrict__ matrix, gk_size_t n,
+                                              gk_size_t n_valid, gk_size_t hist_len, gk_size_t tap_row,
+                                              int stages, int c_in, int c_out) {
+    constexpr int CG = 4, THREADS = CG * 32;
+    __shared__ SplitSmem<KT> smem;
+    // M is copied in by every CTA (only the tile's last CTA uses it, but which CTA is last is
+    // known only after the FIR, and a copy then would be one more L2 round trip on the block's
+    // critical path).
     __shared__ __align__(16) float m_sh[MAX_ENTRIES];
     __shared__ unsigned last_of_tile;
 
@@ -213,77 +314,22 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
     const bool vec_in = (n % 4 == 0) && gk_aligned(in, 16);
 
     // ---- 1. FIR of CG channels x TILE samples (the fir op's direct kernel, re-cut)
-    {
-        FirSmem<KT>& sm = smem.fir;
-        const int og = tid % 16, ks = tid / 16;
-        const int cl = og / 4, q = og % 4;  // channel in the group, quad of 4 outputs
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const int entries = c_out * c_in;
-        if (entries % 4 == 0 && gk_aligned(matrix, 16)) {
-            for (int e = tid; e < entries / 4; e += THREADS) cp_async_16(m_sh + 4 * e, matrix + 4 * e, 16);
-        } else {
-            for (int e = tid; e < entries; e += THREADS) cp_async_4(m_sh + e, matrix + e, 4);
-        }
-        load_stage<KT>(sm, 0, 0, in, hist, taps, c0, cg_here, t0, (long long)n,
-                       (long long)hist_len, (long long)tap_row, vec_in);
-        cp_async_commit();
-        for (int s = 0; s < stages; ++s) {
-            const int b = s & 1;
-            if (s + 1 < stages) {
-                load_stage<KT>(sm, b ^ 1, s + 1, in, hist, taps, c0, cg_here, t0, (long long)n,
-                               (long long)hist_len, (long long)tap_row, vec_in);
-                cp_async_commit();
-                cp_async_wait<1>();
+    const float yv = fir_tile<KT, CG>(
+        smem.fir,
+        [&] {
+            const int entries = c_out * c_in;
+            if (entries % 4 == 0 && gk_aligned(matrix, 16)) {
+                for (int e = tid; e < entries / 4; e += THREADS) cp_async_16(m_sh + 4 * e, matrix + 4 * e, 16);
             } else {
-                cp_async_wait<0>();
+                for (int e = tid; e < entries; e += THREADS) cp_async_4(m_sh + e, matrix + e, 4);
             }
-            __syncthreads();
-            if (s == 0) {
-                // The block's samples of the next history that lie in this CTA's own tile come
-                // from stage 0's window (x[t0 + j] at KT + j): no load on the critical path.
-                const long long lo = (long long)n - (long long)hist_len;  // first block sample kept
-                for (int f = tid; f < cg_here * TILE; f += THREADS) {
-                    const int r = f / TILE, j = f - r * TILE;
-                    const long long m = t0 + j;
-                    if (m >= lo && m < (long long)n)
-                        next_hist[(gk_size_t)(c0 + r) * hist_len + (gk_size_t)(m - lo)] = sm.window[0][r][KT + j];
-                }
-            }
-            const float* xw = sm.window[b][cl];
-            const float* hs = sm.taps[b][tap_row != 0 ? cl : 0];
-            const int kbase = ks * SLICE;
-            // w[m] = x[n0 - kg - 4 + m], n0 = t0 + 4q, kg = k0 + kbase + 4g; the window index
-            // of x[n0 - kg] is 4q - kbase - 4g + KT (in [4, TILE + KT - 4]).
-            float cur[4];
-            load4(xw + (4 * q - kbase + KT), cur);
-#pragma unroll
-            for (int g = 0; g < GROUPS; ++g) {
-                float prev[4], h[4];
-                load4(xw + (4 * q - kbase - 4 * g + KT - 4), prev);
-                load4(hs + (kbase + 4 * g), h);
-                const float w[8] = {prev[0], prev[1], prev[2], prev[3], cur[0], cur[1], cur[2], cur[3]};
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) acc[j] = fmaf(h[i], w[4 + j - i], acc[j]);
-#pragma unroll
-                for (int i = 0; i < 4; ++i) cur[i] = prev[i];
-            }
-            __syncthreads();  // buffer b is refilled by the copies queued in the next iteration
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) sm.partial[ks][4 * og + j] = acc[j];
-        __syncthreads();
-        if (tid < CG * TILE) {
-            const int r = tid / TILE, tt = tid % TILE;  // partial index 4*og + j = TILE*cl + 4q + j
-            float sum = sm.partial[0][tid];
-#pragma unroll
-            for (int k = 1; k < KSPLIT; ++k) sum += sm.partial[k][tid];
-            const long long t = t0 + tt;
-            if (r < cg_here && t < (long long)n) y[(c0 + r) * (long long)n + t] = sum;
-        }
+        },
+        [] {}, in, hist, next_hist, taps, c0, cg_here, t0, n, hist_len, tap_row, stages, vec_in);
+    if (tid < CG * TILE) {
+        const int r = tid / TILE;
+        const long long t = t0 + tid % TILE;
+        if (r < cg_here && t < (long long)n) y[(c0 + r) * (long long)n + t] = yv;
     }
-
     keep_history(next_hist, hist, c0, cg_here, n, hist_len);
 
     // ---- 2. hand y over: the last CTA of this time tile mixes it
@@ -308,7 +354,21 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
     {
         MixSmem& sm = smem.mix;
         const bool staged = c_in <= Y_STAGE;
-        if (staged) {
+        if (staged && vec_in) {
+            // the whole tile of y in flight at once (rows 16-byte aligned: n % 4 == 0), read
+            // through L2 (cp.async.cg); columns past the block's end zero-filled
+            constexpr int CHUNKS = TILE / 4;
+            for (int f = tid; f < c_in * CHUNKS; f += THREADS) {
+                const int i = f / CHUNKS, j = f - i * CHUNKS;
+                const long long t = t0 + 4 * j;
+                const long long left = (long long)n - t;
+                const int bytes = left >= 4 ? 16 : (left > 0 ? (int)(left * 4) : 0);
+                cp_async_16(&sm.y[i][4 * j], bytes > 0 ? (const void*)(y + i * (long long)n + t) : (const void*)y,
+                            bytes);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();
+        } else if (staged) {
             for (int f = tid; f < c_in * TILE; f += THREADS) {
                 const int i = f / TILE, j = f % TILE;
                 const long long t = t0 + j;
@@ -355,22 +415,161 @@ __device__ __forceinline__ void fir_mix(float* __restrict__ out, const float* __
     }
 }
 
+#if __CUDA_ARCH__ >= 900
+// ---- The cluster kernel (SM 9.0+, C_in <= 64): CTAs (time tile x, group g of 8 channels),
+// 256 threads, the CL groups of a tile in one thread-block cluster. Each CTA mixes its own
+// channels (a share: sum over r of M[o][c0 + r] y[c0 + r][t], an fmaf chain in channel order),
+// stores the share into the shared memory of the cluster's CTA 0 (distributed shared memory),
+// and CTA 0 adds the shares up in group order after the cluster barrier. No scratch in global
+// memory, no fence, no arrival atomic, no reload through L2 on the critical path.
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// v into the shared memory of the cluster's CTA `rank`, at the address `local` has here.
+__device__ __forceinline__ void store_to_cta(float* local, unsigned rank, float v) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+}
+
+template <int KT, int CL>
+__device__ __forceinline__ void fir_mix_cluster(float* __restrict__ out, const float* __restrict__ in,
+                                                float* __restrict__ hist2, unsigned* __restrict__ sync,
+                                                const float* __restrict__ taps,
+                                                const float* __restrict__ matrix, gk_size_t n,
+                                                gk_size_t n_valid, gk_size_t hist_len,
+                                                gk_size_t tap_row, int stages, int c_in, int c_out) {
+    constexpr int CG = 8, THREADS = CG * 32;
+    __shared__ FirSmem<KT, CG> sm;
+    __shared__ __align__(16) float m_sh[MAX_ENTRIES];  // M[o][c0 + r] at o * cgs + r
+    __shared__ float y_sh[CG][TILE];
+    extern __shared__ float shares[];  // [CL][c_out * TILE]: used in the cluster's CTA 0
+
+    // Arrive now, wait before the first store into CTA 0: every CTA of the cluster has started.
+    cluster_arrive_relaxed();
+    const int tid = threadIdx.x;
+    const unsigned rank = cluster_rank();
+    const long long t0 = (long long)blockIdx.x * TILE;
+    const long long c0 = (long long)blockIdx.y * CG;
+    const int cg_here = c_in - (int)c0 < CG ? c_in - (int)c0 : CG;  // <= 0: a CTA padding the cluster
+    const int cgs = c_in < CG ? c_in : CG;  // row stride of m_sh
+    const unsigned phase = *reinterpret_cast<volatile unsigned*>(sync);
+    const gk_size_t hist_size = hist_len * (gk_size_t)c_in;
+    const float* hist = hist2 + (gk_size_t)phase * hist_size;
+    float* next_hist = hist2 + (gk_size_t)(phase ^ 1u) * hist_size;
+    unsigned* ctas_done = sync + 1;
+    const bool vec_in = (n % 4 == 0) && gk_aligned(in, 16);
+    const int tile_items = c_out * TILE;
+    unsigned counted_before = 0u;
+
+    if (cg_here > 0) {
+        const float yv = fir_tile<KT, CG>(
+            sm,
+            [&] {
+                if (cg_here == CG && c_in % 4 == 0 && gk_aligned(matrix, 16)) {
+                    for (int e = tid; e < c_out * (CG / 4); e += THREADS) {
+                        const int o = e / (CG / 4), j = e - o * (CG / 4);
+                        cp_async_16(m_sh + o * cgs + 4 * j, matrix + o * c_in + c0 + 4 * j, 16);
+                    }
+                } else {
+                    for (int e = tid; e < c_out * cg_here; e += THREADS) {
+                        const int o = e / cg_here, r = e - o * cg_here;
+                        cp_async_4(m_sh + o * cgs + r, matrix + o * c_in + c0 + r, 4);
+                    }
+                }
+            },
+            [&] {
+                // Every thread of this CTA has read the phase: count the CTA (the result is
+                // needed only at the end); once every CTA has counted, the last may flip it.
+                if (tid == 0) counted_before = atomicAdd(ctas_done, 1u);
+            },
+            in, hist, next_hist, taps, c0, cg_here, t0, n, hist_len, tap_row, stages, vec_in);
+        if (tid < CG * TILE) y_sh[tid / TILE][tid % TILE] = yv;
+        __syncthreads();
+        cluster_wait();  // every CTA of the cluster has started: CTA 0's shared memory is there
+        for (int f = tid; f < tile_items; f += THREADS) {
+            const int o = f / TILE, tt = f - o * TILE;
+            float acc = 0.0f;
+            for (int r = 0; r < cg_here; ++r) acc = fmaf(m_sh[o * cgs + r], y_sh[r][tt], acc);
+            store_to_cta(shares + rank * tile_items + f, 0u, acc);
+        }
+        keep_history(next_hist, hist, c0, cg_here, n, hist_len);
+    } else {
+        if (tid == 0) counted_before = atomicAdd(ctas_done, 1u);
+        cluster_wait();
+    }
+    cluster_arrive_release();  // the shares stored, visible to CTA 0 after its wait
+    cluster_wait();
+    if (tid == 0 && counted_before == gridDim.x * gridDim.y - 1u) {
+        *ctas_done = 0u;  // every CTA has read the phase: flip it for the next launch
+        sync[0] = phase ^ 1u;
+    }
+    if (rank != 0u) return;
+
+    // CTA 0: out[o][t] = the shares added in group order
+    const int groups = (c_in + CG - 1) / CG;
+    for (int f = tid; f < tile_items; f += THREADS) {
+        const int o = f / TILE, tt = f - o * TILE;
+        const long long t = t0 + tt;
+        if (t >= (long long)n) continue;
+        float sum = shares[f];
+        for (int g = 1; g < groups; ++g) sum += shares[g * tile_items + f];
+        // write-through: `out` may be mapped host memory (Op::writes_output_once)
+        __stwt(out + (long long)o * (long long)n + t, t < (long long)n_valid ? sum : 0.0f);
+    }
+}
+#endif
+
 }  // namespace
 
-// grid (ceil(n / 16), ceil(c_in / 4)), block 128. out (c_out, n); in (c_in, n); y: scratch
-// (c_in, n); hist2: two histories of (c_in, hist_len), hist_len = taps padded to a multiple of
-// KT; sync: {phase, tiles done, one arrival counter per tile}, zero at the start and rearmed by
-// every launch; taps (1 or c_in rows of hist_len, zero-padded), tap_row = hist_len for
+// Split kernel: grid (ceil(n / 16), ceil(c_in / 4)), block 128. out (c_out, n); in (c_in, n);
+// y: scratch (c_in, n); hist2: two histories of (c_in, hist_len), hist_len = taps padded to a
+// multiple of KT; sync: {phase, tiles done, one arrival counter per tile}, zero at the start and
+// rearmed by every launch; taps (1 or c_in rows of hist_len, zero-padded), tap_row = hist_len for
 // per-channel taps, 0 for shared taps; stages = hist_len / KT; matrix (c_out, c_in),
 // c_out * c_in <= 4096; out columns from n_valid on are written as zeros.
 #define GK_FIR_MIX(NAME, KT)                                                                     \
-    extern "C" __global__ void __launch_bounds__(THREADS) NAME(                                  \
+    extern "C" __global__ void __launch_bounds__(128) NAME(                                      \
         float* out, const float* in, float* y, float* hist2, unsigned* sync, const float* taps,  \
         const float* matrix, gk_size_t n, gk_size_t n_valid, gk_size_t hist_len,                 \
         gk_size_t tap_row, int stages, int c_in, int c_out) {                                    \
-        fir_mix<KT>(out, in, y, hist2, sync, taps, matrix, n, n_valid, hist_len, tap_row, stages, \
-                    c_in, c_out);                                                                \
+        fir_mix_split<KT>(out, in, y, hist2, sync, taps, matrix, n, n_valid, hist_len, tap_row,  \
+                          stages, c_in, c_out);                                                  \
     }
 
 GK_FIR_MIX(gk_fir_mix_k32, 32)
 GK_FIR_MIX(gk_fir_mix_k128, 128)
+
+#if __CUDA_ARCH__ >= 900
+// Cluster kernel (SM 9.0+): grid (ceil(n / 16), CL), block 256, clusters of (1, CL, 1) (CL >=
+// ceil(c_in / 8): CTAs past the last channel only join the barriers); dynamic shared memory
+// CL * c_out * 16 floats; sync: {phase, CTAs done}; the other arguments as above.
+#define GK_FIR_MIX_CLUSTER(NAME, KT, CL)                                                         \
+    extern "C" __global__ void __cluster_dims__(1, CL, 1) __launch_bounds__(256) NAME(           \
+        float* out, const float* in, float* hist2, unsigned* sync, const float* taps,            \
+        const float* matrix, gk_size_t n, gk_size_t n_valid, gk_size_t hist_len,                 \
+        gk_size_t tap_row, int stages, int c_in, int c_out) {                                    \
+        fir_mix_cluster<KT, CL>(out, in, hist2, sync, taps, matrix, n, n_valid, hist_len,        \
+                                tap_row, stages, c_in, c_out);                                   \
+    }
+
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32_c1, 32, 1)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32_c2, 32, 2)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32_c4, 32, 4)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32_c8, 32, 8)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128_c1, 128, 1)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128_c2, 128, 2)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128_c4, 128, 4)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128_c8, 128, 8)
+#endif
