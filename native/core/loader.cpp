@@ -185,6 +185,7 @@ void resolve(Resolver& r, DriverApi& a) {
     r.required(a.cuFuncSetAttribute, "cuFuncSetAttribute");
     r.optional(a.cuFuncGetParamInfo, "cuFuncGetParamInfo");
     r.required(a.cuLaunchKernel, "cuLaunchKernel");
+    r.optional(a.cuLaunchKernelEx, "cuLaunchKernelEx");
     r.optional(a.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
     r.optional(a.cuStreamEndCapture, "cuStreamEndCapture");
     r.optional(a.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");

@@ -89,7 +89,7 @@ void Kernel::set_max_dynamic_shared_memory(int bytes) const {
 }
 
 void Kernel::launch(Dim3 grid, Dim3 block, void** params, unsigned int shared_mem_bytes,
-                    CUstream stream) const {
+                    CUstream stream, bool after_kernel) const {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
         throw std::invalid_argument("kernel '" + name_ + "': grid and block dimensions must be >= 1");
     const unsigned long long threads =
@@ -99,8 +99,28 @@ void Kernel::launch(Dim3 grid, Dim3 block, void** params, unsigned int shared_me
                                     " threads exceeds its limit of " +
                                     std::to_string(max_threads_per_block_));
     module_->device()->make_current();
-    cu_check(driver().cuLaunchKernel(function_, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                     shared_mem_bytes, stream, params, nullptr),
+    const DriverApi& api = driver();
+    if (after_kernel && api.cuLaunchKernelEx && module_->device()->properties().sm_major >= 9) {
+        CUlaunchAttribute attr{};
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig config{};
+        config.gridDimX = grid.x;
+        config.gridDimY = grid.y;
+        config.gridDimZ = grid.z;
+        config.blockDimX = block.x;
+        config.blockDimY = block.y;
+        config.blockDimZ = block.z;
+        config.sharedMemBytes = shared_mem_bytes;
+        config.hStream = stream;
+        config.attrs = &attr;
+        config.numAttrs = 1;
+        cu_check(api.cuLaunchKernelEx(&config, function_, params, nullptr), "cuLaunchKernelEx",
+                 "launching kernel '" + name_ + "' (programmatic dependent launch)");
+        return;
+    }
+    cu_check(api.cuLaunchKernel(function_, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                shared_mem_bytes, stream, params, nullptr),
              "cuLaunchKernel", "launching kernel '" + name_ + "'");
 }
 

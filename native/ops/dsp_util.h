@@ -43,6 +43,15 @@ void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, 
     kernel.launch(grid, block, params, shared_bytes, stream);
 }
 
+// The same for a kernel that waits for the previous kernel's output with griddepcontrol.wait
+// (Kernel::launch's after_kernel: programmatic dependent launch on SM 9.0+).
+template <class... Args>
+void launch_after_kernel(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes,
+                         CUstream stream, Args... args) {
+    void* params[] = {static_cast<void*>(&args)..., nullptr};
+    kernel.launch(grid, block, params, shared_bytes, stream, true);
+}
+
 inline Dim3 dim(unsigned x, unsigned y = 1, unsigned z = 1) {
     Dim3 d;
     d.x = x;

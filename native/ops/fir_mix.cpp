@@ -9,6 +9,9 @@
 //   kernel  "auto" (default), "split" or "cluster": which kernel (kernels/fir_mix.cu). auto takes
 //           the cluster kernel on SM 9.0+ when C_in <= 64 and its shared memory fits, else the
 //           split kernel (any C_in, SM 8.0+); "cluster" where it cannot run is an error.
+//   pdl     true (default): on SM 9.0+ a programmatic dependent launch, so the kernel's work
+//           that does not need the block (history windows, taps, M) overlaps the kernel before
+//           it (the engine's pull); false: a plain launch (for comparisons).
 //
 // State: the input history (the last taps-padded samples of every channel) in two device copies
 // with a phase flag, as the fir op's direct kernel keeps it (read one, write the other, the
@@ -89,6 +92,7 @@ public:
         sync_->memset(0, sync_bytes, 0, nullptr);
 
         module_ = load_embedded_module(device_, "fir_mix", CompileOptions{});
+        pdl_ = a.params.get_bool("pdl", true);
         const std::string which = a.params.get_str("kernel", "auto");
         if (which != "auto" && which != "split" && which != "cluster")
             throw std::invalid_argument(label_ + ": kernel must be auto, split or cluster, got '" + which + "'");
@@ -104,17 +108,16 @@ public:
         // A final block mixes only its n_in valid columns; the kernel writes zeros after them.
         const int64_t valid = final ? output_items(n_in < 0 ? 0 : n_in) : n_;
         if (cluster_ > 0) {
-            launch(*kernel_, dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(cluster_)), dim(256),
-                   static_cast<unsigned>(shares_bytes_), s, out, in, hist2_->ptr(), sync_->ptr(),
-                   taps_->ptr(), matrix_->ptr(), u64(n_), u64(valid), u64(padded_),
-                   u64(tap_rows_ == 1 ? 0 : padded_), static_cast<int>(padded_ / kt_),
-                   static_cast<int>(c_in_), static_cast<int>(c_out_));
+            run(dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(cluster_)), dim(256),
+                static_cast<unsigned>(shares_bytes_), s, out, in, hist2_->ptr(), sync_->ptr(), taps_->ptr(),
+                matrix_->ptr(), u64(n_), u64(valid), u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_),
+                static_cast<int>(padded_ / kt_), static_cast<int>(c_in_), static_cast<int>(c_out_));
             return;
         }
-        launch(*kernel_, dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(groups_)), dim(128),
-               0, s, out, in, y_->ptr(), hist2_->ptr(), sync_->ptr(), taps_->ptr(), matrix_->ptr(),
-               u64(n_), u64(valid), u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_),
-               static_cast<int>(padded_ / kt_), static_cast<int>(c_in_), static_cast<int>(c_out_));
+        run(dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(groups_)), dim(128), 0, s, out, in,
+            y_->ptr(), hist2_->ptr(), sync_->ptr(), taps_->ptr(), matrix_->ptr(), u64(n_), u64(valid),
+            u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_), static_cast<int>(padded_ / kt_),
+            static_cast<int>(c_in_), static_cast<int>(c_out_));
     }
 
     int64_t output_items(int64_t n_in) const override { return n_in < n_ ? n_in : n_; }
@@ -136,6 +139,14 @@ public:
 
 private:
     static unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
+
+    template <class... Args>
+    void run(Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream s, Args... args) const {
+        if (pdl_)
+            dsp::launch_after_kernel(*kernel_, grid, block, shared_bytes, s, args...);
+        else
+            launch(*kernel_, grid, block, shared_bytes, s, args...);
+    }
 
     // The cluster kernel (kernels/fir_mix.cu): SM 9.0+, C_in <= 64 (at most 8 groups of 8
     // channels, one cluster per time tile), the tile's shares of the mix in CTA 0's shared memory.
@@ -179,6 +190,7 @@ private:
     int64_t c_in_ = 1, c_out_ = 1, n_ = 0, L_ = 1, tap_rows_ = 1, tiles_ = 1, groups_ = 1;
     int64_t kt_ = 32, padded_ = 32;
     int64_t cluster_ = 0, shares_bytes_ = 0;
+    bool pdl_ = true;
     std::unique_ptr<DeviceBuffer> taps_, matrix_, hist2_, sync_, y_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> kernel_;

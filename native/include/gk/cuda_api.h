@@ -166,6 +166,30 @@ typedef CUresult (*PFN_cuLaunchKernel)(CUfunction f, unsigned int gridDimX, unsi
                                        unsigned int blockDimY, unsigned int blockDimZ,
                                        unsigned int sharedMemBytes, CUstream hStream,
                                        void** kernelParams, void** extra);
+// cuLaunchKernelEx (driver >= 12.0) with launch attributes; only the ones used here are named.
+typedef enum CUlaunchAttributeID_enum {
+    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+} CUlaunchAttributeID;
+typedef union CUlaunchAttributeValue_union {
+    char pad[64];
+    int programmaticStreamSerializationAllowed;
+    void* align_;  // the union holds pointers in cuda.h: 8-byte aligned
+} CUlaunchAttributeValue;
+typedef struct CUlaunchAttribute_st {
+    CUlaunchAttributeID id;
+    char pad[8 - sizeof(CUlaunchAttributeID)];
+    CUlaunchAttributeValue value;
+} CUlaunchAttribute;
+typedef struct CUlaunchConfig_st {
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute* attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+typedef CUresult (*PFN_cuLaunchKernelEx)(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                                         void** extra);
 typedef CUresult (*PFN_cuStreamBeginCapture_v2)(CUstream hStream, CUstreamCaptureMode mode);
 typedef CUresult (*PFN_cuStreamEndCapture)(CUstream hStream, CUgraph* phGraph);
 typedef CUresult (*PFN_cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGraph,

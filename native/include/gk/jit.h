@@ -107,8 +107,12 @@ public:
     const std::vector<size_t>& parameter_sizes() const noexcept { return param_sizes_; }
 
     // params: one pointer per kernel parameter (CUDA convention). Validates the launch shape.
+    // after_kernel: the kernel waits for the one before it in the stream with
+    // griddepcontrol.wait (programmatic dependent launch) before it reads that one's output, so
+    // on SM 9.0+ it may be launched while that one runs (cuLaunchKernelEx with programmatic
+    // stream serialization; a plain launch where the driver or GPU has no such thing).
     void launch(Dim3 grid, Dim3 block, void** params, unsigned int shared_mem_bytes,
-                CUstream stream) const;
+                CUstream stream, bool after_kernel = false) const;
     // Also checks the count and size of each argument against the kernel's parameters (when
     // known): a mismatch is std::invalid_argument instead of a kernel reading garbage.
     void launch(Dim3 grid, Dim3 block, KernelArgs& args, unsigned int shared_mem_bytes,

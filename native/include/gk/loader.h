@@ -73,6 +73,7 @@ struct DriverApi {
     PFN_cuFuncSetAttribute cuFuncSetAttribute = nullptr;
     PFN_cuFuncGetParamInfo cuFuncGetParamInfo = nullptr;  // optional (driver >= 12.4)
     PFN_cuLaunchKernel cuLaunchKernel = nullptr;
+    PFN_cuLaunchKernelEx cuLaunchKernelEx = nullptr;  // optional (driver >= 12.0)
     // Graph capture (used by the engine); optional: null on a driver without them.
     PFN_cuStreamBeginCapture_v2 cuStreamBeginCapture = nullptr;
     PFN_cuStreamEndCapture cuStreamEndCapture = nullptr;

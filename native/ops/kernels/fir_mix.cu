@@ -91,6 +91,14 @@ __device__ __forceinline__ float load_cg(const float* p) {
     return v;
 }
 
+// Programmatic dependent launch (SM 9.0+): wait until the kernel before this one in the stream
+// has finished and its writes are visible. Returns at once when this launch was not one.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
     const float4 q = *reinterpret_cast<const float4*>(p);
     v[0] = q.x;
@@ -127,19 +135,23 @@ union SplitSmem {
 // Queue the copies of stage `stage` (taps k0 = stage*KT ...) into buffer `b`. Channels past the
 // group's last one (the last group of C_in % CG != 0) load the last channel again: their
 // results are computed and dropped, and no copy reads outside the arrays.
+enum StagePart { ALL, OWN, BLOCK };  // OWN: the taps and history windows; BLOCK: the block's samples
+
 template <int KT, int CG>
 __device__ __forceinline__ void load_stage(FirSmem<KT, CG>& sm, int b, int stage,
                                            const float* __restrict__ in,
                                            const float* __restrict__ hist,
                                            const float* __restrict__ taps, long long c0,
                                            int cg_here, long long t0, long long n,
-                                           long long hist_len, long long tap_row, bool vec_in) {
+                                           long long hist_len, long long tap_row, bool vec_in,
+                                           StagePart part = ALL) {
     constexpr int THREADS = CG * 32;
     const int tid = threadIdx.x;
     const long long k0 = (long long)stage * KT;
     constexpr int TAP_CHUNKS = KT / 4;  // 16-byte chunks per taps row (device taps padded, aligned)
     const int tap_rows = tap_row != 0 ? CG : 1;
-    for (int q = tid; q < tap_rows * TAP_CHUNKS; q += THREADS) {
+    const bool own = part != BLOCK, block = part != OWN;
+    for (int q = tid; own && q < tap_rows * TAP_CHUNKS; q += THREADS) {
         const int r = q / TAP_CHUNKS, j = q - r * TAP_CHUNKS;
         const long long c = c0 + (r < cg_here ? r : cg_here - 1);
         cp_async_16(&sm.taps[b][r][4 * j], taps + c * tap_row + k0 + 4 * j, 16);
@@ -157,8 +169,8 @@ __device__ __forceinline__ void load_stage(FirSmem<KT, CG>& sm, int b, int stage
             float* dst = &sm.window[b][r][4 * j];
             if (m < 0) {
                 // history (a whole chunk: 0 is a chunk edge, hist_len a multiple of 32)
-                cp_async_16(dst, hist + c * hist_len + (hist_len + m), 16);
-            } else {
+                if (own) cp_async_16(dst, hist + c * hist_len + (hist_len + m), 16);
+            } else if (block) {
                 const long long left = n - m;  // samples of the block from m on
                 const int bytes = left >= 4 ? 16 : (left > 0 ? (int)(left * 4) : 0);
                 cp_async_16(dst, bytes > 0 ? (const void*)(in_row + m) : (const void*)in_row, bytes);
@@ -173,8 +185,8 @@ __device__ __forceinline__ void load_stage(FirSmem<KT, CG>& sm, int b, int stage
             const long long m = first + j;
             float* dst = &sm.window[b][r][j];
             if (m < 0) {
-                cp_async_4(dst, hist + c * hist_len + (hist_len + m), 4);
-            } else {
+                if (own) cp_async_4(dst, hist + c * hist_len + (hist_len + m), 4);
+            } else if (block) {
                 const bool ok = m < n;
                 cp_async_4(dst, ok ? in_row + m : in_row, ok ? 4 : 0);
             }
@@ -200,9 +212,8 @@ __device__ __forceinline__ void keep_history(float* __restrict__ next_hist, cons
 
 // Step 1 (both kernels): the FIR of channels c0 .. c0 + cg_here - 1 and outputs t0 .. t0 + 15;
 // the next history's samples of the CTA's tile are written from stage 0's window. `load_m()`
-// queues the copies of M (or the CTA's columns of it) in a cp.async group of their own after
-// stage 0's: stage 0 does not wait for them, the last stage does (groups complete in commit
-// order). `at_stage0()` runs once every thread of the CTA is past the first barrier. Returns, in
+// queues the copies of M (or the CTA's columns of it) with stage 0's, before the wait for the
+// previous kernel. `at_stage0()` runs once every thread of the CTA is past the first barrier. Returns, in
 // threads tid < CG * TILE, y[c0 + tid / TILE][t0 + tid % TILE] (garbage for rows >= cg_here).
 template <int KT, int CG, class LoadM, class AtStage0>
 __device__ __forceinline__ float fir_tile(FirSmem<KT, CG>& sm, LoadM load_m, AtStage0 at_stage0,
@@ -216,10 +227,15 @@ __device__ __forceinline__ float fir_tile(FirSmem<KT, CG>& sm, LoadM load_m, AtS
     const int og = tid % (CG * 4), ks = tid / (CG * 4);
     const int cl = og / 4, q = og % 4;  // channel in the group, quad of 4 outputs
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // What does not depend on the kernel before this one (the pull of the block's input) first:
+    // stage 0's taps and history windows, and M. Launched as a programmatic dependent launch
+    // (SM 9.0+, Kernel::launch's after_kernel) this runs while that kernel does.
     load_stage<KT, CG>(sm, 0, 0, in, hist, taps, c0, cg_here, t0, (long long)n, (long long)hist_len,
-                       (long long)tap_row, vec_in);
-    cp_async_commit();
+                       (long long)tap_row, vec_in, OWN);
     load_m();
+    grid_dependency_wait();
+    load_stage<KT, CG>(sm, 0, 0, in, hist, taps, c0, cg_here, t0, (long long)n, (long long)hist_len,
+                       (long long)tap_row, vec_in, BLOCK);
     cp_async_commit();
     for (int s = 0; s < stages; ++s) {
         const int b = s & 1;
@@ -227,11 +243,7 @@ __device__ __forceinline__ float fir_tile(FirSmem<KT, CG>& sm, LoadM load_m, AtS
             load_stage<KT, CG>(sm, b ^ 1, s + 1, in, hist, taps, c0, cg_here, t0, (long long)n,
                                (long long)hist_len, (long long)tap_row, vec_in);
             cp_async_commit();
-            // pending after stage s's group: stage 0 -> M and stage 1; later -> stage s + 1
-            if (s == 0)
-                cp_async_wait<2>();
-            else
-                cp_async_wait<1>();
+            cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }

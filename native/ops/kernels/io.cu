@@ -92,8 +92,15 @@ __device__ __forceinline__ void gk_io_wait_ready(const unsigned* ready) {
 
 // Host -> device: the slot's mapped pinned input into its device input (after its ready word,
 // when one is given).
+//
+// On SM 9.0+ it lets the next kernel launch at once (griddepcontrol.launch_dependents): one
+// launched as a programmatic dependent launch (fir_mix) then does what does not need the block
+// while this copies it, and waits for this kernel (griddepcontrol.wait) before reading it.
 extern "C" __global__ void gk_io_pull(unsigned char* dst, const unsigned char* src, gk_size_t nbytes,
                                       const unsigned* ready) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
     if (ready != nullptr) gk_io_wait_ready(ready);
     gk_io_copy<true>(dst, src, nbytes);
 }
