@@ -88,8 +88,10 @@ void Kernel::set_max_dynamic_shared_memory(int bytes) const {
                                        " bytes of dynamic shared memory for kernel '" + name_ + "'");
 }
 
+bool Kernel::launch_ex_available() { return driver().cuLaunchKernelEx != nullptr; }
+
 void Kernel::launch(Dim3 grid, Dim3 block, void** params, unsigned int shared_mem_bytes,
-                    CUstream stream, bool after_kernel) const {
+                    CUstream stream, bool after_kernel, const Dim3* cluster) const {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
         throw std::invalid_argument("kernel '" + name_ + "': grid and block dimensions must be >= 1");
     const unsigned long long threads =
@@ -100,10 +102,23 @@ void Kernel::launch(Dim3 grid, Dim3 block, void** params, unsigned int shared_me
                                     std::to_string(max_threads_per_block_));
     module_->device()->make_current();
     const DriverApi& api = driver();
-    if (after_kernel && api.cuLaunchKernelEx && module_->device()->properties().sm_major >= 9) {
-        CUlaunchAttribute attr{};
-        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.programmaticStreamSerializationAllowed = 1;
+    const bool programmatic = after_kernel && module_->device()->properties().sm_major >= 9;
+    if ((programmatic && api.cuLaunchKernelEx) || cluster) {
+        if (!api.cuLaunchKernelEx)
+            throw DeviceError("launching kernel '" + name_ + "' in thread-block clusters needs "
+                              "cuLaunchKernelEx, which this CUDA driver does not have");
+        CUlaunchAttribute attrs[2]{};
+        unsigned n = 0;
+        if (programmatic) {
+            attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+        }
+        if (cluster) {
+            attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attrs[n].value.clusterDim.x = cluster->x;
+            attrs[n].value.clusterDim.y = cluster->y;
+            attrs[n++].value.clusterDim.z = cluster->z;
+        }
         CUlaunchConfig config{};
         config.gridDimX = grid.x;
         config.gridDimY = grid.y;
@@ -113,10 +128,10 @@ void Kernel::launch(Dim3 grid, Dim3 block, void** params, unsigned int shared_me
         config.blockDimZ = block.z;
         config.sharedMemBytes = shared_mem_bytes;
         config.hStream = stream;
-        config.attrs = &attr;
-        config.numAttrs = 1;
+        config.attrs = attrs;
+        config.numAttrs = n;
         cu_check(api.cuLaunchKernelEx(&config, function_, params, nullptr), "cuLaunchKernelEx",
-                 "launching kernel '" + name_ + "' (programmatic dependent launch)");
+                 "launching kernel '" + name_ + "'");
         return;
     }
     cu_check(api.cuLaunchKernel(function_, grid.x, grid.y, grid.z, block.x, block.y, block.z,

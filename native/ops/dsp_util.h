@@ -43,13 +43,14 @@ void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, 
     kernel.launch(grid, block, params, shared_bytes, stream);
 }
 
-// The same for a kernel that waits for the previous kernel's output with griddepcontrol.wait
-// (Kernel::launch's after_kernel: programmatic dependent launch on SM 9.0+).
+// The same with Kernel::launch's options: after_kernel (the kernel waits for the previous
+// kernel's output with griddepcontrol.wait: programmatic dependent launch on SM 9.0+) and
+// thread-block cluster dimensions (nullptr: none).
 template <class... Args>
-void launch_after_kernel(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                         CUstream stream, Args... args) {
+void launch_ex(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream,
+               bool after_kernel, const Dim3* cluster, Args... args) {
     void* params[] = {static_cast<void*>(&args)..., nullptr};
-    kernel.launch(grid, block, params, shared_bytes, stream, true);
+    kernel.launch(grid, block, params, shared_bytes, stream, after_kernel, cluster);
 }
 
 inline Dim3 dim(unsigned x, unsigned y = 1, unsigned z = 1) {

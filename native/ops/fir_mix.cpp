@@ -142,10 +142,8 @@ private:
 
     template <class... Args>
     void run(Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream s, Args... args) const {
-        if (pdl_)
-            dsp::launch_after_kernel(*kernel_, grid, block, shared_bytes, s, args...);
-        else
-            launch(*kernel_, grid, block, shared_bytes, s, args...);
+        const Dim3 cluster = dim(1, static_cast<unsigned>(cluster_), 1);
+        dsp::launch_ex(*kernel_, grid, block, shared_bytes, s, pdl_, cluster_ > 0 ? &cluster : nullptr, args...);
     }
 
     // The cluster kernel (kernels/fir_mix.cu): SM 9.0+, C_in <= 64 (at most 8 groups of 8
@@ -156,13 +154,17 @@ private:
             *why_not = "needs SM 9.0 or newer (thread-block clusters), this GPU is " + p.arch();
             return false;
         }
+        if (!Kernel::launch_ex_available()) {
+            *why_not = "needs cuLaunchKernelEx (CUDA driver 12.0 or newer)";
+            return false;
+        }
         if (c_in_ > kClusterGroup * kMaxCluster) {
             *why_not = "takes at most " + std::to_string(kClusterGroup * kMaxCluster) + " input channels";
             return false;
         }
         int64_t cl = 1;
         while (cl < ceil_div(c_in_, kClusterGroup)) cl *= 2;
-        const std::string name = "gk_fir_mix_cluster_k" + std::to_string(kt_) + "_c" + std::to_string(cl);
+        const std::string name = "gk_fir_mix_cluster_k" + std::to_string(kt_);
         std::shared_ptr<Kernel> k = module_->function(name);
         const int64_t shares = cl * c_out_ * kTile * static_cast<int64_t>(sizeof(float));
         const int64_t fixed = k->attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);

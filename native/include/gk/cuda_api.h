@@ -168,10 +168,14 @@ typedef CUresult (*PFN_cuLaunchKernel)(CUfunction f, unsigned int gridDimX, unsi
                                        void** kernelParams, void** extra);
 // cuLaunchKernelEx (driver >= 12.0) with launch attributes; only the ones used here are named.
 typedef enum CUlaunchAttributeID_enum {
+    CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
     CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
 } CUlaunchAttributeID;
 typedef union CUlaunchAttributeValue_union {
     char pad[64];
+    struct {
+        unsigned int x, y, z;
+    } clusterDim;
     int programmaticStreamSerializationAllowed;
     void* align_;  // the union holds pointers in cuda.h: 8-byte aligned
 } CUlaunchAttributeValue;

@@ -111,8 +111,11 @@ public:
     // griddepcontrol.wait (programmatic dependent launch) before it reads that one's output, so
     // on SM 9.0+ it may be launched while that one runs (cuLaunchKernelEx with programmatic
     // stream serialization; a plain launch where the driver or GPU has no such thing).
+    // cluster: thread-block cluster dimensions (SM 9.0+, cuLaunchKernelEx; a DeviceError where
+    // the driver has no cuLaunchKernelEx: check launch_ex_available() first).
     void launch(Dim3 grid, Dim3 block, void** params, unsigned int shared_mem_bytes,
-                CUstream stream, bool after_kernel = false) const;
+                CUstream stream, bool after_kernel = false, const Dim3* cluster = nullptr) const;
+    static bool launch_ex_available();
     // Also checks the count and size of each argument against the kernel's parameters (when
     // known): a mismatch is std::invalid_argument instead of a kernel reading garbage.
     void launch(Dim3 grid, Dim3 block, KernelArgs& args, unsigned int shared_mem_bytes,

@@ -455,7 +455,7 @@ __device__ __forceinline__ void store_to_cta(float* local, unsigned rank, float 
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
 }
 
-template <int KT, int CL>
+template <int KT>
 __device__ __forceinline__ void fir_mix_cluster(float* __restrict__ out, const float* __restrict__ in,
                                                 float* __restrict__ hist2, unsigned* __restrict__ sync,
                                                 const float* __restrict__ taps,
@@ -466,7 +466,7 @@ __device__ __forceinline__ void fir_mix_cluster(float* __restrict__ out, const f
     __shared__ FirSmem<KT, CG> sm;
     __shared__ __align__(16) float m_sh[MAX_ENTRIES];  // M[o][c0 + r] at o * cgs + r
     __shared__ float y_sh[CG][TILE];
-    extern __shared__ float shares[];  // [CL][c_out * TILE]: used in the cluster's CTA 0
+    extern __shared__ float shares[];  // [CTAs per cluster][c_out * TILE]: used in the cluster's CTA 0
 
     // Arrive now, wait before the first store into CTA 0: every CTA of the cluster has started.
     cluster_arrive_relaxed();
@@ -564,24 +564,19 @@ GK_FIR_MIX(gk_fir_mix_k32, 32)
 GK_FIR_MIX(gk_fir_mix_k128, 128)
 
 #if __CUDA_ARCH__ >= 900
-// Cluster kernel (SM 9.0+): grid (ceil(n / 16), CL), block 256, clusters of (1, CL, 1) (CL >=
-// ceil(c_in / 8): CTAs past the last channel only join the barriers); dynamic shared memory
-// CL * c_out * 16 floats; sync: {phase, CTAs done}; the other arguments as above.
-#define GK_FIR_MIX_CLUSTER(NAME, KT, CL)                                                         \
-    extern "C" __global__ void __cluster_dims__(1, CL, 1) __launch_bounds__(256) NAME(           \
+// Cluster kernel (SM 9.0+): grid (ceil(n / 16), CL), block 256, launched in clusters of (1, CL, 1)
+// (cuLaunchKernelEx; CL a power of two >= ceil(c_in / 8), at most 8: CTAs past the last channel
+// only join the barriers); dynamic shared memory CL * c_out * 16 floats; sync: {phase, CTAs
+// done}; the other arguments as above.
+#define GK_FIR_MIX_CLUSTER(NAME, KT)                                                             \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                      \
         float* out, const float* in, float* hist2, unsigned* sync, const float* taps,            \
         const float* matrix, gk_size_t n, gk_size_t n_valid, gk_size_t hist_len,                 \
         gk_size_t tap_row, int stages, int c_in, int c_out) {                                    \
-        fir_mix_cluster<KT, CL>(out, in, hist2, sync, taps, matrix, n, n_valid, hist_len,        \
-                                tap_row, stages, c_in, c_out);                                   \
+        fir_mix_cluster<KT>(out, in, hist2, sync, taps, matrix, n, n_valid, hist_len, tap_row,   \
+                            stages, c_in, c_out);                                                \
     }
 
-GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32_c1, 32, 1)
-GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32_c2, 32, 2)
-GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32_c4, 32, 4)
-GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32_c8, 32, 8)
-GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128_c1, 128, 1)
-GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128_c2, 128, 2)
-GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128_c4, 128, 4)
-GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128_c8, 128, 8)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32, 32)
+GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k128, 128)
 #endif
