@@ -6,7 +6,8 @@
 //   matrix  (C_out, C_in), real; C_out * C_in <= 4096
 // Input (C_in, n) float32, output (C_out, n) float32, time domain.
 //
-//   kernel  "auto" (default), "split" or "cluster": which kernel (kernels/fir_mix.cu). auto takes
+//   kernel  "auto" (default), "split" or "cluster": which kernel (kernels/fir_mix.cu,
+//           kernels/fir_mix_cluster.cu; each its own module, compiled when used). auto takes
 //           the cluster kernel on SM 9.0+ when C_in <= 64 and its shared memory fits, else the
 //           split kernel (any C_in, SM 8.0+); "cluster" where it cannot run is an error.
 //   pdl     true (default): on SM 9.0+ a programmatic dependent launch, so the kernel's work
@@ -91,7 +92,6 @@ public:
         sync_ = std::make_unique<DeviceBuffer>(device_, sync_bytes);
         sync_->memset(0, sync_bytes, 0, nullptr);
 
-        module_ = load_embedded_module(device_, "fir_mix", CompileOptions{});
         pdl_ = a.params.get_bool("pdl", true);
         const std::string which = a.params.get_str("kernel", "auto");
         if (which != "auto" && which != "split" && which != "cluster")
@@ -101,6 +101,7 @@ public:
         if (which == "cluster")
             throw UnsupportedError(a.name, "cuda", "fir_mix's cluster kernel " + why_not);
         y_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(c_in_ * n_) * sizeof(float));
+        module_ = load_embedded_module(device_, "fir_mix", CompileOptions{});
         kernel_ = module_->function(kt_ == 32 ? "gk_fir_mix_k32" : "gk_fir_mix_k128");
     }
 
@@ -146,7 +147,7 @@ private:
         dsp::launch_ex(*kernel_, grid, block, shared_bytes, s, pdl_, cluster_ > 0 ? &cluster : nullptr, args...);
     }
 
-    // The cluster kernel (kernels/fir_mix.cu): SM 9.0+, C_in <= 64 (at most 8 groups of 8
+    // The cluster kernel (kernels/fir_mix_cluster.cu): SM 9.0+, C_in <= 64 (at most 8 groups of 8
     // channels, one cluster per time tile), the tile's shares of the mix in CTA 0's shared memory.
     bool use_cluster_kernel(std::string* why_not) {
         const DeviceProperties& p = device_->properties();
@@ -164,8 +165,8 @@ private:
         }
         int64_t cl = 1;
         while (cl < ceil_div(c_in_, kClusterGroup)) cl *= 2;
-        const std::string name = "gk_fir_mix_cluster_k" + std::to_string(kt_);
-        std::shared_ptr<Kernel> k = module_->function(name);
+        std::shared_ptr<Module> module = load_embedded_module(device_, "fir_mix_cluster", CompileOptions{});
+        std::shared_ptr<Kernel> k = module->function("gk_fir_mix_cluster_k" + std::to_string(kt_));
         const int64_t shares = cl * c_out_ * kTile * static_cast<int64_t>(sizeof(float));
         const int64_t fixed = k->attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
         if (fixed + shares > p.max_shared_per_block_optin) {
@@ -174,6 +175,7 @@ private:
             return false;
         }
         if (fixed + shares > 48 * 1024) k->set_max_dynamic_shared_memory(static_cast<int>(shares));
+        module_ = std::move(module);
         kernel_ = std::move(k);
         cluster_ = cl;
         shares_bytes_ = shares;
