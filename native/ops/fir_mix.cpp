@@ -135,9 +135,6 @@ public:
     // One CTA writes each output element once (the tile's last, or the cluster's CTA 0).
     bool writes_output_once() const override { return true; }
 
-    // 0: the split kernel; else the cluster kernel's CTAs per cluster (= per time tile).
-    int64_t cluster_size() const { return cluster_; }
-
 private:
     static unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
 
@@ -174,7 +171,9 @@ private:
                        std::to_string(p.max_shared_per_block_optin) + " a block may have";
             return false;
         }
-        if (fixed + shares > 48 * 1024) k->set_max_dynamic_shared_memory(static_cast<int>(shares));
+        // The kernel is shared by every op of its module: raise its limit, never lower it.
+        if (fixed + shares > 48 * 1024 && k->attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) < shares)
+            k->set_max_dynamic_shared_memory(static_cast<int>(shares));
         module_ = std::move(module);
         kernel_ = std::move(k);
         cluster_ = cl;

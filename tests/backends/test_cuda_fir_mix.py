@@ -381,6 +381,26 @@ def test_the_programmatic_dependent_launch_gives_the_same_bits(kernel, use_graph
 
 
 @pytest.mark.gpu
+def test_an_op_needing_less_shared_memory_leaves_the_shared_kernel_enough_for_the_other():
+    # Both ops launch the same cluster kernel (one module per process); each needs more than the
+    # default 48 KiB of shared memory, the first more than the second.
+    from pygpukit_dsp import _native
+
+    big = fir_mix_pipeline(40, 64, 33, 128, seed=15)      # 8 x 64 x 16 floats of shares
+    small = fir_mix_pipeline(40, 40, 33, 128, seed=16)    # 8 x 40 x 16
+    x = rand((40, 128 * 3), 17).astype(np.float32)
+    engines = [_native.StreamEngine(_native.Device(0), _fused_and_separate_op_dicts(p, "cluster")[0])
+               for p in (big, small)]
+    try:
+        got = np.concatenate([engines[0].process(0, np.ascontiguousarray(x[:, s:s + 128]), False)
+                              for s in range(0, x.shape[1], 128)], axis=1)
+    finally:
+        for e in engines:
+            e.close()
+    assert rel_err(got, big.process(x, backend="cpu")) < CPU_RTOL
+
+
+@pytest.mark.gpu
 def test_the_cluster_kernel_where_it_cannot_run_and_an_unknown_kernel_are_errors():
     from pygpukit_dsp import _native
     from pygpukit_dsp.errors import UnsupportedError
