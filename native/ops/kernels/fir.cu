@@ -73,34 +73,13 @@ __device__ __forceinline__ void load4(const float2* p, float2 (&v)[4]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// cp.async (sm_80+): global -> shared without a register round trip. `src_bytes` < the copy size
-// zero-fills the rest (used for the samples past the end of the block).
+// cp.async (gk_common.cuh) of one element of either sample type.
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_8(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_4(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(src_bytes));
-}
 __device__ __forceinline__ void cp_async_elem(float* dst, const float* src, int src_bytes) {
-    cp_async_4(dst, src, src_bytes);
+    gk_cp_async_4(dst, src, src_bytes);
 }
 __device__ __forceinline__ void cp_async_elem(float2* dst, const float2* src, int src_bytes) {
-    cp_async_8(dst, src, src_bytes);
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+    gk_cp_async_8(dst, src, src_bytes);
 }
 
 constexpr int TILE_OUT = 64;   // outputs per CTA
@@ -129,7 +108,7 @@ __device__ __forceinline__ void load_stage(DirectSmem<TX, TH, KT>& sm, int b, in
     constexpr int TAP_CHUNKS = KT * (int)sizeof(TH) / 16;
     constexpr int TAP_PER_CHUNK = 16 / (int)sizeof(TH);
     for (int q = tid; q < TAP_CHUNKS; q += THREADS)
-        cp_async_16(&sm.taps[b][q * TAP_PER_CHUNK], taps_row + k0 + q * TAP_PER_CHUNK, 16);
+        gk_cp_async_16(&sm.taps[b][q * TAP_PER_CHUNK], taps_row + k0 + q * TAP_PER_CHUNK, 16);
     // window: x[first + j], j < TILE_OUT + KT, first = t0 - k0 - KT (a multiple of 4)
     const long long first = t0 - k0 - KT;
     constexpr int WIN = TILE_OUT + KT;
@@ -139,11 +118,11 @@ __device__ __forceinline__ void load_stage(DirectSmem<TX, TH, KT>& sm, int b, in
             const long long m = first + (long long)q * E;
             TX* dst = &sm.window[b][q * E];
             if (m < 0) {
-                cp_async_16(dst, hist_row + (hist_len + m), 16);  // history (whole chunk: 0 is a chunk edge)
+                gk_cp_async_16(dst, hist_row + (hist_len + m), 16);  // history (whole chunk: 0 is a chunk edge)
             } else {
                 const long long left = n - m;  // samples of the block from m on
                 const int bytes = left >= E ? 16 : (left > 0 ? (int)(left * sizeof(TX)) : 0);
-                cp_async_16(dst, bytes > 0 ? (const void*)(in_row + m) : (const void*)in_row, bytes);
+                gk_cp_async_16(dst, bytes > 0 ? (const void*)(in_row + m) : (const void*)in_row, bytes);
             }
         }
     } else {
@@ -198,16 +177,16 @@ __device__ __forceinline__ void fir_direct(typename Promote<TX, TH>::type* __res
 
     load_stage<TX, TH, KT>(sm, 0, 0, in_row, hist_row, taps_row, t0, (long long)n,
                            (long long)hist_len, vec_in);
-    cp_async_commit();
+    gk_cp_async_commit();
     for (int s = 0; s < stages; ++s) {
         const int b = s & 1;
         if (s + 1 < stages) {
             load_stage<TX, TH, KT>(sm, b ^ 1, s + 1, in_row, hist_row, taps_row, t0, (long long)n,
                                    (long long)hist_len, vec_in);
-            cp_async_commit();
-            cp_async_wait<1>();
+            gk_cp_async_commit();
+            gk_cp_async_wait<1>();
         } else {
-            cp_async_wait<0>();
+            gk_cp_async_wait<0>();
         }
         __syncthreads();
         const TX* xw = sm.window[b];

@@ -121,9 +121,9 @@ __device__ __forceinline__ void fir_mix_split(float* __restrict__ out, const flo
         [&] {
             const int entries = c_out * c_in;
             if (entries % 4 == 0 && gk_aligned(matrix, 16)) {
-                for (int e = tid; e < entries / 4; e += THREADS) cp_async_16(m_sh + 4 * e, matrix + 4 * e, 16);
+                for (int e = tid; e < entries / 4; e += THREADS) gk_cp_async_16(m_sh + 4 * e, matrix + 4 * e, 16);
             } else {
-                for (int e = tid; e < entries; e += THREADS) cp_async_4(m_sh + e, matrix + e, 4);
+                for (int e = tid; e < entries; e += THREADS) gk_cp_async_4(m_sh + e, matrix + e, 4);
             }
         },
         [] {}, in, hist, next_hist, taps, c0, cg_here, t0, n, hist_len, tap_row, stages, vec_in);
@@ -165,11 +165,11 @@ __device__ __forceinline__ void fir_mix_split(float* __restrict__ out, const flo
                 const long long t = t0 + 4 * j;
                 const long long left = (long long)n - t;
                 const int bytes = left >= 4 ? 16 : (left > 0 ? (int)(left * 4) : 0);
-                cp_async_16(&sm.y[i][4 * j], bytes > 0 ? (const void*)(y + i * (long long)n + t) : (const void*)y,
+                gk_cp_async_16(&sm.y[i][4 * j], bytes > 0 ? (const void*)(y + i * (long long)n + t) : (const void*)y,
                             bytes);
             }
-            cp_async_commit();
-            cp_async_wait<0>();
+            gk_cp_async_commit();
+            gk_cp_async_wait<0>();
         } else if (staged) {
             for (int f = tid; f < c_in * TILE; f += THREADS) {
                 const int i = f / TILE, j = f % TILE;

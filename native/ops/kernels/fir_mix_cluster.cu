@@ -30,7 +30,7 @@ __device__ __forceinline__ void cluster_wait() {
 // v into the shared memory of the cluster's CTA `rank`, at the address `local` has here.
 __device__ __forceinline__ void store_to_cta(float* local, unsigned rank, float v) {
     unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(gk_smem_addr(local)), "r"(rank));
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
 }
 
@@ -71,12 +71,12 @@ __device__ __forceinline__ void fir_mix_cluster(float* __restrict__ out, const f
                 if (cg_here == CG && c_in % 4 == 0 && gk_aligned(matrix, 16)) {
                     for (int e = tid; e < c_out * (CG / 4); e += THREADS) {
                         const int o = e / (CG / 4), j = e - o * (CG / 4);
-                        cp_async_16(m_sh + o * cgs + 4 * j, matrix + o * c_in + c0 + 4 * j, 16);
+                        gk_cp_async_16(m_sh + o * cgs + 4 * j, matrix + o * c_in + c0 + 4 * j, 16);
                     }
                 } else {
                     for (int e = tid; e < c_out * cg_here; e += THREADS) {
                         const int o = e / cg_here, r = e - o * cg_here;
-                        cp_async_4(m_sh + o * cgs + r, matrix + o * c_in + c0 + r, 4);
+                        gk_cp_async_4(m_sh + o * cgs + r, matrix + o * c_in + c0 + r, 4);
                     }
                 }
             },

@@ -10,25 +10,6 @@ constexpr int TILE = 16;         // output samples per CTA
 constexpr int KSPLIT = 8;        // tap slices per stage
 constexpr int MAX_ENTRIES = 4096;  // C_out * C_in (M, or a CTA's columns of it, in shared memory)
 
-// cp.async (sm_80+): global -> shared without a register round trip; src_bytes < the copy size
-// zero-fills the rest (samples past the end of the block).
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_4(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // Programmatic dependent launch (SM 9.0+): wait until the kernel before this one in the stream
 // has finished and its writes are visible. Returns at once when this launch was not one.
 __device__ __forceinline__ void grid_dependency_wait() {
@@ -78,7 +59,7 @@ __device__ __forceinline__ void load_stage(FirSmem<KT, CG>& sm, int b, int stage
     for (int q = tid; own && q < tap_rows * TAP_CHUNKS; q += THREADS) {
         const int r = q / TAP_CHUNKS, j = q - r * TAP_CHUNKS;
         const long long c = c0 + (r < cg_here ? r : cg_here - 1);
-        cp_async_16(&sm.taps[b][r][4 * j], taps + c * tap_row + k0 + 4 * j, 16);
+        gk_cp_async_16(&sm.taps[b][r][4 * j], taps + c * tap_row + k0 + 4 * j, 16);
     }
     // windows: x[c][first + j], j < TILE + KT, first = t0 - k0 - KT (a multiple of 4, >= -hist_len)
     const long long first = t0 - k0 - KT;
@@ -93,11 +74,11 @@ __device__ __forceinline__ void load_stage(FirSmem<KT, CG>& sm, int b, int stage
             float* dst = &sm.window[b][r][4 * j];
             if (m < 0) {
                 // history (a whole chunk: 0 is a chunk edge, hist_len a multiple of 32)
-                if (own) cp_async_16(dst, hist + c * hist_len + (hist_len + m), 16);
+                if (own) gk_cp_async_16(dst, hist + c * hist_len + (hist_len + m), 16);
             } else if (block) {
                 const long long left = n - m;  // samples of the block from m on
                 const int bytes = left >= 4 ? 16 : (left > 0 ? (int)(left * 4) : 0);
-                cp_async_16(dst, bytes > 0 ? (const void*)(in_row + m) : (const void*)in_row, bytes);
+                gk_cp_async_16(dst, bytes > 0 ? (const void*)(in_row + m) : (const void*)in_row, bytes);
             }
         }
     } else {
@@ -109,10 +90,10 @@ __device__ __forceinline__ void load_stage(FirSmem<KT, CG>& sm, int b, int stage
             const long long m = first + j;
             float* dst = &sm.window[b][r][j];
             if (m < 0) {
-                if (own) cp_async_4(dst, hist + c * hist_len + (hist_len + m), 4);
+                if (own) gk_cp_async_4(dst, hist + c * hist_len + (hist_len + m), 4);
             } else if (block) {
                 const bool ok = m < n;
-                cp_async_4(dst, ok ? in_row + m : in_row, ok ? 4 : 0);
+                gk_cp_async_4(dst, ok ? in_row + m : in_row, ok ? 4 : 0);
             }
         }
     }
@@ -160,16 +141,16 @@ __device__ __forceinline__ float fir_tile(FirSmem<KT, CG>& sm, LoadM load_m, AtS
     grid_dependency_wait();
     load_stage<KT, CG>(sm, 0, 0, in, hist, taps, c0, cg_here, t0, (long long)n, (long long)hist_len,
                        (long long)tap_row, vec_in, BLOCK);
-    cp_async_commit();
+    gk_cp_async_commit();
     for (int s = 0; s < stages; ++s) {
         const int b = s & 1;
         if (s + 1 < stages) {
             load_stage<KT, CG>(sm, b ^ 1, s + 1, in, hist, taps, c0, cg_here, t0, (long long)n,
                                (long long)hist_len, (long long)tap_row, vec_in);
-            cp_async_commit();
-            cp_async_wait<1>();
+            gk_cp_async_commit();
+            gk_cp_async_wait<1>();
         } else {
-            cp_async_wait<0>();
+            gk_cp_async_wait<0>();
         }
         __syncthreads();
         if (s == 0) {
