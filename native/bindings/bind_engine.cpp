@@ -115,6 +115,12 @@ py::tuple desc_tuple(const gk::TensorDesc& d) {
 }
 
 // A NumPy array viewing a slot's pinned memory; the capsule keeps the memory alive.
+std::vector<py::ssize_t> output_shape(const gk::TensorDesc& d, int64_t items) {
+    std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(d.channels), static_cast<py::ssize_t>(items)};
+    if (d.frames()) shape.push_back(static_cast<py::ssize_t>(d.bins));
+    return shape;
+}
+
 py::array slot_view(std::shared_ptr<gk::PinnedBuffer> buffer, const gk::TensorDesc& d) {
     std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(d.channels), static_cast<py::ssize_t>(d.items)};
     if (d.frames()) shape.push_back(static_cast<py::ssize_t>(d.bins));
@@ -139,18 +145,27 @@ void check_block(const gk::StreamEngine& e, const py::array& block, const char* 
                                     (ndim == 3 ? ", " + std::to_string(in.bins) : std::string()) + ")");
 }
 
-// A new array with the slot's n_out valid output items.
+// A new array with the slot's n_out valid output items (process_split: a plain allocation).
 py::array copy_output(const gk::StreamEngine& e, int slot, int64_t n_out) {
-    const gk::TensorDesc& out = e.output_desc();
-    std::vector<py::ssize_t> shape{out.channels, n_out};
-    if (out.frames()) shape.push_back(out.bins);
-    py::array result(py::dtype(gk::dtype_name(out.dtype)), shape);
-    const size_t item = gk::dtype_size(out.dtype) * static_cast<size_t>(out.frames() ? out.bins : 1);
-    const auto* pinned = static_cast<const unsigned char*>(e.output_buffer(slot)->data());
-    auto* dst = static_cast<unsigned char*>(result.mutable_data());
-    for (int64_t c = 0; c < out.channels; ++c)
-        std::memcpy(dst + c * item * n_out, pinned + c * item * out.items, item * n_out);
+    py::array result(py::dtype(gk::dtype_name(e.output_desc().dtype)), output_shape(e.output_desc(), n_out));
+    e.copy_output(slot, n_out, result.mutable_data(), n_out);
     return result;
+}
+
+// The caller's `out` for process(..., out=): a writable C-contiguous array of the full output block.
+void check_out(const gk::StreamEngine& e, const py::array& out) {
+    const gk::TensorDesc& d = e.output_desc();
+    const std::vector<py::ssize_t> want = output_shape(d, d.items);
+    bool ok = py::dtype(gk::dtype_name(d.dtype)).is(out.dtype()) && (out.flags() & py::array::c_style) &&
+              out.writeable() && out.ndim() == static_cast<py::ssize_t>(want.size());
+    for (size_t k = 0; ok && k < want.size(); ++k) ok = out.shape(static_cast<py::ssize_t>(k)) == want[k];
+    if (!ok) {
+        std::string shape;
+        for (size_t k = 0; k < want.size(); ++k) shape += (k ? ", " : "") + std::to_string(want[k]);
+        throw std::invalid_argument("process(out=...) takes a writable C-contiguous " +
+                                    std::string(gk::dtype_name(d.dtype)) + " array of the full output block's " +
+                                    "shape (" + shape + ")");
+    }
 }
 
 }  // namespace
@@ -238,19 +253,43 @@ void bind_engine(py::module_& m) {
              "Hand a filled slot to the worker (non-blocking); n_valid items, the tail zeroed.")
         .def(
             "process",
-            [](gk::StreamEngine& e, int slot, const py::array& block, bool final) {
+            [](gk::StreamEngine& e, int slot, const py::array& block, bool final, std::optional<py::array> out) {
                 check_block(e, block, "process");
+                if (out) check_out(e, *out);
                 const int64_t n = block.shape(1);
                 const void* src = block.data();
+                const gk::TensorDesc& d = e.output_desc();
+                // no out: a recycled buffer (gk::OutputBufferPool), owned by the returned array
+                std::shared_ptr<gk::OutputBufferPool> pool = out ? nullptr : e.output_pool();
+                void* dst = out ? out->mutable_data() : pool->take();
                 int64_t n_out = 0;
-                {
+                try {
                     py::gil_scoped_release release;
-                    n_out = e.process(slot, src, n, final);
+                    n_out = e.process(slot, src, n, final, dst, out ? d.items : 0);
+                } catch (...) {
+                    if (pool) pool->give(dst);
+                    throw;
                 }
-                return copy_output(e, slot, n_out);
+                if (out) {
+                    if (n_out == d.items) return *out;
+                    const py::slice all{py::none(), py::none(), py::none()}, valid{0, static_cast<py::ssize_t>(n_out), 1};
+                    return py::array(out->attr("__getitem__")(py::make_tuple(all, valid)));
+                }
+                struct Owner {
+                    std::shared_ptr<gk::OutputBufferPool> pool;
+                    void* data;
+                };
+                auto* owner = new Owner{pool, dst};
+                py::capsule base(owner, [](void* p) {
+                    auto* o = static_cast<Owner*>(p);
+                    o->pool->give(o->data);
+                    delete o;
+                });
+                return py::array(py::dtype(gk::dtype_name(d.dtype)), output_shape(d, n_out), dst, base);
             },
-            py::arg("slot"), py::arg("block"), py::arg("final") = false,
-            "Copy a block into the (free) slot, run it, and return a new array with its valid output.")
+            py::arg("slot"), py::arg("block"), py::arg("final") = false, py::arg("out") = py::none(),
+            "Copy a block into the (free) slot, run it, and return its valid output: a new array, or "
+            "`out` (the full output block's shape; a view of its first n_out items for a short block).")
         .def(
             "fill",
             [](gk::StreamEngine& e, int slot, const py::array& block) {
@@ -271,14 +310,14 @@ void bind_engine(py::module_& m) {
         .def(
             "trace",
             [](const gk::StreamEngine& e) {
-                static_assert(sizeof(gk::BlockTrace) == 8 * sizeof(uint64_t), "BlockTrace is 8 words");
+                static_assert(sizeof(gk::BlockTrace) == 9 * sizeof(uint64_t), "BlockTrace is 9 words");
                 const std::vector<gk::BlockTrace> v = e.trace();
-                py::array_t<uint64_t> a({static_cast<py::ssize_t>(v.size()), static_cast<py::ssize_t>(8)});
+                py::array_t<uint64_t> a({static_cast<py::ssize_t>(v.size()), static_cast<py::ssize_t>(9)});
                 if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(gk::BlockTrace));
                 return a;
             },
-            "The trace ring, oldest first: (n, 8) uint64, columns call, filled, launch_begin, launched, "
-            "done_seen, woke (steady clock ns), gpu_ns, scheduled.")
+            "The trace ring, oldest first: (n, 9) uint64, columns call, filled, launch_begin, launched, "
+            "done_seen, woke (steady clock ns), gpu_ns, scheduled, copied (ns).")
         .def("counters",
              [](const gk::StreamEngine& e) {
                  gk::EngineCounters c = e.counters();

@@ -216,6 +216,7 @@ void StreamEngine::build() {
         slots_.push_back(std::move(slot));
     }
     ring_.assign(slots_.size(), 0);
+    output_pool_ = std::make_shared<OutputBufferPool>(out_bytes);
     cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize", "initialising engine buffers");
     if (options_.use_graph) {
         warm_up();
@@ -793,7 +794,8 @@ void StreamEngine::copy_into_slot(Slot& slot, const void* block, int64_t n) {
     }
 }
 
-int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
+int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final, void* out,
+                              int64_t out_row_items) {
     if (closed_.load()) throw Error("StreamEngine.process(): the engine is closed");
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
@@ -820,8 +822,10 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
         submit(s, n, final);
         n_out = wait(s);
     }
+    if (tracing) t.woke = now_ns();
+    if (out) copy_output(s, n_out, out, out_row_items > 0 ? out_row_items : n_out);
     if (tracing) {
-        t.woke = now_ns();
+        t.copied = out ? now_ns() : t.woke;
         const Slot& slot = *slots_[static_cast<size_t>(s)];
         t.launch_begin = slot.t_launch_begin;
         t.launched = slot.t_launched;
@@ -831,6 +835,24 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final) {
         record_trace(t);
     }
     return n_out;
+}
+
+void StreamEngine::copy_output(int s, int64_t n_out, void* dst, int64_t row_items) const {
+    if (s < 0 || s >= slots()) throw std::invalid_argument("no slot " + std::to_string(s));
+    const TensorDesc& d = output_desc();
+    if (n_out < 0 || n_out > d.items || row_items < n_out)
+        throw std::invalid_argument("copy_output: " + std::to_string(n_out) + " items into rows of " +
+                                    std::to_string(row_items) + " (block of " + std::to_string(d.items) + ")");
+    const size_t item = dtype_size(d.dtype) * static_cast<size_t>(d.frames() ? d.bins : 1);
+    const auto* src = static_cast<const unsigned char*>(slots_[static_cast<size_t>(s)]->h_out->data());
+    auto* to = static_cast<unsigned char*>(dst);
+    if (row_items == d.items && n_out == d.items) {
+        std::memcpy(to, src, item * static_cast<size_t>(d.channels * d.items));
+        return;
+    }
+    for (int64_t c = 0; c < d.channels; ++c)
+        std::memcpy(to + static_cast<size_t>(c * row_items) * item, src + static_cast<size_t>(c * d.items) * item,
+                    item * static_cast<size_t>(n_out));
 }
 
 void StreamEngine::set_trace(size_t capacity) {

@@ -29,6 +29,7 @@
 #include "gk/cuda_api.h"
 #include "gk/errors.h"
 #include "gk/op.h"
+#include "output_pool.h"
 
 namespace gk {
 
@@ -130,6 +131,7 @@ struct BlockTrace {
     uint64_t woke = 0;          // the caller has it back
     uint64_t gpu_ns = 0;        // scheduled blocks: device time of the last chunk (events); else 0
     uint64_t scheduled = 0;     // 1: through a dispatcher, 0: on the calling thread / worker
+    uint64_t copied = 0;        // the output is copied out of the pinned slot (process(..., out))
 };
 
 class StreamEngine {
@@ -162,7 +164,15 @@ public:
     // (with inline_submit and an idle engine: issues and waits on the calling thread).
     // Returns the valid output items, which stay in the slot's pinned output until the slot is
     // submitted again. Needs no Python (the binding releases the GIL around it).
-    int64_t process(int slot, const void* block, int64_t n_valid, bool final);
+    // out (optional): the valid output is also copied there (copy_output(), out_row_items items
+    // per channel row; 0: compact, n_out per row).
+    int64_t process(int slot, const void* block, int64_t n_valid, bool final, void* out = nullptr,
+                    int64_t out_row_items = 0);
+    // Copies the slot's n_out valid output items into `dst`, channel rows of `row_items` items
+    // (row_items >= n_out; n_out for a compact (channels, n_out) array).
+    void copy_output(int slot, int64_t n_out, void* dst, int64_t row_items) const;
+    // Host buffers of one full output block for the arrays process() returns (recycled).
+    const std::shared_ptr<OutputBufferPool>& output_pool() const noexcept { return output_pool_; }
     // Copies `block` (channels x n_valid items, C order) into the free slot's pinned input and
     // zero-fills the tail (non-temporal stores where available). process() = fill + submit + wait.
     void fill(int slot, const void* block, int64_t n_valid);
@@ -363,6 +373,7 @@ private:
     std::atomic<bool> tracing_{false};
     std::vector<BlockTrace> trace_;  // ring, trace_count_ records written so far
     uint64_t trace_count_ = 0;
+    std::shared_ptr<OutputBufferPool> output_pool_;
 };
 
 }  // namespace gk

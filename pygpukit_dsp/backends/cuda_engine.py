@@ -34,7 +34,8 @@ DEFAULT_SPIN_US = 200          # how long a waiting thread spins before it sleep
 MAX_REALTIME_SPIN_US = 5000    # a realtime stream spins up to its deadline, at most this
 # Columns of CudaEngine.block_trace(): clock stamps (ns) of one process() call in order, then
 # the last chunk's device time (scheduled blocks, else 0) and whether a dispatcher ran it.
-TRACE_FIELDS = ("call", "filled", "launch_begin", "launched", "done_seen", "woke", "gpu_ns", "scheduled")
+TRACE_FIELDS = ("call", "filled", "launch_begin", "launched", "done_seen", "woke", "gpu_ns", "scheduled",
+                "copied")
 
 
 def _layout(spec) -> tuple[int, int, int, str]:
@@ -151,11 +152,15 @@ class CudaEngine:
         n_out = self._engine.wait(slot)
         return self._out[slot][:, :n_out]
 
-    def process(self, block: np.ndarray, final: bool = False) -> np.ndarray:
+    def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None) -> np.ndarray:
         """Process one block and return a new array with its output (the safe API).
 
         One native call: the copy into the pinned slot, the hand-over, the wait and the copy
-        out all happen in C++ without the GIL.
+        out all happen in C++ without the GIL. The new array's buffer comes from a small pool
+        of warm buffers and goes back to it when the array is dropped (no malloc and no page
+        faults per block). ``out`` (a C-contiguous array of the full output block's shape and
+        dtype) is filled and returned instead (a view of its first valid items for a short
+        final block).
         """
         if self._closed:
             raise StreamFault("the CUDA engine is closed")
@@ -166,9 +171,9 @@ class CudaEngine:
         if block.ndim >= 2 and block.shape[1] < self._items and not final:
             raise ValueError(f"a partial block ({block.shape[1]} of {self._items} items) must be the "
                              "final block (final=True)")
-        out = self._engine.process(slot, block, final)
+        y = self._engine.process(slot, block, final, out)
         self._next = (slot + 1) % self._slots
-        return out
+        return y
 
     # ------------------------------------------------------------------ chunks, scheduler
     @property

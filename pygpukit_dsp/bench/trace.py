@@ -13,7 +13,9 @@ launch                queueing the block (graph launch or kernels)
 GPU + seen            -> its completion is observed (queueing behind other work on the GPU, the
                       block itself, the poll that sees it)
 wake                  -> the calling thread has it back (a dispatcher's hand-back)
-python out            -> the caller's stamp (the output copy, GIL re-acquired)
+copy out              -> the output is copied out of the pinned slot (into a recycled buffer or
+                      the caller's ``out``)
+python out            -> the caller's stamp (GIL re-acquired, the array made and returned)
 ====================  =========================================================================
 
 With overlap_fill (mapped I/O, inline process of a full block) the block is queued before it
@@ -41,7 +43,8 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("launch", "launch_begin", "launched"),
     ("GPU + seen", "launched", "done_seen"),
     ("wake", "done_seen", "woke"),
-    ("python out", "woke", "py_end"),
+    ("copy out", "woke", "copied"),
+    ("python out", "copied", "py_end"),
 )
 TAIL_FRACTION = 0.01
 MAX_OVER_LISTED = 10  # blocks over the deadline listed one by one in markdown()
@@ -95,7 +98,9 @@ def breakdown(trace: Mapping[str, np.ndarray], py_start: np.ndarray, py_end: np.
     cols = {k: np.asarray(v[-n:], dtype=np.int64) for k, v in trace.items()}
     cols["py_start"] = np.asarray(py_start, dtype=np.int64)
     cols["py_end"] = np.asarray(py_end, dtype=np.int64)
-    bad = ~((cols["py_start"] <= cols["call"]) & (cols["woke"] <= cols["py_end"]))
+    if "copied" not in cols:  # a trace of a build before the copy-out stamp
+        cols["copied"] = cols["woke"]
+    bad = ~((cols["py_start"] <= cols["call"]) & (cols["woke"] <= cols["copied"]) & (cols["copied"] <= cols["py_end"]))
     if bad.any():
         raise ValueError(f"{int(bad.sum())} trace records do not fall inside their calls: "
                          "the trace and the stamps are not of the same blocks")

@@ -157,6 +157,36 @@ view = e.output_slot(1)
 e.close()
 res["view_after_close"] = view.tolist() == (-x).tolist()  # the pinned memory outlives close()
 
+# 2b. process(): the output array's buffer is recycled once dropped; out= is filled and returned.
+e = _native.StreamEngine(dev, chain, use_graph=False)
+y0 = e.process(0, x)
+addr0 = y0.ctypes.data
+ok = np.array_equal(y0, x) and y0.flags.owndata is False
+del y0                                          # its buffer goes back to the pool ...
+y1 = e.process(1, x + 1)
+ok &= np.array_equal(y1, x + 1)
+res["pool_reuse"] = [bool(ok), y1.ctypes.data == addr0]  # ... and the next block gets it back
+y2 = e.process(0, x + 2)                        # y1 still alive: another buffer, y1 untouched
+res["pool_kept"] = [y2.ctypes.data != y1.ctypes.data, bool(np.array_equal(y1, x + 1)),
+                    bool(np.array_equal(y2, x + 2))]
+out = np.full((3, 16), -1, np.float32)
+r = e.process(1, x + 3, out=out)
+res["out_same"] = [r is out, bool(np.array_equal(out, x + 3))]
+r = e.process(0, (x + 4)[:, :5].copy(), True, out=out)
+res["out_short"] = [list(r.shape), bool(np.array_equal(r, (x + 4)[:, :5])), bool(np.shares_memory(r, out)),
+                    bool(np.array_equal(out[:, 5:], (x + 3)[:, 5:]))]
+bad = {}
+for label, o in {"shape": np.zeros((3, 5), np.float32), "dtype": np.zeros((3, 16), np.float64),
+                 "strided": np.zeros((3, 32), np.float32)[:, ::2]}.items():
+    try:
+        e.process(1, x, out=o)
+    except ValueError as exc:
+        bad[label] = str(exc)
+res["out_bad"] = bad
+e.close()
+res["pool_after_close"] = bool(np.array_equal(y2, x + 2))  # arrays own their buffers past close()
+del y1, y2
+
 # 3. Misuse is refused with clear errors.
 e = _native.StreamEngine(dev, [gain], use_graph=False)
 msgs = {}
@@ -250,6 +280,16 @@ def test_fake_data_moves_through_slots_and_edges(fake_results):
     n, head_ok, tail_zero = fake_results["final_tail"]
     assert n == 4 and head_ok and tail_zero
     assert fake_results["view_after_close"]
+
+
+def test_fake_process_recycles_output_buffers_and_fills_out(fake_results):
+    assert fake_results["pool_reuse"] == [True, True]
+    assert fake_results["pool_kept"] == [True, True, True]
+    assert fake_results["out_same"] == [True, True]
+    assert fake_results["out_short"] == [[3, 5], True, True, True]
+    assert set(fake_results["out_bad"]) == {"shape", "dtype", "strided"}
+    assert all("full output block's shape (3, 16)" in m for m in fake_results["out_bad"].values())
+    assert fake_results["pool_after_close"]
 
 
 def test_fake_misuse_is_refused(fake_results):

@@ -291,7 +291,7 @@ class _FakeEngine:
         self._processed += 1
         if self._trace is not None:  # the stamps CudaEngine.block_trace() has, on one clock
             now = time.perf_counter_ns()
-            self._trace.append([t, t, t, t, now, now, 1000, 1])
+            self._trace.append([t, t, t, t, now, now, 1000, 1, now])
         return y
 
     _trace: list | None = None

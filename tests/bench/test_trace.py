@@ -21,7 +21,8 @@ def _trace(n: int, slow: int | None = None) -> tuple[dict[str, np.ndarray], np.n
     cols["woke"] = cols["done_seen"] + 1000
     cols["gpu_ns"] = np.full(n, 700, dtype=np.int64)
     cols["scheduled"] = np.ones(n, dtype=np.int64)
-    end = cols["woke"] + 1000
+    cols["copied"] = cols["woke"] + 1000
+    end = cols["copied"] + 1000
     assert set(cols) == set(TRACE_FIELDS)
     return cols, start, end
 
@@ -35,7 +36,7 @@ def test_phases_sum_to_the_callers_latency_and_the_tail_names_its_phase():
     gpu_seen = b.phases[4]
     assert gpu_seen.tail_mean_us == pytest.approx((501 + 1) / 2)  # the slow block and one other
     assert sum(p.tail_mean_us for p in b.phases) == pytest.approx(b.total.tail_mean_us)
-    assert b.total.p50_us == pytest.approx(7.0)
+    assert b.total.p50_us == pytest.approx(8.0)
     assert b.gpu is not None and b.gpu.p50_us == pytest.approx(0.7)
     text = "\n".join(markdown("W1", b))
     assert "| GPU + seen | 1.0 |" in text and "| total |" in text and "GPU time (events)" in text
@@ -65,6 +66,13 @@ def test_mismatched_stamps_are_refused():
         breakdown(cols, start, end, keep=np.zeros(10, bool))
 
 
+def test_a_trace_without_the_copy_out_stamp_counts_the_copy_in_python_out():
+    cols, start, end = _trace(10)
+    del cols["copied"]
+    got = {p.name: p.p50_us for p in breakdown(cols, start, end).phases}
+    assert got["copy out"] == 0 and got["python out"] == pytest.approx(2.0)
+
+
 def test_overlapped_fill_records_are_split_in_their_own_order():
     # overlap_fill: call -> launch -> copy in -> completion; the phases still add up
     cols, start, end = _trace(10)
@@ -73,33 +81,34 @@ def test_overlapped_fill_records_are_split_in_their_own_order():
     cols["filled"] = cols["launched"] + 5000
     cols["done_seen"] = cols["filled"] + 9000
     cols["woke"] = cols["done_seen"] + 1000
-    end = cols["woke"] + 1000
+    cols["copied"] = cols["woke"] + 1000
+    end = cols["copied"] + 1000
     b = breakdown(cols, start, end)
     got = {p.name: p.p50_us for p in b.phases}
     assert got == pytest.approx({"python in": 1, "fill": 5, "hand-over": 1, "launch": 2, "GPU + seen": 9,
-                                 "wake": 1, "python out": 1})
+                                 "wake": 1, "copy out": 1, "python out": 1})
     assert sum(got.values()) == pytest.approx(b.total.p50_us)
 
 
 def test_blocks_over_the_deadline_are_listed_with_their_largest_phase():
     cols, start, end = _trace(50, slow=17)  # block 17: 500 us more in GPU + seen
-    for k in ("launch_begin", "launched", "done_seen", "woke"):
+    for k in ("launch_begin", "launched", "done_seen", "woke", "copied"):
         cols[k][30] += 300_000               # block 30: 300 us more in hand-over (calls are 10 ms apart)
     end[30] += 300_000
     b = breakdown(cols, start, end, deadline_ns=200_000)
     assert [o.index for o in b.over] == [17, 30] and b.deadline_us == 200.0
     assert [o.largest for o in b.over] == ["GPU + seen", "hand-over"]
-    assert b.over[0].total_us == pytest.approx(507.0) and b.over[0].phases_us["GPU + seen"] == pytest.approx(501.0)
+    assert b.over[0].total_us == pytest.approx(508.0) and b.over[0].phases_us["GPU + seen"] == pytest.approx(501.0)
     assert b.over[1].gpu_us == pytest.approx(0.7)
     text = "\n".join(markdown("W3", b))
     assert "Blocks over the 200 us deadline: 2:" in text
-    assert "- block 30: 307.0 us, most in hand-over (301.0 us)" in text
+    assert "- block 30: 308.0 us, most in hand-over (301.0 us)" in text
     assert breakdown(cols, start, end).over == [] and "deadline" not in "\n".join(markdown("W1", breakdown(cols, start, end)))
 
 
 def test_many_blocks_over_the_deadline_are_summed_up_by_phase():
     cols, start, end = _trace(30)
-    b = breakdown(cols, start, end, deadline_ns=5_000)  # every block (7 us) is over
+    b = breakdown(cols, start, end, deadline_ns=5_000)  # every block (8 us) is over
     text = "\n".join(markdown("W3", b))
     assert len(b.over) == 30 and text.count("- block ") == 10
     assert "- ... 20 more; largest phase of all 30:" in text
