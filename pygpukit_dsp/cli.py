@@ -192,6 +192,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.period_ms is not None:
         raise ConfigError("--period-ms applies to contention bench files only (e.g. benchmarks/w3.yaml)",
                           hint="a latency bench hands each block over as soon as the previous one is done")
+    if args.schedule and args.mode not in (None, "latency"):
+        raise ConfigError(f"--schedule applies to the latency mode, not --mode {args.mode}",
+                          hint="throughput modes time each implementation on its own")
     pipelines = _select(loaded, args.pipeline)
     if len(pipelines) != 1:
         raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; bench takes one",
@@ -200,7 +203,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     report = run_bench(pipelines[0], backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
                        warmup=BENCH_WARMUP if args.warmup is None else args.warmup,
                        compare=compare, plot=args.plot, progress=not args.quiet and sys.stderr.isatty(),
-                       mode=args.mode or "latency")
+                       mode=args.mode or "latency", schedule=args.schedule or "paired")
     print(report.markdown())
     if args.json:
         _write_json(args.json, report.to_dict())
@@ -215,7 +218,8 @@ def _bench_contention(args: argparse.Namespace, bench: Any) -> int:
     from .errors import ConfigError
 
     given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
-                                      ("--pipeline", args.pipeline), ("--plot", args.plot)) if value]
+                                      ("--pipeline", args.pipeline), ("--plot", args.plot),
+                                      ("--schedule", args.schedule)) if value]
     if given:
         raise ConfigError(f"{given[0]} does not apply to a contention bench file ({args.file})",
                           hint="it runs both of its pipelines and its own PyTorch baseline; "
@@ -340,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="latency: one block at a time through host memory (default); "
                         "resident: input already on the GPU, transfers excluded; "
                         "streamed: throughput from pinned host memory")
+    b.add_argument("--schedule", choices=["paired", "rounds"],
+                   help="latency mode: paired (default): the project and one baseline at a time, one "
+                        "block of each in turn; rounds: every implementation in rounds of 250 blocks")
     b.add_argument("--period-ms", type=_milliseconds, metavar="MS",
                    help="contention files (W3): the realtime pipeline's arrival period "
                         "(default: the file's period_ms, else its block period)")

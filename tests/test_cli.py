@@ -120,7 +120,7 @@ def test_bench_w1_cpu_against_numpy(tmp_path):
     r = gk("bench", "benchmarks/w1.yaml", "--backend", "cpu", "--compare", "numpy,cupy", "--blocks", "60",
            "--warmup", "5", "--json", js, "--plot", png)
     assert r.returncode == 0, r.stderr
-    assert "| numpy |" in r.stdout
+    assert "| numpy |" in r.stdout and "project paired p50 / p99 us" in r.stdout  # the default schedule
     data = json.loads(js.read_text())
     names = [res["name"] for res in data["results"]]
     assert names == ["pygpukit-dsp (cpu)", "numpy", "cupy"]
@@ -128,6 +128,18 @@ def test_bench_w1_cpu_against_numpy(tmp_path):
     assert numpy_res["status"] == "ok" and numpy_res["max_rel_err"] < 1e-3
     assert set(data["ratios"]["numpy"]) == {"p50", "p99"}
     assert png.stat().st_size > 1000
+
+
+def test_bench_schedule_rounds_and_where_it_does_not_apply():
+    r = gk("bench", "benchmarks/w1.yaml", "--backend", "cpu", "--compare", "numpy", "--blocks", "20",
+           "--warmup", "2", "--schedule", "rounds")
+    assert r.returncode == 0, r.stderr
+    assert "interleaved in rounds of 250" in r.stdout and "project paired" not in r.stdout
+    r = gk("bench", "benchmarks/w2.yaml", "--mode", "resident", "--schedule", "paired", "--blocks", "2")
+    assert r.returncode == 2 and "--schedule applies to the latency mode" in r.stderr
+    r = gk("bench", "benchmarks/w3.yaml", "--schedule", "paired")
+    assert r.returncode == 2 and "--schedule does not apply to a contention bench file" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_bench_unknown_baseline_is_config_error():

@@ -16,6 +16,15 @@ from ..io.base import StreamFormat
 if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
 
+# Schedules (run_bench(schedule=...)): "paired" (the default) times the project against one
+# baseline at a time, one block of each in turn, in a random order per pair of blocks, so both
+# meet the same host noise; "rounds" times every implementation in rounds of ROUND_BLOCKS.
+# On the H100 machine the host's noise comes in bursts of tens to hundreds of ms that double
+# the host's phases: with rounds, a burst lands in one implementation's round and not in
+# another's, and an A/A test (the same engine twice) gave p99s of 42 and 98 us in one run, the
+# same torch graph twice 166 and 595 us. Paired, the two copies agreed within 10% (session 6,
+# docs/benchmarks.md "Schedules").
+SCHEDULES = ("paired", "rounds")
 ROUND_BLOCKS = 250      # blocks per implementation per round (interleaving against drift)
 # Before each implementation's timed round it runs untimed for this long. Two reasons: the
 # previous library's thread pools (OpenBLAS spins its workers for ~0.1 s after a call) go idle
@@ -38,6 +47,9 @@ class ImplResult:
     samples_per_s: float = 0.0
     max_rel_err: float | None = None
     first_block_us: float | None = None
+    # schedule "paired", baselines: the project's percentiles in this baseline's pairing (the
+    # ratios compare these with the baseline's, blocks timed side by side)
+    paired_project_us: dict[str, float] = field(default_factory=dict)
     raw_us: list[float] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,20 +74,23 @@ class BenchReport:
     notes: list[str] = field(default_factory=list)
     first_block: dict[str, float] = field(default_factory=dict)  # cuda: cold/warm engine open -> first output
     breakdown: Any = None  # cuda: where the project's block latency went (bench.trace.Breakdown)
+    schedule: str = "paired"
 
     def project(self) -> ImplResult:
         return self.results[0]
 
     def ratios(self) -> dict[str, dict[str, float]]:
-        """project / baseline for p50 and p99 (below 1.0: the project is faster)."""
+        """project / baseline for p50 and p99 (below 1.0: the project is faster); paired: the
+        project's figures from that baseline's pairing."""
         proj = self.project()
         out: dict[str, dict[str, float]] = {}
         if proj.status != "ok" or self.mode != "latency":
             return out
         for r in self.results[1:]:
             if r.status == "ok":
-                out[r.name] = {k: proj.latency_us[k] / r.latency_us[k] for k in ("p50", "p99")
-                               if r.latency_us.get(k)}
+                mine = r.paired_project_us or proj.latency_us
+                out[r.name] = {k: mine[k] / r.latency_us[k] for k in ("p50", "p99")
+                               if r.latency_us.get(k) and mine.get(k)}
         return out
 
     def speedups(self) -> dict[str, float]:
@@ -87,30 +102,38 @@ class BenchReport:
     def markdown(self) -> str:
         if self.mode != "latency":
             return self._markdown_throughput()
+        paired = self.schedule == "paired" and len(self.results) > 1
+        how = (f"{self.blocks} timed blocks per implementation, paired: the project and one "
+               "baseline at a time, one block of each in turn" if paired else
+               f"{self.blocks} timed blocks, interleaved in rounds of {ROUND_BLOCKS}")
         lines = [
             f"### {self.pipeline}: {self.mode} benchmark, backend={self.backend} ({self.backend_reason})",
             "",
-            f"{self.input_spec} -> {self.output_spec}; {self.blocks} timed blocks after {self.warmup} "
-            f"warm-up; {self.machine}",
+            f"{self.input_spec} -> {self.output_spec}; {how}, after {self.warmup} warm-up; {self.machine}",
             "",
-            "| implementation | p50 us | p99 us | p99.9 us | max us | Msamples/s | p50 ratio | p99 ratio | check |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| implementation | p50 us | p99 us | p99.9 us | max us | Msamples/s | "
+            + ("project paired p50 / p99 us | " if paired else "") + "p50 ratio | p99 ratio | check |",
+            "|---|---:|---:|---:|---:|---:|" + ("---:|" if paired else "") + "---:|---:|---|",
         ]
         ratios = self.ratios()
         for r in self.results:
             if r.status in ("skipped", "failed"):
-                lines.append(f"| {r.name} | | | | | | | | {r.status}: {r.reason} |")
+                lines.append(f"| {r.name} | | | | | | " + ("| " if paired else "") + f"| | {r.status}: {r.reason} |")
                 continue
             lat = r.latency_us
             rt = ratios.get(r.name, {})
             check = "reference" if r.kind == "project" else (
                 f"ok (rel err {r.max_rel_err:.1e})" if r.status == "ok" else f"{r.status}: {r.reason}")
+            pp = r.paired_project_us
+            pair_cell = "" if not paired else (f"{pp['p50']:.1f} / {pp['p99']:.1f} | " if pp else "| ")
             lines.append(
                 f"| {r.name} | {lat['p50']:.1f} | {lat['p99']:.1f} | {lat['p999']:.1f} | {lat['max']:.1f} | "
-                f"{r.samples_per_s / 1e6:.2f} | "
+                f"{r.samples_per_s / 1e6:.2f} | {pair_cell}"
                 f"{_ratio(rt.get('p50'))} | {_ratio(rt.get('p99'))} | {check} |")
         lines.append("")
-        lines.append("Ratios are project / baseline (below 1.00x: the project is faster).")
+        lines.append("Ratios are project / baseline (below 1.00x: the project is faster)"
+                     + ("; each from the blocks the two ran side by side (the project's own row: all "
+                        "of its pairings)." if paired else "."))
         lines += self.notes
         if self.breakdown is not None:
             from .trace import markdown as breakdown_markdown
@@ -218,10 +241,13 @@ def _input_blocks(pipeline: "Pipeline", chain: "SpecChain", n: int) -> list[np.n
 
 def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int = 2000,
               warmup: int = 200, compare: list[str] | None = None, plot: str | None = None,
-              progress: bool = False, mode: str = "latency", pool: int = 32) -> BenchReport:
+              progress: bool = False, mode: str = "latency", pool: int = 32,
+              schedule: str = "paired") -> BenchReport:
     from ..backends import choose_backend, open_backend
     from .baselines import BASELINES, BaselineSkipped, build_baseline
 
+    if schedule not in SCHEDULES:
+        raise ConfigError(f"unknown schedule '{schedule}'", hint=f"schedules: {', '.join(SCHEDULES)}")
     compare = compare or []
     unknown = [c for c in compare if c not in BASELINES]
     if unknown:
@@ -274,15 +300,24 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
         traces: list[dict[str, np.ndarray]] = []
         t_report = time.perf_counter()
 
+        named = [(r.name, impl) for r, impl in runnable]
+        paired_runs = schedule == "paired" and runnable and runnable[0][0].kind == "project" and len(runnable) > 1
+        total = blocks * (len(runnable) - 1 if paired_runs else 1)
+
         def report_progress(done: int) -> None:
             nonlocal t_report
             if progress and time.perf_counter() - t_report > 0.5:
                 t_report = time.perf_counter()
-                sys.stderr.write(f"\rbench {pipeline.name}: {done}/{blocks} blocks")
+                sys.stderr.write(f"\rbench {pipeline.name}: {done}/{total} blocks")
                 sys.stderr.flush()
 
-        _timed_rounds([(r.name, impl) for r, impl in runnable], inputs, blocks, samples,
-                      traced=traced, calls=calls, traces=traces, on_round=report_progress)
+        paired_samples: dict[str, list[int]] = {}
+        if paired_runs:
+            _timed_pairs(named[0], named[1:], inputs, blocks, samples, paired_samples,
+                         traced=traced, calls=calls, traces=traces, on_progress=report_progress)
+        else:
+            _timed_rounds(named, inputs, blocks, samples,
+                          traced=traced, calls=calls, traces=traces, on_round=report_progress)
         if progress:
             sys.stderr.write("\r" + " " * 60 + "\r")
         for r, _ in runnable:
@@ -290,6 +325,8 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
             r.raw_us = us.tolist()
             r.latency_us = _percentiles(us)
             r.samples_per_s = spb / (r.latency_us["mean"] * 1e-6)
+            if r.name in paired_samples:
+                r.paired_project_us = _percentiles(np.asarray(paired_samples[r.name], dtype=np.float64) / 1e3)
         if traced is not None:
             from .trace import breakdown
 
@@ -311,7 +348,7 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
         input_spec=chain.input.describe(), output_spec=chain.output.describe(), blocks=blocks,
         warmup=warmup, samples_per_block=spb, machine=machine_description(),
         results=[r for r, _ in impls], notes=notes, first_block=first,
-        breakdown=trace_figures)
+        breakdown=trace_figures, schedule=schedule)
     if plot:
         from .plot import plot_latency
 
@@ -396,6 +433,58 @@ def _timed_rounds(runnable: list[tuple[str, Any]], inputs: list[np.ndarray], blo
         done += n
         if on_round is not None:
             on_round(done)
+    if traced is not None:
+        traced.set_trace(0)
+
+
+def _timed_pairs(project: tuple[str, Any], baselines: list[tuple[str, Any]], inputs: list[np.ndarray],
+                 blocks: int, samples: dict[str, list[int]], paired: dict[str, list[int]], *,
+                 traced: Any = None, calls: list[tuple[int, int]] | None = None,
+                 traces: list[dict[str, np.ndarray]] | None = None,
+                 on_progress: Callable[[int], None] | None = None, warm_s: float | None = None,
+                 seed: int = 0) -> None:
+    """Time the project against each baseline in turn: ``blocks`` pairs, one block of each per
+    pair in a random order (the same input block), after ``warm_s`` (ROUND_WARM_S) of the two
+    alternating untimed. ``samples`` gets every implementation's times (the project's over all
+    pairings), ``paired[baseline]`` the project's times of that pairing. ``traced`` (the
+    project's engine) is traced during timed blocks only, as in :func:`_timed_rounds`."""
+    warm_s = ROUND_WARM_S if warm_s is None else warm_s
+    pname, proj = project
+    perf = time.perf_counter_ns
+    k = len(inputs)
+    rng = np.random.default_rng(seed)
+    done = 0
+    for bname, base in baselines:
+        if traced is not None:
+            traced.set_trace(0)
+        end = time.perf_counter() + warm_s
+        i = 0
+        while True:
+            proj.process(inputs[i % k])
+            base.process(inputs[i % k])
+            i += 1
+            if time.perf_counter() >= end:
+                break
+        if traced is not None:
+            traced.set_trace(blocks)
+        mine = paired.setdefault(bname, [])
+        project_first = rng.random(blocks) < 0.5
+        for i in range(blocks):
+            x = inputs[i % k]
+            for fn, out, stamps in ((proj.process, mine, calls), (base.process, samples[bname], None)) \
+                    if project_first[i] else ((base.process, samples[bname], None), (proj.process, mine, calls)):
+                t0 = perf()
+                fn(x)
+                t1 = perf()
+                out.append(t1 - t0)
+                if stamps is not None and traced is not None:
+                    stamps.append((t0, t1))
+            if on_progress is not None and (i + 1) % ROUND_BLOCKS == 0:
+                on_progress(done + i + 1)
+        samples[pname].extend(mine)
+        done += blocks
+        if traced is not None and traces is not None:
+            traces.append(traced.block_trace())
     if traced is not None:
         traced.set_trace(0)
 

@@ -41,7 +41,7 @@ class _Recorder:
         self.traced = []
 
     def process(self, x):
-        self.log.append((self.name, time.perf_counter()))
+        self.log.append((self.name, time.perf_counter(), id(x)))
         if self.tracing:
             self.traced.append(len(self.log) - 1)
 
@@ -66,7 +66,7 @@ def test_each_round_starts_after_untimed_blocks_that_run_for_the_warm_time():
     assert len(samples["a"]) == len(samples["b"]) == blocks
     # a's calls, split into runs by b's: each run = untimed blocks for >= 0.02 s, then a round
     runs, cur = [], []
-    for name, t in log:
+    for name, t, _ in log:
         if name == "a":
             cur.append(t)
         elif cur:
@@ -89,6 +89,50 @@ def test_a_single_implementation_runs_its_rounds_back_to_back():
     samples = {"a": []}
     _timed_rounds([("a", a)], [np.zeros(4)], 600, samples, warm_s=10.0)  # no warm-up: would take 30 s
     assert len(log) == len(samples["a"]) == 600
+
+
+def test_paired_schedule_times_the_project_beside_one_baseline_at_a_time():
+    from pygpukit_dsp.bench.harness import _timed_pairs
+
+    log = []
+    p, b, c = _Recorder(log, "p", traceable=True), _Recorder(log, "b"), _Recorder(log, "c")
+    samples, paired = {"p": [], "b": [], "c": []}, {}
+    calls, traces = [], []
+    inputs = [np.zeros(4), np.ones(4), np.full(4, 2.0)]
+    _timed_pairs(("p", p), [("b", b), ("c", c)], inputs, 300, samples, paired, traced=p, calls=calls,
+                 traces=traces, warm_s=0.02)
+    assert len(samples["b"]) == len(samples["c"]) == 300 and len(samples["p"]) == 600
+    assert [len(paired[k]) for k in ("b", "c")] == [300, 300] and samples["p"] == paired["b"] + paired["c"]
+    # b's pairing runs first (warm-up, then its timed pairs), then c's; the other baseline never runs inside
+    names = [n for n, _, _ in log]
+    cut = names.index("c") - 1  # c's warm-up starts with a project block
+    assert "c" not in names[:cut] and "b" not in names[cut:]
+    for part, other in ((log[:cut], "b"), (log[cut:], "c")):
+        pairs, warm = part[-600:], part[:-600]
+        assert warm and pairs[0][1] - warm[0][1] >= 0.02   # the two alternated untimed for warm_s first
+        both = [(pairs[2 * i], pairs[2 * i + 1]) for i in range(300)]
+        assert all({x[0], y[0]} == {"p", other} and x[2] == y[2] for x, y in both)  # one each, same block
+        firsts = {x[0] for x, _ in both}
+        assert firsts == {"p", other}                # both orders occur
+    assert len(calls) == 600 and sum(len(t["n"]) for t in traces) == 600 and p.tracing == 0
+
+
+def test_paired_report_takes_each_ratio_from_its_pairing():
+    rep = run_bench(_small(), backend="cpu", blocks=300, warmup=10, compare=["numpy"])
+    assert rep.schedule == "paired"
+    proj, base = rep.results
+    assert base.paired_project_us and len(proj.raw_us) == 300
+    assert rep.ratios()["numpy"]["p99"] == pytest.approx(base.paired_project_us["p99"] / base.latency_us["p99"])
+    md = rep.markdown()
+    assert "project paired p50 / p99 us" in md and "one block of each in turn" in md
+    assert rep.to_dict()["schedule"] == "paired"
+    rounds = run_bench(_small(), backend="cpu", blocks=300, warmup=10, compare=["numpy"], schedule="rounds")
+    assert not rounds.results[1].paired_project_us and "rounds of 250" in rounds.markdown()
+    assert "project paired" not in rounds.markdown()
+    from pygpukit_dsp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown schedule 'pairs'"):
+        run_bench(_small(), backend="cpu", blocks=10, schedule="pairs")
 
 
 def test_missing_baseline_library_is_reported_as_skipped():
