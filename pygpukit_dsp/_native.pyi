@@ -262,7 +262,7 @@ class StreamEngine:
     def input_slot(self, slot: int) -> _Block: ...  # writable view of the slot's pinned input
     def output_slot(self, slot: int) -> _Block: ...  # view of the slot's pinned output
     def submit(self, slot: int, n_valid: int, final: bool = False) -> None: ...  # non-blocking
-    # a new array (a recycled buffer it owns), or `out` (the full output block's shape)
+    # a new array, or `out` (the full output block's shape) filled
     def process(self, slot: int, block: _Block, final: bool = False, out: _Block | None = None) -> _Block: ...
     def fill(self, slot: int, block: _Block) -> None: ...  # copy in and zero the tail
     def wait(self, slot: int) -> int: ...  # valid output items of the slot's block

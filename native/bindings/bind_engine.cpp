@@ -259,33 +259,22 @@ void bind_engine(py::module_& m) {
                 const int64_t n = block.shape(1);
                 const void* src = block.data();
                 const gk::TensorDesc& d = e.output_desc();
-                // no out: a recycled buffer (gk::OutputBufferPool), owned by the returned array
-                std::shared_ptr<gk::OutputBufferPool> pool = out ? nullptr : e.output_pool();
-                void* dst = out ? out->mutable_data() : pool->take();
+                // A new array of the full block, made while the GIL is held; the engine copies the
+                // valid output into it without the GIL (compact rows: a short block's output is
+                // its first channels * n_out items).
+                py::array result = out ? *out : py::array(py::dtype(gk::dtype_name(d.dtype)), output_shape(d, d.items));
+                void* dst = result.mutable_data();
                 int64_t n_out = 0;
-                try {
+                {
                     py::gil_scoped_release release;
                     n_out = e.process(slot, src, n, final, dst, out ? d.items : 0);
-                } catch (...) {
-                    if (pool) pool->give(dst);
-                    throw;
                 }
+                if (n_out == d.items) return result;
                 if (out) {
-                    if (n_out == d.items) return *out;
                     const py::slice all{py::none(), py::none(), py::none()}, valid{0, static_cast<py::ssize_t>(n_out), 1};
                     return py::array(out->attr("__getitem__")(py::make_tuple(all, valid)));
                 }
-                struct Owner {
-                    std::shared_ptr<gk::OutputBufferPool> pool;
-                    void* data;
-                };
-                auto* owner = new Owner{pool, dst};
-                py::capsule base(owner, [](void* p) {
-                    auto* o = static_cast<Owner*>(p);
-                    o->pool->give(o->data);
-                    delete o;
-                });
-                return py::array(py::dtype(gk::dtype_name(d.dtype)), output_shape(d, n_out), dst, base);
+                return py::array(result.dtype(), output_shape(d, n_out), dst, result);
             },
             py::arg("slot"), py::arg("block"), py::arg("final") = false, py::arg("out") = py::none(),
             "Copy a block into the (free) slot, run it, and return its valid output: a new array, or "

@@ -216,7 +216,6 @@ void StreamEngine::build() {
         slots_.push_back(std::move(slot));
     }
     ring_.assign(slots_.size(), 0);
-    output_pool_ = std::make_shared<OutputBufferPool>(out_bytes);
     cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize", "initialising engine buffers");
     if (options_.use_graph) {
         warm_up();

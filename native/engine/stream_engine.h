@@ -29,7 +29,6 @@
 #include "gk/cuda_api.h"
 #include "gk/errors.h"
 #include "gk/op.h"
-#include "output_pool.h"
 
 namespace gk {
 
@@ -171,8 +170,7 @@ public:
     // Copies the slot's n_out valid output items into `dst`, channel rows of `row_items` items
     // (row_items >= n_out; n_out for a compact (channels, n_out) array).
     void copy_output(int slot, int64_t n_out, void* dst, int64_t row_items) const;
-    // Host buffers of one full output block for the arrays process() returns (recycled).
-    const std::shared_ptr<OutputBufferPool>& output_pool() const noexcept { return output_pool_; }
+
     // Copies `block` (channels x n_valid items, C order) into the free slot's pinned input and
     // zero-fills the tail (non-temporal stores where available). process() = fill + submit + wait.
     void fill(int slot, const void* block, int64_t n_valid);
@@ -373,7 +371,6 @@ private:
     std::atomic<bool> tracing_{false};
     std::vector<BlockTrace> trace_;  // ring, trace_count_ records written so far
     uint64_t trace_count_ = 0;
-    std::shared_ptr<OutputBufferPool> output_pool_;
 };
 
 }  // namespace gk

@@ -23,16 +23,26 @@ class CpuEngine:
         self._blocks = 0
         self._closed = False
 
-    def process(self, block: np.ndarray, final: bool = False) -> np.ndarray:
+    def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None) -> np.ndarray:
+        """One block through the stages; ``out`` as :meth:`CudaEngine.process` takes it."""
         if self._closed:
             raise StreamFault("the CPU engine is closed")
+        spec = self.chain.output
+        if out is not None and (out.shape != spec.block_shape or out.dtype != spec.np_dtype
+                                or not out.flags.c_contiguous or not out.flags.writeable):
+            raise ValueError(f"process(out=...) takes a writable C-contiguous {spec.dtype} array of the "
+                             f"full output block's shape {spec.block_shape}, got {out.dtype} {out.shape}")
         if block.dtype != self._in_dtype:
             block = block.astype(self._in_dtype)
         x = block
         for proc in self._procs:
             x = proc.process(x, final)
         self._blocks += 1
-        return x
+        if out is None:
+            return x
+        n = x.shape[1]
+        out[:, :n] = x
+        return out if n == spec.block_shape[1] else out[:, :n]
 
     def reset(self) -> None:
         for proc in self._procs:

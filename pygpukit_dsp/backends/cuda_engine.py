@@ -156,11 +156,9 @@ class CudaEngine:
         """Process one block and return a new array with its output (the safe API).
 
         One native call: the copy into the pinned slot, the hand-over, the wait and the copy
-        out all happen in C++ without the GIL. The new array's buffer comes from a small pool
-        of warm buffers and goes back to it when the array is dropped (no malloc and no page
-        faults per block). ``out`` (a C-contiguous array of the full output block's shape and
-        dtype) is filled and returned instead (a view of its first valid items for a short
-        final block).
+        out all happen in C++ without the GIL. ``out`` (a C-contiguous array of the full
+        output block's shape and dtype) is filled and returned instead of a new array (a view
+        of its first valid items for a short final block).
         """
         if self._closed:
             raise StreamFault("the CUDA engine is closed")

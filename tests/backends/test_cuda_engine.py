@@ -157,18 +157,15 @@ view = e.output_slot(1)
 e.close()
 res["view_after_close"] = view.tolist() == (-x).tolist()  # the pinned memory outlives close()
 
-# 2b. process(): the output array's buffer is recycled once dropped; out= is filled and returned.
+# 2b. process(): a new array per block (a short final block's is compact); out= is filled and returned.
 e = _native.StreamEngine(dev, chain, use_graph=False)
-y0 = e.process(0, x)
-addr0 = y0.ctypes.data
-ok = np.array_equal(y0, x) and y0.flags.owndata is False
-del y0                                          # its buffer goes back to the pool ...
 y1 = e.process(1, x + 1)
-ok &= np.array_equal(y1, x + 1)
-res["pool_reuse"] = [bool(ok), y1.ctypes.data == addr0]  # ... and the next block gets it back
-y2 = e.process(0, x + 2)                        # y1 still alive: another buffer, y1 untouched
-res["pool_kept"] = [y2.ctypes.data != y1.ctypes.data, bool(np.array_equal(y1, x + 1)),
-                    bool(np.array_equal(y2, x + 2))]
+y2 = e.process(0, x + 2)                        # y1 still alive: its own memory, untouched
+res["new_arrays"] = [bool(np.array_equal(y1, x + 1)), bool(np.array_equal(y2, x + 2)),
+                     not np.shares_memory(y1, y2)]
+y3 = e.process(1, (x + 5)[:, :6].copy(), True)
+res["short_new"] = [list(y3.shape), bool(y3.flags.c_contiguous), bool(np.array_equal(y3, (x + 5)[:, :6]))]
+e.reset()
 out = np.full((3, 16), -1, np.float32)
 r = e.process(1, x + 3, out=out)
 res["out_same"] = [r is out, bool(np.array_equal(out, x + 3))]
@@ -184,8 +181,7 @@ for label, o in {"shape": np.zeros((3, 5), np.float32), "dtype": np.zeros((3, 16
         bad[label] = str(exc)
 res["out_bad"] = bad
 e.close()
-res["pool_after_close"] = bool(np.array_equal(y2, x + 2))  # arrays own their buffers past close()
-del y1, y2
+res["after_close"] = bool(np.array_equal(y2, x + 2))  # the arrays own their memory
 
 # 3. Misuse is refused with clear errors.
 e = _native.StreamEngine(dev, [gain], use_graph=False)
@@ -282,14 +278,14 @@ def test_fake_data_moves_through_slots_and_edges(fake_results):
     assert fake_results["view_after_close"]
 
 
-def test_fake_process_recycles_output_buffers_and_fills_out(fake_results):
-    assert fake_results["pool_reuse"] == [True, True]
-    assert fake_results["pool_kept"] == [True, True, True]
+def test_fake_process_returns_new_arrays_or_fills_out(fake_results):
+    assert fake_results["new_arrays"] == [True, True, True]
+    assert fake_results["short_new"] == [[3, 6], True, True]
     assert fake_results["out_same"] == [True, True]
     assert fake_results["out_short"] == [[3, 5], True, True, True]
     assert set(fake_results["out_bad"]) == {"shape", "dtype", "strided"}
     assert all("full output block's shape (3, 16)" in m for m in fake_results["out_bad"].values())
-    assert fake_results["pool_after_close"]
+    assert fake_results["after_close"]
 
 
 def test_fake_misuse_is_refused(fake_results):
@@ -1142,6 +1138,28 @@ def test_gpu_mapped_io_flag_wait_failing_kernel_raises_instead_of_hanging():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kw", [{}, {"mapped_io": True}], ids=["worker", "inline-mapped"])
+def test_gpu_process_into_out_equals_a_new_array_over_blocks(kw):
+    p = _w1_like()
+    xs = _blocks(4, channels=64, seed=9)
+    a, b = _engine(p, **kw), _engine(p, **kw)
+    try:
+        out = np.empty((16, 256), np.float32)
+        for x in xs:
+            y = a.process(x)
+            assert b.process(x, out=out) is out and np.array_equal(out, y)
+        short = xs[0][:, :100].copy()
+        y = a.process(short, final=True)
+        r = b.process(short, final=True, out=out)
+        assert y.shape == r.shape == (16, 100) and np.shares_memory(r, out) and np.array_equal(r, y)
+        with pytest.raises(ValueError, match=r"full output block's shape \(16, 256\)"):
+            b.process(xs[0], out=np.empty((16, 100), np.float32))
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kw", [{}, {"mapped_io": True}], ids=["worker", "inline-mapped"])
 def test_gpu_block_trace_breaks_process_latency_into_phases(kw):
     import time
 
@@ -1165,6 +1183,7 @@ def test_gpu_block_trace_breaks_process_latency_into_phases(kw):
         assert all(ph.p50_us >= 0 for ph in b.phases)
         assert b.phases[4].p50_us > 1.0  # the GPU part of a fir 256 + mix block is micro-seconds
         assert sum(ph.p50_us for ph in b.phases) <= b.total.p99_us * 2
+        assert (tr["woke"] <= tr["copied"]).all() and (tr["copied"] > 0).all()  # the copy out, natively
     finally:
         eng.close()
     with pytest.raises(StreamFault):
