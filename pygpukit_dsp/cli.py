@@ -345,8 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "resident: input already on the GPU, transfers excluded; "
                         "streamed: throughput from pinned host memory")
     b.add_argument("--schedule", choices=["paired", "rounds"],
-                   help="latency mode: paired (default): the project and one baseline at a time, one "
-                        "block of each in turn; rounds: every implementation in rounds of 250 blocks")
+                   help="latency mode: paired (default): the project and one baseline at a time, in "
+                        "turns of 10 blocks; rounds: every implementation in rounds of 250 blocks")
     b.add_argument("--period-ms", type=_milliseconds, metavar="MS",
                    help="contention files (W3): the realtime pipeline's arrival period "
                         "(default: the file's period_ms, else its block period)")

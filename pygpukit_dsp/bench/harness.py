@@ -16,15 +16,18 @@ from ..io.base import StreamFormat
 if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
 
-# Schedules (run_bench(schedule=...)): "paired" (the default) times the project against one
-# baseline at a time, one block of each in turn, in a random order per pair of blocks, so both
-# meet the same host noise; "rounds" times every implementation in rounds of ROUND_BLOCKS.
-# On the H100 machine the host's noise comes in bursts of tens to hundreds of ms that double
-# the host's phases: with rounds, a burst lands in one implementation's round and not in
-# another's, and an A/A test (the same engine twice) gave p99s of 42 and 98 us in one run, the
-# same torch graph twice 166 and 595 us. Paired, the two copies agreed within 10% (session 6,
-# docs/benchmarks.md "Schedules").
+# Schedules (run_bench(schedule=...)). "paired" (the default) times the project against one
+# baseline at a time, in turns of PAIR_BLOCKS blocks each whose first PAIR_SKIP are untimed (the
+# stream's caches coming back after the other's turn), so that the two meet the same host
+# noise. "rounds" times every implementation in rounds of ROUND_BLOCKS. On the H100 machine the
+# host's noise comes in bursts of tens to hundreds of ms that slow every host phase: with
+# rounds a burst lands in one implementation's round and not in another's. There, an A/A test
+# (the same engine twice) gave p99s of 42 and 98 us in one run and W1's p99 ratio to PyTorch +
+# graph came out 0.12x and 1.09x in two runs of one process; in turns of 10 blocks, 0.52x and
+# 0.49x (session 6, docs/benchmarks.md "Schedules").
 SCHEDULES = ("paired", "rounds")
+PAIR_BLOCKS = 10        # blocks per turn in a pairing
+PAIR_SKIP = 2           # ... of which the first are untimed
 ROUND_BLOCKS = 250      # blocks per implementation per round (interleaving against drift)
 # Before each implementation's timed round it runs untimed for this long. Two reasons: the
 # previous library's thread pools (OpenBLAS spins its workers for ~0.1 s after a call) go idle
@@ -104,7 +107,7 @@ class BenchReport:
             return self._markdown_throughput()
         paired = self.schedule == "paired" and len(self.results) > 1
         how = (f"{self.blocks} timed blocks per implementation, paired: the project and one "
-               "baseline at a time, one block of each in turn" if paired else
+               f"baseline at a time, in turns of {PAIR_BLOCKS} blocks (the first {PAIR_SKIP} untimed)" if paired else
                f"{self.blocks} timed blocks, interleaved in rounds of {ROUND_BLOCKS}")
         lines = [
             f"### {self.pipeline}: {self.mode} benchmark, backend={self.backend} ({self.backend_reason})",
@@ -442,17 +445,19 @@ def _timed_pairs(project: tuple[str, Any], baselines: list[tuple[str, Any]], inp
                  traced: Any = None, calls: list[tuple[int, int]] | None = None,
                  traces: list[dict[str, np.ndarray]] | None = None,
                  on_progress: Callable[[int], None] | None = None, warm_s: float | None = None,
-                 seed: int = 0) -> None:
-    """Time the project against each baseline in turn: ``blocks`` pairs, one block of each per
-    pair in a random order (the same input block), after ``warm_s`` (ROUND_WARM_S) of the two
-    alternating untimed. ``samples`` gets every implementation's times (the project's over all
-    pairings), ``paired[baseline]`` the project's times of that pairing. ``traced`` (the
-    project's engine) is traced during timed blocks only, as in :func:`_timed_rounds`."""
+                 turn: int = PAIR_BLOCKS, skip: int = PAIR_SKIP) -> None:
+    """Time the project against each baseline in turn: after ``warm_s`` (ROUND_WARM_S) of the two
+    alternating untimed, they take turns of ``turn`` blocks (the project first), the first
+    ``skip`` of each turn untimed, until each has ``blocks`` timed blocks. ``samples`` gets
+    every implementation's times (the project's over all pairings), ``paired[baseline]`` the
+    project's times of that pairing. ``traced`` (the project's engine) is traced during its
+    timed blocks only: ``calls`` gets their (start, end) stamps, ``traces`` one trace per pairing."""
+    if not 0 <= skip < turn:
+        raise ValueError(f"a turn of {turn} blocks cannot leave {skip} untimed")
     warm_s = ROUND_WARM_S if warm_s is None else warm_s
     pname, proj = project
     perf = time.perf_counter_ns
     k = len(inputs)
-    rng = np.random.default_rng(seed)
     done = 0
     for bname, base in baselines:
         if traced is not None:
@@ -465,26 +470,31 @@ def _timed_pairs(project: tuple[str, Any], baselines: list[tuple[str, Any]], inp
             i += 1
             if time.perf_counter() >= end:
                 break
-        if traced is not None:
-            traced.set_trace(blocks)
-        mine = paired.setdefault(bname, [])
-        project_first = rng.random(blocks) < 0.5
-        for i in range(blocks):
-            x = inputs[i % k]
-            for fn, out, stamps in ((proj.process, mine, calls), (base.process, samples[bname], None)) \
-                    if project_first[i] else ((base.process, samples[bname], None), (proj.process, mine, calls)):
-                t0 = perf()
-                fn(x)
-                t1 = perf()
-                out.append(t1 - t0)
-                if stamps is not None and traced is not None:
-                    stamps.append((t0, t1))
-            if on_progress is not None and (i + 1) % ROUND_BLOCKS == 0:
-                on_progress(done + i + 1)
-        samples[pname].extend(mine)
+        mine, theirs = paired.setdefault(bname, []), samples[bname]
+        start = len(mine)
+        while len(mine) - start < blocks:
+            n = min(turn - skip, blocks - (len(mine) - start))
+            for fn, out, is_proj in ((proj.process, mine, True), (base.process, theirs, False)):
+                for j in range(skip):  # untimed: the turn's first blocks
+                    fn(inputs[(i + j) % k])
+                if is_proj and traced is not None:
+                    traced.set_trace(n)
+                for j in range(skip, skip + n):
+                    x = inputs[(i + j) % k]
+                    t0 = perf()
+                    fn(x)
+                    t1 = perf()
+                    out.append(t1 - t0)
+                    if is_proj and calls is not None and traced is not None:
+                        calls.append((t0, t1))
+                if is_proj and traced is not None and traces is not None:
+                    traces.append(traced.block_trace())
+                    traced.set_trace(0)
+            i += turn
+            if on_progress is not None and (len(mine) - start) % (25 * (turn - skip)) < n:
+                on_progress(done + len(mine) - start)
+        samples[pname].extend(mine[start:])
         done += blocks
-        if traced is not None and traces is not None:
-            traces.append(traced.block_trace())
     if traced is not None:
         traced.set_trace(0)
 

@@ -1,5 +1,6 @@
 """The bench harness: report contents, interleaving, first-block timing on the GPU."""
 
+import itertools
 import json
 import time
 
@@ -91,7 +92,7 @@ def test_a_single_implementation_runs_its_rounds_back_to_back():
     assert len(log) == len(samples["a"]) == 600
 
 
-def test_paired_schedule_times_the_project_beside_one_baseline_at_a_time():
+def test_paired_schedule_takes_turns_of_the_project_and_one_baseline_at_a_time():
     from pygpukit_dsp.bench.harness import _timed_pairs
 
     log = []
@@ -99,22 +100,26 @@ def test_paired_schedule_times_the_project_beside_one_baseline_at_a_time():
     samples, paired = {"p": [], "b": [], "c": []}, {}
     calls, traces = [], []
     inputs = [np.zeros(4), np.ones(4), np.full(4, 2.0)]
-    _timed_pairs(("p", p), [("b", b), ("c", c)], inputs, 300, samples, paired, traced=p, calls=calls,
-                 traces=traces, warm_s=0.02)
-    assert len(samples["b"]) == len(samples["c"]) == 300 and len(samples["p"]) == 600
-    assert [len(paired[k]) for k in ("b", "c")] == [300, 300] and samples["p"] == paired["b"] + paired["c"]
-    # b's pairing runs first (warm-up, then its timed pairs), then c's; the other baseline never runs inside
+    _timed_pairs(("p", p), [("b", b), ("c", c)], inputs, 100, samples, paired, traced=p, calls=calls,
+                 traces=traces, warm_s=0.02, turn=10, skip=2)
+    assert len(samples["b"]) == len(samples["c"]) == 100 and len(samples["p"]) == 200
+    assert [len(paired[k]) for k in ("b", "c")] == [100, 100] and samples["p"] == paired["b"] + paired["c"]
     names = [n for n, _, _ in log]
     cut = names.index("c") - 1  # c's warm-up starts with a project block
     assert "c" not in names[:cut] and "b" not in names[cut:]
     for part, other in ((log[:cut], "b"), (log[cut:], "c")):
-        pairs, warm = part[-600:], part[:-600]
-        assert warm and pairs[0][1] - warm[0][1] >= 0.02   # the two alternated untimed for warm_s first
-        both = [(pairs[2 * i], pairs[2 * i + 1]) for i in range(300)]
-        assert all({x[0], y[0]} == {"p", other} and x[2] == y[2] for x, y in both)  # one each, same block
-        firsts = {x[0] for x, _ in both}
-        assert firsts == {"p", other}                # both orders occur
-    assert len(calls) == 600 and sum(len(t["n"]) for t in traces) == 600 and p.tracing == 0
+        # 100 timed blocks each in turns of 8 timed + 2 untimed: 12 full turns and one of 2 + 4
+        turns = part[-(12 * 20 + 2 * 6):]
+        warm = part[:-(12 * 20 + 2 * 6)]
+        assert warm and turns[0][1] - warm[0][1] >= 0.02   # the two alternated untimed for warm_s first
+        assert [n for n, _, _ in warm[:4]] == ["p", other, "p", other]
+        runs = [list(g) for _, g in itertools.groupby(turns, key=lambda e: e[0])]
+        assert [r[0][0] for r in runs] == ["p", other] * 13                      # the project first
+        assert [len(r) for r in runs] == [10] * 24 + [6, 6]
+        assert all(len({e[2] for e in r}) > 1 for r in runs)                       # blocks cycled
+    assert len(calls) == 200 and sum(len(t["n"]) for t in traces) == 200 and p.tracing == 0
+    with pytest.raises(ValueError, match="cannot leave 5 untimed"):
+        _timed_pairs(("p", p), [("b", b)], inputs, 10, samples, paired, turn=5, skip=5)
 
 
 def test_paired_report_takes_each_ratio_from_its_pairing():
@@ -124,7 +129,7 @@ def test_paired_report_takes_each_ratio_from_its_pairing():
     assert base.paired_project_us and len(proj.raw_us) == 300
     assert rep.ratios()["numpy"]["p99"] == pytest.approx(base.paired_project_us["p99"] / base.latency_us["p99"])
     md = rep.markdown()
-    assert "project paired p50 / p99 us" in md and "one block of each in turn" in md
+    assert "project paired p50 / p99 us" in md and "in turns of 10 blocks (the first 2 untimed)" in md
     assert rep.to_dict()["schedule"] == "paired"
     rounds = run_bench(_small(), backend="cpu", blocks=300, warmup=10, compare=["numpy"], schedule="rounds")
     assert not rounds.results[1].paired_project_us and "rounds of 250" in rounds.markdown()
