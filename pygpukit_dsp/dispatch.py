@@ -61,6 +61,8 @@ class Dispatch:
         device, sid = self._lookup(name)
         if device == "cpu" and self.cpu is not None:
             return self.cpu.stream_stats(sid)
+        if device == "cuda" and self.cuda is not None:
+            return self.cuda.stream_stats(sid)
         return dict(self.schedulers[device].stream_stats(sid))
 
     def stats(self) -> dict[str, dict[str, Any]]:

@@ -167,6 +167,9 @@ def fake_cuda_dispatch(monkeypatch):
         def stats(self):
             return {"launches": 0}
 
+        def stream_stats(self, stream):
+            return dict(self.scheduler.stream_stats(stream))
+
         def close(self):
             self.closed += 1
 

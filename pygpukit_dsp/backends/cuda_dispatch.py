@@ -19,11 +19,16 @@ runs per block or chunk. ::
         out = w1.process(block)          # as before; launched by the dispatcher
     sched.stream_stats(rt)["latency"]["p99"]
 
+When an engine is closed (its runner is done) or detached, or the dispatch is closed, its
+stream is unregistered from the scheduler: its reservation no longer holds back the other
+streams, and its final figures stay readable through :meth:`CudaDispatch.stream_stats`.
+
 See docs/scheduler.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,6 +52,7 @@ class CudaDispatch:
 
         self.scheduler = scheduler
         self._engines: list[tuple["CudaEngine", int]] = []
+        self._final_stats: dict[int, dict[str, Any]] = {}  # streams unregistered on detach/close
         self._closed = False
         self._device = _native.Device(device_index)
         self._native = _native.Dispatcher(self._device, scheduler.capsule(), spin_us=int(spin_us))
@@ -61,16 +67,27 @@ class CudaDispatch:
             raise ValueError("this CudaDispatch is closed")
         engine._engine.attach(self._native, int(stream_id))
         self._engines.append((engine, int(stream_id)))
+        engine._dispatch = self  # its close() detaches it (and unregisters the stream) first
 
     def detach(self, engine: "CudaEngine") -> None:
-        """Back to the engine's own worker, after its in-flight blocks finish."""
-        for i, (e, _) in enumerate(self._engines):
+        """Back to the engine's own worker, after its in-flight blocks finish; its stream is
+        unregistered from the scheduler (figures kept: :meth:`stream_stats`)."""
+        for i, (e, sid) in enumerate(self._engines):
             if e is engine:
                 del self._engines[i]
-                if not engine._closed:
-                    engine._engine.detach()
+                self._release(engine, sid)
                 return
         raise ValueError("this engine is not attached to this CudaDispatch")
+
+    def _release(self, engine: "CudaEngine", stream_id: int) -> None:
+        try:
+            if not engine._closed:
+                engine._engine.detach()
+        finally:
+            engine._dispatch = None
+            # already gone (unregistered by its owner): keep what is readable
+            with contextlib.suppress(Exception):
+                self._final_stats[stream_id] = dict(self.scheduler.unregister_stream(stream_id))
 
     def stats(self) -> dict[str, int]:
         """The worker's counters: posted, launches (chunks), completed, waits, idles, cancelled, and
@@ -79,21 +96,23 @@ class CudaDispatch:
         return dict(self._native.stats())
 
     def stream_stats(self, stream_id: int) -> dict[str, Any]:
-        """The scheduler's accounting of one stream (latency percentiles, misses, chunks...)."""
-        return dict(self.scheduler.stream_stats(int(stream_id)))
+        """The scheduler's accounting of one stream (latency percentiles, misses, chunks...); its
+        final figures once it was detached or the dispatch closed."""
+        final = self._final_stats.get(int(stream_id))
+        return dict(final) if final is not None else dict(self.scheduler.stream_stats(int(stream_id)))
 
     def close(self) -> None:
-        """Drain what was handed over, stop the worker, detach every engine. Idempotent."""
+        """Drain what was handed over, stop the worker, detach every engine and unregister its
+        stream. Idempotent."""
         if self._closed:
             return
         self._closed = True
         try:
             self._native.close()
         finally:
-            for engine, _ in self._engines:
-                if not engine._closed:
-                    engine._engine.detach()
-            self._engines.clear()
+            engines, self._engines = self._engines, []
+            for engine, sid in engines:
+                self._release(engine, sid)
 
     def __enter__(self) -> "CudaDispatch":
         return self

@@ -112,6 +112,7 @@ class CudaEngine:
         self._busy = [False] * self._slots  # submitted, not yet collected
         self._next = 0
         self._closed = False
+        self._dispatch: Any = None  # the CudaDispatch it is attached to (set and cleared by it)
 
     # ------------------------------------------------------------------ blocks
     def _fill(self, block: np.ndarray, final: bool) -> tuple[int, int]:
@@ -269,10 +270,14 @@ class CudaEngine:
         if self._closed:
             return
         try:
-            self._final_counters = dict(self._engine.counters())
+            if self._dispatch is not None:  # its runner is done: the stream leaves the scheduler
+                self._dispatch.detach(self)
         finally:
-            self._closed = True
-            self._engine.close()
+            try:
+                self._final_counters = dict(self._engine.counters())
+            finally:
+                self._closed = True
+                self._engine.close()
 
     # ------------------------------------------------------------------ benchmark entry points
     def _fill_all(self, block: np.ndarray | None) -> None:

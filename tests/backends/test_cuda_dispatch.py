@@ -261,6 +261,53 @@ def _engine(pipeline: Pipeline):
     return open_backend(pipeline, pipeline.propagate(pipeline.input_spec()), "cuda")
 
 
+FAKE_RELEASE_SCRIPT = r"""
+import json
+import numpy as np
+from pygpukit_dsp_core import Scheduler
+from pygpukit_dsp import Pipeline, stages
+from pygpukit_dsp.backends import BackendChoice
+from pygpukit_dsp.backends.cuda_dispatch import CudaDispatch
+from pygpukit_dsp.backends.cuda_engine import CudaEngine
+
+p = Pipeline([stages.Gain(db=1.0)], sample_rate=1000, channels=2, block_size=64)
+make = lambda: CudaEngine(p, p.specs(), BackendChoice("cuda", "test"))
+sched = Scheduler()
+ids = {n: sched.register_stream(n, "best_effort") for n in ("a", "b", "c")}
+a, b, c = make(), make(), make()
+res = {}
+x = np.zeros((2, 64), np.float32)
+with CudaDispatch(sched) as dispatch:
+    for e, n in ((a, "a"), (b, "b"), (c, "c")):
+        dispatch.attach(e, ids[n])
+    for _ in range(3):
+        a.process(x); b.process(x); c.process(x)
+    a.close()                      # its runner is done: the stream leaves the scheduler
+    res["after_close"] = [sched.stream_id("a"), sched.stream_id("b") is not None, a._dispatch is None]
+    res["a_final"] = dispatch.stream_stats(ids["a"])["completed"]
+    dispatch.detach(b)             # back to its own worker, unregistered too
+    res["after_detach"] = [sched.stream_id("b"), b.attached, dispatch.stream_stats(ids["b"])["completed"]]
+    b.process(x)                   # runs alone now
+    c.process(x)
+res["after_dispatch_close"] = [sched.stream_id("c"), dispatch.stream_stats(ids["c"])["completed"], c.attached]
+try:
+    dispatch.detach(c)
+except ValueError as exc:
+    res["detach_unknown"] = str(exc)
+b.close(); c.close()
+print(json.dumps(res))
+"""
+
+
+def test_fake_closing_or_detaching_an_engine_unregisters_its_stream_and_keeps_its_figures(fake_driver):  # noqa: F811
+    pytest.importorskip("pygpukit_dsp_core")
+    res = last_json(run_python(FAKE_RELEASE_SCRIPT, GK_LIBCUDA=fake_driver, GK_JIT_DISK_CACHE="0"))
+    assert res["after_close"] == [None, True, True] and res["a_final"] == 3
+    assert res["after_detach"] == [None, False, 3]
+    assert res["after_dispatch_close"] == [None, 4, False]
+    assert "not attached" in res["detach_unknown"]
+
+
 @pytest.mark.gpu
 def test_gpu_realtime_and_throughput_share_the_gpu_with_solo_results():
     from pygpukit_dsp_core import Scheduler
@@ -300,7 +347,9 @@ def test_gpu_realtime_and_throughput_share_the_gpu_with_solo_results():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     for a, b in zip(got2, ref2):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b).max()))
-    s_rt, s_tp = sched.stream_stats(rt), sched.stream_stats(tp)
+    # the dispatch closed: both streams left the scheduler, their final figures kept
+    assert sched.stream_id("w1") is None and sched.stream_id("spec") is None
+    s_rt, s_tp = dispatch.stream_stats(rt), dispatch.stream_stats(tp)
     assert s_rt["submitted"] == s_rt["completed"] + s_rt["missed"] == 30
     assert s_tp["submitted"] == s_tp["completed"] == 6
     assert s_rt["latency"]["count"] == 30 and s_rt["latency"]["p99"] > 0
@@ -335,7 +384,7 @@ def test_gpu_throughput_block_split_into_chunks_equals_whole_block():
     for a, b in zip(got, ref):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b).max()))
     assert e.counters()["chunks"] >= 4 * (e.units_per_block - 1)
-    assert sched.stream_stats(sid)["chunks"] >= 4 * e.units_per_block - 4
+    assert dispatch.stream_stats(sid)["chunks"] >= 4 * e.units_per_block - 4
     e.close()
 
 
@@ -363,5 +412,5 @@ def test_gpu_resident_blocks_skip_the_copies():
     assert len(stamps) >= 2 and stamps == sorted(stamps)
     assert after["blocks"] - before["blocks"] == 5 + len(stamps)
     assert after["h2d_copies"] == before["h2d_copies"] and after["d2h_copies"] == before["d2h_copies"]
-    assert sched.stream_stats(sid)["completed"] == 5 + len(stamps)
+    assert dispatch.stream_stats(sid)["completed"] == 5 + len(stamps)
     e.close()
