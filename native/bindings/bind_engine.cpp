@@ -114,16 +114,16 @@ py::tuple desc_tuple(const gk::TensorDesc& d) {
     return py::make_tuple(d.channels, d.items, d.bins, gk::dtype_name(d.dtype));
 }
 
-// A NumPy array viewing a slot's pinned memory; the capsule keeps the memory alive.
+// (channels, items[, bins]) of a layout.
 std::vector<py::ssize_t> output_shape(const gk::TensorDesc& d, int64_t items) {
     std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(d.channels), static_cast<py::ssize_t>(items)};
     if (d.frames()) shape.push_back(static_cast<py::ssize_t>(d.bins));
     return shape;
 }
 
+// A NumPy array viewing a slot's pinned memory; the capsule keeps the memory alive.
 py::array slot_view(std::shared_ptr<gk::PinnedBuffer> buffer, const gk::TensorDesc& d) {
-    std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(d.channels), static_cast<py::ssize_t>(d.items)};
-    if (d.frames()) shape.push_back(static_cast<py::ssize_t>(d.bins));
+    const std::vector<py::ssize_t> shape = output_shape(d, d.items);
     void* data = buffer->data();
     auto* holder = new std::shared_ptr<gk::PinnedBuffer>(std::move(buffer));
     py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<gk::PinnedBuffer>*>(p); });
