@@ -29,6 +29,7 @@ See docs/scheduler.md.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class CudaDispatch:
         self.scheduler = scheduler
         self._engines: list[tuple["CudaEngine", int]] = []
         self._final_stats: dict[int, dict[str, Any]] = {}  # streams unregistered on detach/close
+        self._lock = threading.Lock()  # _engines: runners close their engines from their own threads
         self._closed = False
         self._device = _native.Device(device_index)
         self._native = _native.Dispatcher(self._device, scheduler.capsule(), spin_us=int(spin_us))
@@ -66,18 +68,23 @@ class CudaDispatch:
         if self._closed:
             raise ValueError("this CudaDispatch is closed")
         engine._engine.attach(self._native, int(stream_id))
-        self._engines.append((engine, int(stream_id)))
+        with self._lock:
+            self._engines.append((engine, int(stream_id)))
         engine._dispatch = self  # its close() detaches it (and unregisters the stream) first
 
-    def detach(self, engine: "CudaEngine") -> None:
+    def detach(self, engine: "CudaEngine", missing_ok: bool = False) -> None:
         """Back to the engine's own worker, after its in-flight blocks finish; its stream is
-        unregistered from the scheduler (figures kept: :meth:`stream_stats`)."""
-        for i, (e, sid) in enumerate(self._engines):
-            if e is engine:
-                del self._engines[i]
-                self._release(engine, sid)
-                return
-        raise ValueError("this engine is not attached to this CudaDispatch")
+        unregistered from the scheduler (figures kept: :meth:`stream_stats`). ``missing_ok``:
+        nothing to do (instead of ValueError) when the engine is not attached, e.g. because a
+        concurrent :meth:`close` took it first."""
+        with self._lock:
+            found = next(((i, sid) for i, (e, sid) in enumerate(self._engines) if e is engine), None)
+            if found is None:
+                if missing_ok:
+                    return
+                raise ValueError("this engine is not attached to this CudaDispatch")
+            del self._engines[found[0]]
+        self._release(engine, found[1])  # outside the lock: it waits for the engine's blocks
 
     def _release(self, engine: "CudaEngine", stream_id: int) -> None:
         try:
@@ -110,7 +117,8 @@ class CudaDispatch:
         try:
             self._native.close()
         finally:
-            engines, self._engines = self._engines, []
+            with self._lock:
+                engines, self._engines = self._engines, []
             for engine, sid in engines:
                 self._release(engine, sid)
 

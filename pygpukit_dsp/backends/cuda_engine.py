@@ -270,8 +270,9 @@ class CudaEngine:
         if self._closed:
             return
         try:
-            if self._dispatch is not None:  # its runner is done: the stream leaves the scheduler
-                self._dispatch.detach(self)
+            dispatch = self._dispatch
+            if dispatch is not None:  # its runner is done: the stream leaves the scheduler
+                dispatch.detach(self, missing_ok=True)
         finally:
             try:
                 self._final_counters = dict(self._engine.counters())

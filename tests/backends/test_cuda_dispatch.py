@@ -295,6 +295,27 @@ try:
 except ValueError as exc:
     res["detach_unknown"] = str(exc)
 b.close(); c.close()
+
+# runners close their engines from their own threads while the session closes the dispatch
+import threading
+sched2 = Scheduler()
+engines = [make() for _ in range(6)]
+ids2 = [sched2.register_stream(f"s{i}", "best_effort") for i in range(6)]
+d2 = CudaDispatch(sched2)
+for e, sid in zip(engines, ids2):
+    d2.attach(e, sid)
+    e.process(x)
+errors = []
+def close(fn):
+    try:
+        fn()
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=close, args=(e.close,)) for e in engines] + [threading.Thread(target=close, args=(d2.close,))]
+for t in threads: t.start()
+for t in threads: t.join()
+res["concurrent"] = [errors, [sched2.stream_id(f"s{i}") for i in range(6)],
+                     [d2.stream_stats(sid)["completed"] for sid in ids2], [e._dispatch is None for e in engines]]
 print(json.dumps(res))
 """
 
@@ -306,6 +327,8 @@ def test_fake_closing_or_detaching_an_engine_unregisters_its_stream_and_keeps_it
     assert res["after_detach"] == [None, False, 3]
     assert res["after_dispatch_close"] == [None, 4, False]
     assert "not attached" in res["detach_unknown"]
+    errors, registered, completed, released = res["concurrent"]
+    assert errors == [] and registered == [None] * 6 and completed == [1] * 6 and all(released)
 
 
 @pytest.mark.gpu
