@@ -304,7 +304,7 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
         t_report = time.perf_counter()
 
         named = [(r.name, impl) for r, impl in runnable]
-        paired_runs = schedule == "paired" and runnable and runnable[0][0].kind == "project" and len(runnable) > 1
+        paired_runs = schedule == "paired" and len(runnable) > 1 and runnable[0][0].kind == "project"
         total = blocks * (len(runnable) - 1 if paired_runs else 1)
 
         def report_progress(done: int) -> None:
@@ -451,12 +451,11 @@ def _timed_pairs(project: tuple[str, Any], baselines: list[tuple[str, Any]], inp
     ``skip`` of each turn untimed, until each has ``blocks`` timed blocks. ``samples`` gets
     every implementation's times (the project's over all pairings), ``paired[baseline]`` the
     project's times of that pairing. ``traced`` (the project's engine) is traced during its
-    timed blocks only: ``calls`` gets their (start, end) stamps, ``traces`` one trace per pairing."""
+    timed blocks only: ``calls`` gets their (start, end) stamps, ``traces`` one trace per turn."""
     if not 0 <= skip < turn:
         raise ValueError(f"a turn of {turn} blocks cannot leave {skip} untimed")
     warm_s = ROUND_WARM_S if warm_s is None else warm_s
     pname, proj = project
-    perf = time.perf_counter_ns
     k = len(inputs)
     done = 0
     for bname, base in baselines:
@@ -477,18 +476,13 @@ def _timed_pairs(project: tuple[str, Any], baselines: list[tuple[str, Any]], inp
             for fn, out, is_proj in ((proj.process, mine, True), (base.process, theirs, False)):
                 for j in range(skip):  # untimed: the turn's first blocks
                     fn(inputs[(i + j) % k])
-                if is_proj and traced is not None:
+                traced_turn = is_proj and traced is not None
+                if traced_turn:
                     traced.set_trace(n)
-                for j in range(skip, skip + n):
-                    x = inputs[(i + j) % k]
-                    t0 = perf()
-                    fn(x)
-                    t1 = perf()
-                    out.append(t1 - t0)
-                    if is_proj and calls is not None and traced is not None:
-                        calls.append((t0, t1))
-                if is_proj and traced is not None and traces is not None:
-                    traces.append(traced.block_trace())
+                _time_blocks(fn, inputs, i + skip, n, out, calls if traced_turn else None)
+                if traced_turn:
+                    if traces is not None:
+                        traces.append(traced.block_trace())
                     traced.set_trace(0)
             i += turn
             if on_progress is not None and (len(mine) - start) % (25 * (turn - skip)) < n:
