@@ -100,7 +100,15 @@ def _fmt(v: Any) -> str:
 
 
 class StreamFault(GkError):
-    """A source, sink or device failed while a stream was running."""
+    """A source, sink or device failed while a stream was running.
+
+    ``part`` names what failed ("sink 'file' (out.wav)", "engine (cuda)"...) and ``block`` the
+    block it failed on (counting from 0: every block before it went through), when known.
+    """
+
+    def __init__(self, message: str, *, part: str | None = None, block: int | None = None):
+        self.part, self.block = part, block
+        super().__init__(message)
 
 
 __all__ = [

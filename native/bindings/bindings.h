@@ -17,5 +17,6 @@ void bind_core(py::module_& m);
 void bind_jit(py::module_& m);
 void bind_engine(py::module_& m);
 void bind_dispatch(py::module_& m);
+void bind_audio(py::module_& m);
 
 }  // namespace gk_py

@@ -141,4 +141,5 @@ PYBIND11_MODULE(_native, m) {
     bind_jit(m);
     bind_engine(m);
     bind_dispatch(m);
+    bind_audio(m);
 }

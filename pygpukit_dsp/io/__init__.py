@@ -7,11 +7,12 @@ from .rawiq import RawIqSink, RawIqSource
 from .arrays import NumpySink, NumpySource
 from .null import NullSink, NullSource
 from .callback import CallbackSink, CallbackSource
-from .audio_device import AudioDeviceSink, AudioDeviceSource
+from .audio_device import AudioDeviceSink, AudioDeviceSource, DuplexSink, DuplexSource
+from .spectrum_view import SpectrumView
 
 __all__ = [
     "SINKS", "SOURCES", "Sink", "Source", "StreamFormat", "sink_class", "source_class",
     "SynthSource", "AudioFileSource", "AudioFileSink", "RawIqSource", "RawIqSink",
     "NumpySource", "NumpySink", "NullSource", "NullSink", "CallbackSource", "CallbackSink",
-    "AudioDeviceSource", "AudioDeviceSink",
+    "AudioDeviceSource", "AudioDeviceSink", "DuplexSource", "DuplexSink", "SpectrumView",
 ]

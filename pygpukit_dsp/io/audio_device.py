@@ -1,215 +1,288 @@
-"""``audio``: sound card input and output through sounddevice (PortAudio).
+"""Sound cards: ``audio`` (input or output) and ``duplex`` (input and output in one stream).
 
-sounddevice is an optional dependency (``pip install 'pygpukit-dsp[audio]'``), imported
-only when an audio stream is opened or devices are listed. The device clock paces the
-stream. Input overflows and output underflows reported by PortAudio are counted (one per
-read/write that reported one) and shown in the run summary, never dropped silently.
+Each runs one PortAudio stream whose callback is native (io/portaudio.py): the callback copies
+between the device and lock-free rings, and the pipeline's thread reads and writes the rings,
+so the device clock paces the stream and a slow block shows up as counted late blocks,
+overruns and underruns, never as a silent gap. ``duplex`` is a source and a sink that share one
+stream (``source: {type: duplex}`` with ``sink: {type: duplex}``): its output plays exactly
+``preroll_blocks`` blocks after its input, and its ADC-to-DAC latency is measured every block.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
-from ..errors import ConfigError, StreamFault
+from ..errors import ConfigError
 from ..signal import SignalSpec
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
-from ._common import Counters, check_block, need_time_domain, not_open
+from ._common import check_block, need_time_domain, not_open
+from .portaudio import (DEFAULT_DEVICE_TIMEOUT_S, DEFAULT_PREROLL_BLOCKS, DEFAULT_RING_BLOCKS, DeviceSide,
+                        LiveAudio, audio_devices, channel_map, check_rate, resolve_device, sounddevice)
 
-INSTALL_HINT = "pip install 'pygpukit-dsp[audio]'"
+DeviceRef = int | str | None
 
-
-def _sounddevice(where: str | None = None) -> ModuleType:
-    try:
-        return importlib.import_module("sounddevice")
-    except ImportError as exc:
-        raise ConfigError(f"audio input/output needs the sounddevice package, which is not installed "
-                          f"({exc})", where=where, hint=INSTALL_HINT) from None
-    except OSError as exc:  # sounddevice raises OSError when the PortAudio library is missing
-        raise ConfigError(f"sounddevice could not load the PortAudio library: {exc}", where=where,
-                          hint="install PortAudio (e.g. 'apt install libportaudio2') and "
-                               + INSTALL_HINT) from None
+__all__ = ["AudioDeviceSource", "AudioDeviceSink", "DuplexSource", "DuplexSink", "audio_devices"]
 
 
-def audio_host_apis() -> tuple[list[dict[str, Any]], str | None]:
-    """Host APIs with their devices, or ``([], reason)`` when audio is unavailable."""
-    try:
-        sd = importlib.import_module("sounddevice")
-    except ImportError:
-        return [], f"sounddevice is not installed: {INSTALL_HINT}"
-    except OSError as exc:
-        return [], f"PortAudio library not found ({exc})"
-    try:
-        apis = list(sd.query_hostapis())
-        devices = list(sd.query_devices())
-    except Exception as exc:  # PortAudioError and friends: report, do not crash `gk-stream devices`
-        return [], f"querying audio devices failed: {exc}"
-    out: list[dict[str, Any]] = []
-    for api in apis:
-        devs = []
-        for index in api.get("devices", ()):
-            d = devices[index]
-            devs.append({
-                "index": int(index),
-                "name": d.get("name", ""),
-                "max_input_channels": int(d.get("max_input_channels", 0)),
-                "max_output_channels": int(d.get("max_output_channels", 0)),
-                "default_samplerate": float(d.get("default_samplerate", 0.0)),
-            })
-        out.append({
-            "name": api.get("name", ""),
-            "default_input": int(api.get("default_input_device", -1)),
-            "default_output": int(api.get("default_output_device", -1)),
-            "devices": devs,
-        })
-    return out, None
-
-
-class _AudioParams(IoParams):
-    device: int | str | None = Field(None, description="device index or (part of) its name; default: "
-                                                        "the system default")
+class _DeviceParams(IoParams):
     latency: float | Literal["low", "high"] = Field(
-        "low", description="PortAudio latency: seconds, or 'low' / 'high'")
+        "low", description="PortAudio's suggested latency: 'low', 'high' or seconds")
+    ring_blocks: int = Field(DEFAULT_RING_BLOCKS, ge=2, le=4096,
+                             description="blocks each ring holds: how far the pipeline may fall behind the device")
+    device_timeout_s: float = Field(DEFAULT_DEVICE_TIMEOUT_S, gt=0, le=3600,
+                                    description="no callback for this long: the device is gone (StreamFault)")
 
 
-class AudioSourceParams(_AudioParams):
+class _InputParams(_DeviceParams):
+    input_channels: list[int] | None = Field(
+        None, description="device input channels to use, in pipeline order, e.g. [0, 2, 5] (default: the first N)")
     duration_s: float | None = Field(None, gt=0, description="stop after this many seconds (default: endless)")
 
 
-def _query(sd: ModuleType, device: int | str | None, kind: str, where: str | None) -> dict:
-    try:
-        return dict(sd.query_devices(device, kind))
-    except Exception as exc:
-        raise ConfigError(f"audio {kind} device {device!r} is not usable: {exc}", where=where,
-                          path=("device",), hint="'gk-stream devices' lists the audio devices") from None
+class _LiveComponent:
+    """What the audio sources and sinks share: their LiveAudio and its counters."""
+
+    _live: LiveAudio | None = None
+
+    def interrupt(self) -> None:
+        if self._live is not None:
+            self._live.interrupt()
+
+    def audio_report(self) -> dict[str, Any] | None:
+        return self._live.report() if self._live is not None else None
 
 
-@register_source
-class AudioDeviceSource(Counters, Source):
-    """Records from a sound card as float32 ``(channels, n)`` blocks."""
+def _open_input(src: "_LiveComponent", request: StreamFormat, what: str) -> tuple[Any, DeviceSide, float]:
+    if request.dtype not in (None, "float32"):
+        raise ConfigError(f"{what} delivers float32 samples but the pipeline requests dtype {request.dtype}",
+                          where=src.where, hint="remove 'dtype' or set float32")
+    sd = sounddevice(src.where)
+    p = src.params
+    device = p.device[0] if isinstance(p.device, list) else p.device
+    side = resolve_device(sd, device, "input", where=src.where)
+    side.map = channel_map(side, p.input_channels, request.channels, where=src.where, key="input_channels")
+    rate = float(request.sample_rate or side.default_rate or 48000.0)
+    check_rate(sd, side, rate, where=src.where)
+    return sd, side, rate
 
-    type = "audio"
-    Params = AudioSourceParams
-    summary = "sound card input (sounddevice)"
+
+def _output_side(sd: Any, device: DeviceRef, output_channels: list[int] | None, spec: SignalSpec,
+                 what: str, where: str | None) -> DeviceSide:
+    need_time_domain(spec, what, dtype="float32", where=where)
+    side = resolve_device(sd, device, "output", where=where)
+    side.map = channel_map(side, output_channels, spec.channels, where=where, key="output_channels")
+    check_rate(sd, side, spec.sample_rate, where=where)
+    return side
+
+
+class _InputSource(_LiveComponent, Source):
     realtime = True
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
-        self._stream = None
-        self._init_counters()
+        self._live: LiveAudio | None = None
+        self._channels = 0
+        self._samples = 0
+        self._length: int | None = None
 
-    def open(self, request: StreamFormat) -> StreamFormat:
-        if request.dtype not in (None, "float32"):
-            raise ConfigError(f"audio input delivers float32 samples but the pipeline requests dtype "
-                              f"{request.dtype}", where=self.where, hint="remove 'dtype' or set float32")
-        sd = _sounddevice(self.where)
+    def _start_live(self, request: StreamFormat, **live: Any) -> StreamFormat:
         self.close()
+        sd, side, rate = _open_input(self, request, f"{self.type} source")
         p = self.params
-        info = _query(sd, p.device, "input", self.where)
-        max_in = int(info.get("max_input_channels", 0))
-        channels = request.channels or min(2, max_in)
-        if channels < 1 or channels > max_in:
-            raise ConfigError(f"audio input device '{info.get('name')}' has {max_in} input channels but the "
-                              f"pipeline requests channels: {channels}", where=self.where,
-                              hint="lower 'channels' or pick another device")
-        sr = float(request.sample_rate or info.get("default_samplerate") or 48000.0)
-        try:
-            sd.check_input_settings(device=p.device, channels=channels, dtype="float32", samplerate=sr)
-            stream = sd.InputStream(samplerate=sr, channels=channels, dtype="float32", device=p.device,
-                                    latency=p.latency)
-            stream.start()
-        except Exception as exc:
-            raise ConfigError(f"cannot open audio input '{info.get('name')}' with {channels} channels at "
-                              f"{sr:g} Hz: {exc}", where=self.where,
-                              hint="'gk-stream devices' lists what each device supports") from None
-        self._stream, self._channels = stream, channels
-        self._length = None if p.duration_s is None else int(round(p.duration_s * sr))
-        return StreamFormat(sample_rate=sr, channels=channels, dtype="float32", length=self._length)
+        self._live = LiveAudio(what=f"{self.type} source", sample_rate=rate, latency=p.latency, input=side,
+                               ring_blocks=p.ring_blocks, device_timeout_s=p.device_timeout_s, where=self.where,
+                               **live)
+        self._channels, self._samples = len(side.map), 0
+        self._length = None if p.duration_s is None else int(round(p.duration_s * rate))
+        return StreamFormat(sample_rate=rate, channels=self._channels, dtype="float32", length=self._length)
 
     def read(self, n: int) -> np.ndarray:
-        if self._stream is None:
-            raise not_open("audio source", "read")
+        if self._live is None:
+            raise not_open(f"{self.type} source", "read")
         n = int(n)
         if self._length is not None:
-            n = max(0, min(n, self._length - self._counts["samples"]))
-        if n == 0:
-            return np.zeros((self._channels, 0), dtype=np.float32)
-        try:
-            data, overflowed = self._stream.read(n)
-        except Exception as exc:
-            raise StreamFault(f"audio input failed: {exc}") from exc
-        if overflowed:
-            self._counts["overflows"] += 1
-        block = np.ascontiguousarray(np.asarray(data, dtype=np.float32).reshape(-1, self._channels).T)
-        self._counts["samples"] += block.shape[1]
+            n = max(0, min(n, self._length - self._samples))
+        block = np.empty((self._channels, n), dtype=np.float32)
+        if n == 0 or self._live.read(block) == 0:
+            return block[:, :0]
+        self._samples += n
         return block
 
+    def stats(self) -> dict[str, int]:
+        r = self._live.report() if self._live is not None else {}
+        return {"samples": self._samples, "overflows": r.get("input_overflows", 0), "underflows": 0,
+                "dropped": r.get("ring_overrun_frames", 0),
+                "late_blocks": self._live.late_in if self._live is not None else 0}
+
     def close(self) -> None:
-        if self._stream is not None:
-            stream, self._stream = self._stream, None
-            stream.stop()
-            stream.close()
+        if self._live is not None:
+            self._live.close()
 
 
-class AudioSinkParams(_AudioParams):
-    """Plays the output on a sound card."""
+class AudioSourceParams(_InputParams):
+    device: DeviceRef = Field(None, description="input device: index or (part of) its name; default: the "
+                                                "system's default input")
+
+
+@register_source
+class AudioDeviceSource(_InputSource):
+    """Records float32 ``(channels, n)`` blocks from a sound card (an input-only stream)."""
+
+    type = "audio"
+    Params = AudioSourceParams
+    summary = "sound card input (sounddevice; native callback and ring)"
+
+    def open(self, request: StreamFormat) -> StreamFormat:
+        return self._start_live(request)
+
+
+class AudioSinkParams(_DeviceParams):
+    device: DeviceRef = Field(None, description="output device: index or (part of) its name; default: the "
+                                                "system's default output")
+    output_channels: list[int] | None = Field(
+        None, description="device output channels for the pipeline's channels, in order (default: the first N)")
+    preroll_blocks: int = Field(DEFAULT_PREROLL_BLOCKS, ge=1, le=64,
+                                description="blocks of silence queued before the first block")
 
 
 @register_sink
-class AudioDeviceSink(Counters, Sink):
-    """Plays a real float32 time-domain signal on a sound card."""
+class AudioDeviceSink(_LiveComponent, Sink):
+    """Plays a real float32 time-domain signal on a sound card (an output-only stream)."""
 
     type = "audio"
     Params = AudioSinkParams
-    summary = "sound card output (sounddevice)"
+    summary = "sound card output (sounddevice; native callback and ring)"
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
-        self._stream = None
+        self._live: LiveAudio | None = None
         self._spec: SignalSpec | None = None
-        self._init_counters()
+        self._samples = 0
 
     def open(self, spec: SignalSpec) -> None:
-        need_time_domain(spec, "audio sink", dtype="float32", where=self.where)
-        sd = _sounddevice(self.where)
         self.close()
+        sd = sounddevice(self.where)
         p = self.params
-        info = _query(sd, p.device, "output", self.where)
-        max_out = int(info.get("max_output_channels", 0))
-        if spec.channels > max_out:
-            raise ConfigError(f"audio output device '{info.get('name')}' has {max_out} output channels but "
-                              f"the signal has {spec.channels}", where=self.where,
-                              hint="add a 'mix' stage to reduce the channels or pick another device")
-        try:
-            sd.check_output_settings(device=p.device, channels=spec.channels, dtype="float32",
-                                     samplerate=spec.sample_rate)
-            stream = sd.OutputStream(samplerate=spec.sample_rate, channels=spec.channels, dtype="float32",
-                                     device=p.device, latency=p.latency)
-            stream.start()
-        except Exception as exc:
-            raise ConfigError(f"cannot open audio output '{info.get('name')}' with {spec.channels} channels "
-                              f"at {spec.sample_rate:g} Hz: {exc}", where=self.where,
-                              hint="'gk-stream devices' lists what each device supports") from None
-        self._stream, self._spec = stream, spec
+        side = _output_side(sd, p.device, p.output_channels, spec, "audio sink", self.where)
+        self._live = LiveAudio(what="audio sink", sample_rate=spec.sample_rate, latency=p.latency, output=side,
+                               preroll_blocks=p.preroll_blocks, ring_blocks=p.ring_blocks,
+                               device_timeout_s=p.device_timeout_s, where=self.where)
+        self._live.block_size = spec.block_size
+        self._spec, self._samples = spec, 0
 
     def write(self, block: np.ndarray) -> None:
-        if self._stream is None:
+        if self._live is None:
             raise not_open("audio sink", "write")
-        block = check_block(block, self._spec, "audio sink")
-        try:
-            underflowed = self._stream.write(np.ascontiguousarray(block.T, dtype=np.float32))
-        except Exception as exc:
-            raise StreamFault(f"audio output failed: {exc}") from exc
-        if underflowed:
-            self._counts["underflows"] += 1
-        self._counts["samples"] += block.shape[1]
+        block = np.ascontiguousarray(check_block(block, self._spec, "audio sink"), dtype=np.float32)
+        self._live.write(block)
+        self._samples += block.shape[1]
+
+    def stats(self) -> dict[str, int]:
+        return _sink_stats(self._live, self._samples)
 
     def close(self) -> None:
-        if self._stream is not None:
-            stream, self._stream = self._stream, None
-            stream.stop()  # plays what is queued
-            stream.close()
+        if self._live is not None:
+            self._live.close(drain=not self.aborting)
+
+
+def _sink_stats(live: LiveAudio | None, samples: int) -> dict[str, int]:
+    r = live.report() if live is not None else {}
+    return {"samples": samples, "overflows": 0, "underflows": r.get("output_underflows", 0), "dropped": 0,
+            "ring_underruns": r.get("ring_underrun_frames", 0),
+            "late_blocks": live.late_out if live is not None else 0}
+
+
+class DuplexSourceParams(_InputParams):
+    device: DeviceRef | list[DeviceRef] = Field(
+        None, description="device for both directions (index or part of its name), or [input, output]; "
+                          "default: the system's defaults")
+    preroll_blocks: int = Field(DEFAULT_PREROLL_BLOCKS, ge=1, le=64,
+                                description="blocks of silence queued before the first block: the output "
+                                            "plays exactly this many blocks after the input")
+
+
+@register_source
+class DuplexSource(_InputSource):
+    """The input half of a duplex stream; its sink must be ``duplex`` (the output half)."""
+
+    type = "duplex"
+    Params = DuplexSourceParams
+    summary = "sound card input and output in one stream (with sink 'duplex')"
+
+    def open(self, request: StreamFormat) -> StreamFormat:
+        device = self.params.device
+        if isinstance(device, list) and len(device) != 2:
+            raise ConfigError(f"'device' as a list must be [input, output], got {device}", where=self.where,
+                              path=("device",))
+        return self._start_live(request, preroll_blocks=self.params.preroll_blocks)
+
+    @property
+    def live(self) -> LiveAudio | None:
+        return self._live
+
+
+class DuplexSinkParams(IoParams):
+    output_channels: list[int] | None = Field(
+        None, description="device output channels for the pipeline's channels, in order (default: the first N)")
+
+
+@register_sink
+class DuplexSink(Sink):
+    """The output half of a duplex stream: plays the pipeline's output in the source's stream."""
+
+    type = "duplex"
+    Params = DuplexSinkParams
+    summary = "sound card output of the duplex source's stream"
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self._source: DuplexSource | None = None
+        self._spec: SignalSpec | None = None
+        self._samples = 0
+
+    def pair_with(self, source: Source) -> None:
+        """Join the duplex source's stream (the runner calls this before opening)."""
+        if not isinstance(source, DuplexSource):
+            raise ConfigError(f"sink 'duplex' plays in the stream of a 'duplex' source, but the source is "
+                              f"'{source.type}'", where=self.where,
+                              hint="use 'source: {type: duplex}', or sink 'audio' for an output-only stream")
+        self._source = source
+
+    def open(self, spec: SignalSpec) -> None:
+        live = self._source.live if self._source is not None else None
+        if live is None:
+            raise ConfigError("sink 'duplex' needs its 'duplex' source opened first", where=self.where)
+        if spec.domain == "time" and spec.sample_rate != live.sample_rate:
+            raise ConfigError(f"duplex: the pipeline's output runs at {spec.sample_rate:g} Hz but the stream at "
+                              f"{live.sample_rate:g} Hz (one PortAudio stream has one rate)", where=self.where,
+                              hint="remove the 'resample' stage, or use sink 'audio' on its own stream")
+        sd = sounddevice(self.where)
+        device = self._source.params.device
+        device = device[1] if isinstance(device, list) else device
+        side = _output_side(sd, device, self.params.output_channels, spec, "duplex sink", self.where)
+        if side.host_api != live.input.host_api:
+            raise ConfigError(f"duplex: input {live.input.describe()} and output {side.describe()} use different "
+                              "host APIs; one PortAudio stream needs one", where=self.where,
+                              hint="pick devices of the same host API, or use 'audio' source and sink")
+        live.output = side
+        self._spec, self._samples = spec, 0
+
+    def write(self, block: np.ndarray) -> None:
+        if self._spec is None or self._source is None or self._source.live is None:
+            raise not_open("duplex sink", "write")
+        block = np.ascontiguousarray(check_block(block, self._spec, "duplex sink"), dtype=np.float32)
+        self._source.live.write(block)
+        self._samples += block.shape[1]
+
+    def stats(self) -> dict[str, int]:
+        return _sink_stats(self._source.live if self._source is not None else None, self._samples)
+
+    def close(self) -> None:
+        """Play out what is queued; the source closes the stream after it."""
+        live = self._source.live if self._source is not None else None
+        if live is not None and live.started and not self.aborting:
+            live.bridge.set_output_ending(True)
+            live.bridge.wait_drained(live.bridge.out_queued / live.sample_rate + live.device_timeout_s)

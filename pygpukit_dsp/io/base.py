@@ -37,6 +37,9 @@ class _Component(abc.ABC):
     Params: ClassVar[type[BaseModel]] = IoParams
     summary: ClassVar[str] = ""
     kind: ClassVar[str] = "component"
+    # Set by the runner when a run aborts (a second Ctrl-C): close() then finalises what it
+    # wrote but does not wait for queued output (a sound card's ring) to play out.
+    aborting: bool = False
 
     def __init__(self, params: BaseModel | None = None, *, base_dir: str | Path | None = None,
                  **kwargs: Any):
@@ -60,6 +63,14 @@ class _Component(abc.ABC):
 
     def close(self) -> None:
         """Release resources; a sink flushes and finalises its output here."""
+
+    def interrupt(self) -> None:
+        """The run is stopping: a read or write waiting on a device returns now (another thread calls this)."""
+
+    def describe(self) -> str:
+        """The component as a fault message names it: its type, and its file when it has one."""
+        path = getattr(self.params, "path", None)
+        return f"{self.kind} '{self.type}'" + (f" ({path})" if path else "")
 
     def __enter__(self):
         return self

@@ -1,82 +1,28 @@
-"""The audio source/sink against a fake sounddevice module (no audio hardware here)."""
+"""The audio and duplex sources/sinks with a fake sounddevice driving the real native callback.
+
+This is fault injection and configuration checking: the JACK server tests
+(test_audio_live.py) are where the live path meets a real audio server.
+"""
 
 import sys
-import types
+import threading
+import time
 
 import numpy as np
 import pytest
 
+from pygpukit_dsp import Pipeline, Session, stages
 from pygpukit_dsp.errors import ConfigError, StreamFault
-from pygpukit_dsp.io.audio_device import AudioDeviceSink, AudioDeviceSource, audio_host_apis
+from pygpukit_dsp.io import (AudioDeviceSink, AudioDeviceSource, CallbackSink, CallbackSource, DuplexSink, DuplexSource,
+                             NumpySink, SynthSource)
 from pygpukit_dsp.io.base import StreamFormat
+from pygpukit_dsp.io.portaudio import audio_devices
 from pygpukit_dsp.signal import SignalSpec
 
-DEVICES = [
-    {"name": "Mic Array", "hostapi": 0, "max_input_channels": 8, "max_output_channels": 0,
-     "default_samplerate": 48000.0},
-    {"name": "Speakers", "hostapi": 0, "max_input_channels": 0, "max_output_channels": 2,
-     "default_samplerate": 44100.0},
-]
 
-
-class FakeStream:
-    def __init__(self, samplerate, channels, dtype, device, latency, flags):
-        self.samplerate, self.channels, self.dtype = samplerate, channels, dtype
-        self.device, self.latency, self.flags = device, latency, list(flags)
-        self.started = self.closed = False
-        self.written: list[np.ndarray] = []
-        self.count = 0
-
-    def start(self):
-        self.started = True
-
-    def stop(self):
-        self.started = False
-
-    def close(self):
-        self.closed = True
-
-    def read(self, frames):
-        data = (self.count + np.arange(frames * self.channels, dtype=np.float32)).reshape(frames, self.channels)
-        self.count += frames * self.channels
-        return data, (self.flags.pop(0) if self.flags else False)
-
-    def write(self, data):
-        assert data.shape[1] == self.channels and data.dtype == np.float32
-        self.written.append(data.copy())
-        return self.flags.pop(0) if self.flags else False
-
-
-def make_fake(flags=()):
-    sd = types.ModuleType("sounddevice")
-    sd.streams = []
-
-    def query_devices(device=None, kind=None):
-        if device is None and kind is None:
-            return DEVICES
-        if device is None:
-            return DEVICES[0 if kind == "input" else 1]
-        if isinstance(device, int) and 0 <= device < len(DEVICES):
-            return DEVICES[device]
-        raise ValueError(f"No {kind} device matching {device!r}")
-
-    def stream_factory(samplerate, channels, dtype, device, latency):
-        s = FakeStream(samplerate, channels, dtype, device, latency, flags)
-        sd.streams.append(s)
-        return s
-
-    def check(device=None, channels=None, dtype=None, samplerate=None):
-        if samplerate not in (44100, 48000):
-            raise ValueError("Invalid sample rate")
-
-    sd.query_devices = query_devices
-    sd.query_hostapis = lambda: [{"name": "ALSA", "devices": [0, 1], "default_input_device": 0,
-                                  "default_output_device": 1}]
-    sd.InputStream = stream_factory
-    sd.OutputStream = stream_factory
-    sd.check_input_settings = check
-    sd.check_output_settings = check
-    return sd
+def _duplex(n_stages=None, **source):
+    return Pipeline(n_stages or [stages.Gain(linear=2.0)], name="dx", block_size=256, backend="cpu",
+                    source=DuplexSource(**source), sink=DuplexSink())
 
 
 def test_missing_sounddevice_is_a_clear_error_with_the_install_command(monkeypatch):
@@ -85,85 +31,174 @@ def test_missing_sounddevice_is_a_clear_error_with_the_install_command(monkeypat
     with pytest.raises(ConfigError, match="needs the sounddevice package") as e:
         src.open(StreamFormat())
     assert e.value.hint == "pip install 'pygpukit-dsp[audio]'"
-    apis, reason = audio_host_apis()
-    assert apis == [] and "pip install 'pygpukit-dsp[audio]'" in reason
+    devices, reason = audio_devices()
+    assert devices == [] and "pip install 'pygpukit-dsp[audio]'" in reason
 
 
-def test_host_apis_list_devices(monkeypatch):
-    monkeypatch.setitem(sys.modules, "sounddevice", make_fake())
-    apis, reason = audio_host_apis()
+def test_devices_are_listed_with_host_api_channels_and_defaults(fake):
+    fake()
+    devices, reason = audio_devices()
     assert reason is None
-    assert apis[0]["name"] == "ALSA" and apis[0]["default_input"] == 0
-    assert [d["name"] for d in apis[0]["devices"]] == ["Mic Array", "Speakers"]
-    assert apis[0]["devices"][0]["max_input_channels"] == 8
+    assert [(d["index"], d["name"], d["host_api"]) for d in devices][:2] == [(0, "Mic Array", "ALSA"),
+                                                                            (1, "Speakers", "ALSA")]
+    assert devices[0]["max_input_channels"] == 8 and devices[0]["default_input"]
+    assert devices[1]["default_output"] and not devices[1]["default_input"]
+    assert devices[3]["host_api"] == "OSS"
 
 
-def test_source_reads_channels_first_and_counts_overflows(monkeypatch):
-    sd = make_fake(flags=[False, True, False, True])
-    monkeypatch.setitem(sys.modules, "sounddevice", sd)
-    src = AudioDeviceSource(latency=0.01)
-    assert src.realtime
-    fmt = src.open(StreamFormat(channels=4))
-    assert fmt == StreamFormat(sample_rate=48000.0, channels=4, dtype="float32", length=None)
+def test_duplex_plays_the_processed_input_exactly_preroll_blocks_later(fake, device_input):
+    sd = fake(frames=64)  # the device's period differs from the block size: the rings re-cut it
+    p = _duplex(device="interface", input_channels=[3, 1], preroll_blocks=2)
+    p.sink = DuplexSink(output_channels=[2, 0])
+    s = p.run(blocks=40)
+    assert s.blocks == 40 and s.ended_by == "block limit"
     stream = sd.streams[0]
-    assert stream.started and stream.latency == 0.01 and stream.channels == 4
-    blocks = [src.read(16) for _ in range(4)]
-    assert blocks[0].shape == (4, 16) and blocks[0].flags.c_contiguous
-    np.testing.assert_array_equal(blocks[0][1, :3], [1, 5, 9])  # interleaved frames -> channels
-    assert src.stats() == {"samples": 64, "overflows": 2, "underflows": 0, "dropped": 0}
-    src.close()
-    src.close()
-    assert stream.closed
+    assert stream.kind == "duplex" and stream.channels == (4, 3) and stream.device == (2, 2)
+    played = stream.output()
+    preroll = 2 * 256
+    n = 40 * 256
+    assert np.all(played[:preroll] == 0)  # the pre-roll: silence, not an underrun
+    # pipeline channel 0 = device input 3 -> device output 2; channel 1 = input 1 -> output 0
+    np.testing.assert_array_equal(played[preroll:preroll + n, 2], 2 * device_input(3, 0, n))
+    np.testing.assert_array_equal(played[preroll:preroll + n, 0], 2 * device_input(1, 0, n))
+    assert np.all(played[:, 1] == 0)  # an unmapped output channel stays silent
+    a = s.audio
+    assert a["kind"] == "duplex" and a["preroll_frames"] == preroll and a["preroll_blocks"] == 2
+    assert a["input_channels"] == [3, 1] and a["output_channels"] == [2, 0]
+    assert a["ring_overruns"] == a["ring_underruns"] == a["input_overflows"] == a["output_underflows"] == 0
+    # fake stream times: DAC - ADC = 5 ms within a callback, plus the 512-frame pre-roll
+    lat = a["adc_to_dac_ms"]
+    assert lat["count"] >= 30 and lat["p50"] == pytest.approx(5.0 + preroll / 48.0, abs=0.05)
+    assert s.source_stats["samples"] == s.sink_stats["samples"] == n
+    assert "pre-roll 2 blocks (512 frames, 10.7 ms)" in s.format() and "ADC-to-DAC p50" in s.format()
 
 
-def test_source_duration_and_format_errors(monkeypatch):
-    monkeypatch.setitem(sys.modules, "sounddevice", make_fake())
-    src = AudioDeviceSource(duration_s=0.001)
-    assert src.open(StreamFormat(sample_rate=48000, channels=1)).length == 48
-    assert [src.read(40).shape[1] for _ in range(3)] == [40, 8, 0]
-    with pytest.raises(ConfigError, match="has 8 input channels but the pipeline requests channels: 9"):
-        AudioDeviceSource().open(StreamFormat(channels=9))
-    with pytest.raises(ConfigError, match="requests dtype complex64"):
-        AudioDeviceSource().open(StreamFormat(dtype="complex64"))
-    with pytest.raises(ConfigError, match="Invalid sample rate") as e:
-        AudioDeviceSource().open(StreamFormat(sample_rate=12345, channels=1))
-    assert "gk-stream devices" in e.value.hint
-    with pytest.raises(ConfigError, match="audio input device 7 is not usable") as e:
-        AudioDeviceSource(device=7).open(StreamFormat())
-    assert e.value.path == ("device",)
+def test_status_flags_overruns_and_late_blocks_are_counted(fake):
+    sd = fake(frames=256, flags=[0, 2, 0, 4, 6])  # input overflow, output underflow, both
+
+    calls = [0]
+
+    def slow_sink(block):
+        calls[0] += 1
+        if calls[0] == 10:
+            time.sleep(0.2)  # 37 blocks of device time: the 8-block input ring overflows
+
+    p = Pipeline([stages.Gain(linear=1.0)], name="slow", block_size=256, backend="cpu",
+                 source=AudioDeviceSource(device=0, input_channels=[0], ring_blocks=8), sink=CallbackSink(fn=slow_sink))
+    s = p.run(blocks=30)
+    a = s.audio
+    assert a["input_overflows"] == 2
+    assert a["ring_overruns"] >= 1 and a["ring_overrun_frames"] > 0
+    assert s.source_stats["dropped"] == a["ring_overrun_frames"]  # lost input is "dropped", never silent
+    assert a["late_blocks"] >= 1 and s.source_stats["late_blocks"] == a["late_blocks"]
+    assert sd.streams[0].kind == "input"
+    assert "ring overruns" in s.format()
 
 
-def test_sink_plays_frames_first_and_counts_underflows(monkeypatch):
-    sd = make_fake(flags=[True, False])
-    monkeypatch.setitem(sys.modules, "sounddevice", sd)
-    sink = AudioDeviceSink(device=1)
-    sink.open(SignalSpec(44100, 2, 8))
-    sink.write(np.arange(16, dtype=np.float32).reshape(2, 8))
-    sink.write(np.zeros((2, 3), np.float32))
-    stream = sd.streams[0]
-    np.testing.assert_array_equal(stream.written[0][:2], [[0, 8], [1, 9]])
-    assert sink.stats() == {"samples": 11, "overflows": 0, "underflows": 1, "dropped": 0}
-    sink.close()
-    assert stream.closed
+def test_output_ring_underruns_and_late_blocks_when_the_pipeline_is_slow(fake):
+    sd = fake(frames=256)
+    calls = [0]
+
+    def read(n):
+        calls[0] += 1
+        if calls[0] == 20:
+            time.sleep(0.1)  # longer than the 2-block pre-roll and what is queued
+        return np.ones((1, n), np.float32)
+
+    p = Pipeline([stages.Gain(linear=1.0)], name="out", sample_rate=44100, block_size=256, backend="cpu",
+                 source=CallbackSource(fn=read, rate="realtime"), sink=AudioDeviceSink(device="speak", ring_blocks=4))
+    s = p.run(blocks=40)
+    a = s.audio
+    assert a["ring_underruns"] >= 1 and a["ring_underrun_frames"] > 0
+    assert s.sink_stats["ring_underruns"] == a["ring_underrun_frames"] and s.sink_stats["late_blocks"] >= 1
+    played = sd.streams[0].output()[:, 0]
+    # every block was played, none dropped: the silence of the underrun sits between them
+    assert np.count_nonzero(played == 1.0) == 40 * 256
 
 
-def test_sink_refuses_what_a_sound_card_cannot_play(monkeypatch):
-    monkeypatch.setitem(sys.modules, "sounddevice", make_fake())
-    with pytest.raises(ConfigError, match="has 2 output channels but the signal has 6") as e:
-        AudioDeviceSink().open(SignalSpec(48000, 6, 8))
+def test_a_device_that_goes_away_is_a_stream_fault_naming_the_part_and_block(fake, device_input):
+    sd = fake(frames=256, die_after=12)
+    sink = NumpySink()
+    p = Pipeline([stages.Gain(linear=1.0)], name="gone", block_size=256, backend="cpu",
+                 source=AudioDeviceSource(device="mic", input_channels=[0]), sink=sink)
+    with pytest.raises(StreamFault) as e:
+        p.run(blocks=100)
+    msg = str(e.value)
+    assert "source 'audio' failed at block 12" in msg and "'Mic Array' (ALSA) stopped delivering" in msg
+    assert "the stream finished" in msg and e.value.block == 12 and e.value.part == "source 'audio'"
+    assert e.value.summary.blocks == 12 and e.value.summary.ended_by == "fault"
+    np.testing.assert_array_equal(sink.result()[0], device_input(0, 0, 12 * 256))  # every block before it
+    assert sd.streams[0].closed and sd.streams[0].aborted
+
+
+def test_a_device_that_stops_calling_back_times_out(fake):
+    fake(frames=256, die_after=5, finish_on_death=False)
+    p = Pipeline([stages.Gain(linear=1.0)], name="hung", block_size=256, backend="cpu",
+                 source=AudioDeviceSource(input_channels=[0], device_timeout_s=0.3), sink=NumpySink())
+    with pytest.raises(StreamFault, match=r"failed at block 5: .*no callback for 0\.[3-9] s"):
+        p.run(blocks=100)
+
+
+def test_a_stopped_run_returns_from_a_waiting_read(fake):
+    fake(frames=256, die_after=3, finish_on_death=False)
+    p = Pipeline([stages.Gain(linear=1.0)], name="stop", block_size=256, backend="cpu",
+                 source=AudioDeviceSource(input_channels=[0], device_timeout_s=60), sink=NumpySink())
+    session = Session([p])
+    threading.Timer(0.3, session.stop, args=("SIGINT",)).start()
+    (s,) = session.run()  # without the interrupt this read would wait 60 s for the device
+    assert s.ended_by == "SIGINT" and s.blocks == 3
+
+
+def test_configuration_errors_name_the_device_and_what_it_supports(fake):
+    fake()
+    with pytest.raises(ConfigError, match="'Mic Array' \\(ALSA\\) cannot run 1 channels at 12345 Hz") as e:
+        AudioDeviceSource(device=0).open(StreamFormat(sample_rate=12345, channels=1))
+    assert "it supports: 44100 Hz, 48000 Hz" in str(e.value)
+    with pytest.raises(ConfigError, match="No input device matching 'nothing'") as e:
+        AudioDeviceSource(device="nothing").open(StreamFormat())
+    assert "0 'Mic Array' (ALSA, 8 in, 0 out, 48000 Hz)" in e.value.hint and e.value.path == ("device",)
+    with pytest.raises(ConfigError, match="input channel 8 does not exist on 'Mic Array'"):
+        AudioDeviceSource(input_channels=[0, 8]).open(StreamFormat())
+    with pytest.raises(ConfigError, match="maps 2 channels but the pipeline has 3"):
+        AudioDeviceSource(input_channels=[0, 1]).open(StreamFormat(channels=3))
+    with pytest.raises(ConfigError, match="names a device channel twice"):
+        AudioDeviceSource(input_channels=[1, 1]).open(StreamFormat())
+    with pytest.raises(ConfigError, match="'Speakers' \\(ALSA\\) has 2 output channels but 6 are needed") as e:
+        AudioDeviceSink().open(SignalSpec(44100, 6, 8))
     assert "mix" in e.value.hint
     with pytest.raises(ConfigError, match="needs float32 samples, got complex64"):
         AudioDeviceSink().open(SignalSpec(48000, 1, 8, dtype="complex64"))
+    with pytest.raises(ConfigError, match="requests dtype complex64"):
+        AudioDeviceSource().open(StreamFormat(dtype="complex64"))
 
 
-def test_stream_errors_while_running_are_stream_faults(monkeypatch):
-    sd = make_fake()
-    monkeypatch.setitem(sys.modules, "sounddevice", sd)
-    src = AudioDeviceSource()
-    src.open(StreamFormat(channels=1))
+def test_duplex_sink_needs_a_duplex_source_one_rate_and_one_host_api(fake):
+    fake()
+    with pytest.raises(ConfigError, match="plays in the stream of a 'duplex' source, but the source is 'synth'"):
+        Pipeline([], name="x", sample_rate=48000, channels=1, block_size=64, backend="cpu",
+                 source=SynthSource(duration_s=0.01), sink=DuplexSink()).run()
+    p = _duplex([stages.Resample(up=2, down=1)], device="interface", input_channels=[0])
+    with pytest.raises(ConfigError, match="output runs at 96000 Hz but the stream at 48000 Hz"):
+        p.run(blocks=1)
+    p = _duplex(device=[2, 3], input_channels=[0])
+    with pytest.raises(ConfigError, match="different host APIs"):
+        p.run(blocks=1)
+    with pytest.raises(ConfigError, match=r"must be \[input, output\]"):
+        _duplex(device=[2, 2, 2]).run(blocks=1)
 
-    def broken(frames):
-        raise OSError("device unplugged")
-    sd.streams[0].read = broken
-    with pytest.raises(StreamFault, match="audio input failed: device unplugged"):
-        src.read(4)
+
+def test_a_stream_that_cannot_start_is_a_stream_fault(fake):
+    fake(fail_start=True)
+    p = Pipeline([], name="x", block_size=64, backend="cpu", source=AudioDeviceSource(input_channels=[0]),
+                 sink=NumpySink())
+    with pytest.raises(StreamFault, match="source 'audio' failed at block 0: .*cannot start the input stream "
+                                          "on 'Mic Array' \\(ALSA\\): Error starting stream"):
+        p.run(blocks=4)
+
+
+def test_audio_source_duration_limit(fake):
+    fake(frames=128)
+    p = Pipeline([], name="d", block_size=256, backend="cpu",
+                 source=AudioDeviceSource(input_channels=[0], duration_s=0.05), sink=NumpySink())
+    s = p.run()
+    assert s.samples_in == 2400 and s.blocks == 10 and s.ended_by == "source end"  # 9 full + 96
