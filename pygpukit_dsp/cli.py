@@ -59,11 +59,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .session import Session
 
     pipelines = _select(Pipeline.load_all(args.file), args.pipeline)
-    live = _LiveLine(sys.stderr.isatty() and not args.quiet)
+    draws = any(getattr(p.sink, "owns_terminal", False) for p in pipelines)  # a live view: no progress line
+    live = _LiveLine(sys.stderr.isatty() and not args.quiet and not draws)
     session = Session(pipelines, backend=args.backend)
+    restore = _stop_on_signals(session, live)
     try:
         summaries = session.run(blocks=args.blocks, duration=args.duration, progress=live)
     finally:
+        restore()
         live.clear()
     for s in summaries:
         print(s.format())
@@ -71,7 +74,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.stats_json:
         data: Any = [s.to_dict() for s in summaries]
         _write_json(args.stats_json, data[0] if len(data) == 1 else data)
+    for s in summaries:  # a run ended by a signal exits as the shell expects of one
+        for name, code in (("SIGINT", 130), ("SIGTERM", 143)):
+            if s.ended_by.startswith(name):
+                return code
     return 0
+
+
+def _stop_on_signals(session: Any, live: _LiveLine) -> Callable[[], None]:
+    """SIGINT / SIGTERM: the first stops every stream after its current block (drain, flush,
+    finalise: the summary says "ended by SIGINT"); the second aborts without waiting for queued
+    output (files are still finalised); the third exits at once (unfinished files keep their
+    .partial names). Returns a function that puts the previous handlers back."""
+    import signal
+
+    seen: list[str] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        seen.append(name)
+        live.clear()
+        if len(seen) == 1:
+            _err(f"{name}: stopping after the current block, draining and finalising (again to abort)")
+            session.stop(name)
+        elif len(seen) == 2:
+            _err(f"{name} again: aborting; files are still finalised")
+            session.stop(name, abort=True)
+        else:
+            _err(f"{name} a third time: exiting now; unfinished files keep their .partial names")
+            os._exit(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
 
 
 def _qos_lines(summaries: list) -> str:
@@ -146,14 +185,14 @@ def _type_name(ann: Any) -> str:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     from .capabilities import capabilities, cuda_usable
-    from .io.audio_device import audio_host_apis
+    from .io.portaudio import audio_devices
 
     caps = capabilities()
+    audio, audio_reason = audio_devices()
     if args.json:
         ok, why = cuda_usable()
-        apis, reason = audio_host_apis()
         print(json.dumps({"capabilities": caps, "auto": {"backend": "cuda" if ok else "cpu", "why": why},
-                          "audio": {"host_apis": apis, "reason": reason}}, indent=2, default=str))
+                          "audio": {"devices": audio, "reason": audio_reason}}, indent=2, default=str))
         return 0
     for lib in ("driver", "nvrtc", "cufft", "cublas"):
         info = caps.get(lib, {})
@@ -169,11 +208,20 @@ def cmd_devices(args: argparse.Namespace) -> int:
         state = "usable" if g.get("usable") else f"not usable: {g.get('reason', '')}"
         print(f"gpu {g.get('index')}   {g.get('name')}  SM {'.'.join(map(str, g.get('sm', ())))}  {mem:.1f} GiB  "
               f"{g.get('multiprocessors', '?')} SMs  {state}")
-    apis, reason = audio_host_apis()
-    if reason:
-        print(f"audio   unavailable: {reason}")
-    for api in apis:
-        print(f"audio   {api.get('name')}: {len(api.get('devices', []))} devices")
+    if audio_reason:
+        print(f"audio   unavailable: {audio_reason}")
+    elif not audio:
+        print("audio   no devices (is the audio server running? e.g. 'jackd -d dummy', docs/live-audio.md)")
+    else:
+        width = max(4, *(len(d["name"]) for d in audio))
+        api_width = max(8, *(len(d["host_api"]) for d in audio))
+        print(f"audio   {'index':>5}  {'name':<{width}}  {'host API':<{api_width}}  {'in':>3} {'out':>3}  default rate")
+        for d in audio:
+            marks = [m for m, on in (("default input", d["default_input"]), ("default output", d["default_output"]))
+                     if on]
+            print(f"audio   {d['index']:>5}  {d['name']:<{width}}  {d['host_api']:<{api_width}}  "
+                  f"{d['max_input_channels']:>3} {d['max_output_channels']:>3}  {d['default_samplerate']:g} Hz"
+                  + (f"  ({', '.join(marks)})" if marks else ""))
     ok, why = cuda_usable()
     print(f"auto    -> backend={'cuda' if ok else 'cpu'}: {why}")
     return 0

@@ -255,6 +255,28 @@ class Pipeline:
         return Session([self], backend=backend).run(blocks=blocks, duration=duration,
                                                     progress=progress)[0]
 
+    def start(self, *, source: Source | None = None, sink: Sink | None = None, backend: str | None = None,
+              blocks: int | None = None, duration: float | None = None, tap: bool | None = None):
+        """Run on a background thread and return a :class:`~pygpukit_dsp.handle.RunHandle`.
+
+        ``source``/``sink`` replace the pipeline's own for this run. Without a sink the output
+        blocks are for iterating over the handle (``tap`` defaults to True then)::
+
+            with p.start(source=DuplexSource(device="system"), sink=DuplexSink()) as run:
+                time.sleep(5); print(run.stats())
+            print(run.summary.format())
+        """
+        from .handle import RunHandle
+        from .session import Session
+
+        run_as = Pipeline(self.stages, name=self.name, sample_rate=self.sample_rate, channels=self.channels,
+                          block_size=self.block_size, dtype=self.dtype, backend=self.backend, qos=self.qos,
+                          source=source if source is not None else self.source,
+                          sink=sink if sink is not None else self.sink, where=self.where, path=self.path)
+        if tap is None:
+            tap = run_as.sink is None
+        return RunHandle(Session([run_as], backend=backend), blocks=blocks, duration=duration, tap=tap)
+
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={[s.name for s in self.stages]})"
 

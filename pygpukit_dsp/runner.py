@@ -8,6 +8,7 @@ queued in that figure: the runner hands the next block only after the last one i
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -48,6 +49,34 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
+BlockTap = Callable[[np.ndarray], None]
+
+
+class StopRequest:
+    """Why and how a run ends early: set by Session.stop(), a signal handler or a run handle.
+
+    ``reason`` is what the summary's ``ended_by`` says ("stop", "SIGINT", "SIGTERM"). A plain
+    stop lets the runner finish the block in hand, drain the engine, flush and finalise every
+    sink (a sound card plays out its queue); ``abort`` (a second Ctrl-C) skips the waiting for
+    queued output but still finalises files.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason: str | None = None
+        self.abort = False
+
+    def set(self, reason: str = "stop", *, abort: bool = False) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.abort = self.abort or abort
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def __call__(self) -> bool:  # usable where a ``stop() -> bool`` callable is expected
+        return self._event.is_set()
 
 
 @dataclass
@@ -114,10 +143,13 @@ class RunSummary:
     source_stats: dict[str, int] = field(default_factory=dict)
     sink_stats: dict[str, int] = field(default_factory=dict)
     engine_counters: dict[str, int] = field(default_factory=dict)
-    ended_by: str = "source end"  # "source end" | "block limit" | "duration limit" | "interrupted" | "stop"
+    # "source end" | "block limit" | "duration limit" | "stop" | "SIGINT" | "SIGTERM" | "interrupted"
+    # (KeyboardInterrupt in a library run) | "fault"; "... (aborted)" when queued output was not awaited
+    ended_by: str = "source end"
     fault: str | None = None
     output_unit: str = "samples"  # "frames" when the output is in the frames domain
     scheduler: SchedulerAccounting | None = None  # set by Session after the dispatch drained
+    audio: dict[str, Any] | None = None  # a sound card's figures (io/portaudio.py LiveAudio.report)
 
     @property
     def samples_per_s(self) -> float:
@@ -152,6 +184,10 @@ class RunSummary:
         issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k != "samples"})
         if issues:
             lines.append("  " + ", ".join(f"{k} {v}" for k, v in issues.items()))
+        if self.audio:
+            from .io.portaudio import LiveAudio
+
+            lines.append("  " + LiveAudio.format_report(self.audio))
         if self.fault:
             lines.append(f"  FAULT: {self.fault}")
         return "\n".join(lines)
@@ -181,7 +217,13 @@ class StreamRunner:
         self.source = pipeline.source
         self.sink = pipeline.sink
         self.engine = None
+        self.stats_lock = threading.Lock()
+        self.live: dict[str, Any] = {"blocks": 0, "samples_in": 0, "samples_out": 0, "misses": 0}
+        self.hist = None
         try:
+            pair = getattr(self.sink, "pair_with", None)
+            if pair is not None:  # a sink that plays in its source's stream (duplex)
+                pair(self.source)
             fmt = self.source.open(StreamFormat(pipeline.sample_rate, pipeline.channels, pipeline.dtype))
             self.source_format = fmt
             self.chain = pipeline.specs(fmt)
@@ -194,21 +236,19 @@ class StreamRunner:
             self._close(quiet=True)
             raise
 
-    def _read_block(self, bs: int, channels: int, dtype: np.dtype) -> np.ndarray:
+    def _read_block(self, bs: int, channels: int, dtype: np.dtype, index: int) -> np.ndarray:
         """Read exactly ``bs`` samples unless the source ends; check what the source delivers."""
         parts: list[np.ndarray] = []
         have = 0
         while have < bs:
             try:
                 chunk = self.source.read(bs - have)
-            except GkError:
-                raise
             except Exception as exc:  # a source failing mid-stream is a fault, never a silent end
-                raise StreamFault(f"source '{self.source.type}' failed: {exc}") from exc
+                raise _fault(self.source, index, exc) from exc
             chunk = np.asarray(chunk)
             if chunk.ndim != 2 or chunk.shape[0] != channels or chunk.shape[1] > bs - have:
-                raise StreamFault(f"source '{self.source.type}' delivered shape {chunk.shape}; "
-                                  f"expected ({channels}, <= {bs - have})")
+                raise _fault(self.source, index, f"delivered shape {chunk.shape}; expected "
+                                                  f"({channels}, <= {bs - have})")
             if chunk.shape[1] == 0:
                 break
             parts.append(chunk)
@@ -223,9 +263,33 @@ class StreamRunner:
             block = block.astype(dtype)
         return np.ascontiguousarray(block)
 
+    def interrupt(self) -> None:
+        """Make a source or sink waiting on a device return now (called when the run is stopping)."""
+        for part in (self.source, self.sink):
+            if part is not None:
+                part.interrupt()
+
+    def live_stats(self) -> dict[str, Any]:
+        """The stream's figures so far (any thread): blocks, samples, latency, misses, source/sink."""
+        with self.stats_lock:
+            out = dict(self.live)
+        if self.hist is not None:
+            out["latency_us"] = _hist_us(self.hist)
+        out["source_stats"] = _stats(self.source)
+        out["sink_stats"] = _stats(self.sink)
+        audio = _audio_report(self.source, self.sink)
+        if audio is not None:
+            out["audio"] = audio
+        return out
+
     def run(self, *, blocks: int | None = None, duration: float | None = None,
             progress: ProgressFn | None = None, progress_interval_s: float = 0.25,
-            stop: Callable[[], bool] | None = None) -> RunSummary:
+            stop: Callable[[], bool] | None = None, tap: BlockTap | None = None) -> RunSummary:
+        """Move blocks until the source ends, a limit is reached, ``stop()`` turns true or a part fails.
+
+        ``stop`` may be a :class:`StopRequest` (its reason becomes ``ended_by``; its ``abort`` skips
+        waiting for queued output). ``tap`` receives every output block after the sink took it.
+        """
         if blocks is not None and duration is not None:
             raise ConfigError("give either blocks or duration, not both")
         spec = self.chain.input
@@ -243,10 +307,11 @@ class StreamRunner:
 
         deadline_s = self.pipeline.qos.deadline_s(spec.block_period)
         deadline_ns = int(deadline_s * 1e9)
-        hist = latency_histogram()
+        self.hist = hist = latency_histogram()
+        live, lock = self.live, self.stats_lock
         misses = 0
         n_blocks = samples_in = samples_out = 0
-        fault: str | None = None
+        fault: StreamFault | None = None
         t_start = time.perf_counter()
         next_report = t_start + progress_interval_s
         engine, sink = self.engine, self.sink
@@ -255,32 +320,43 @@ class StreamRunner:
         # engine's pinned output, consumed before that slot is submitted again.
         submit, collect = getattr(engine, "submit", None), getattr(engine, "collect", None)
         zero_copy = callable(submit) and callable(collect)
+
+        def stop_reason() -> str:
+            return getattr(stop, "reason", None) or "stop"
+
         try:
             while limit is None or n_blocks < limit:
                 if stop is not None and stop():
-                    ended_by = "stop"
+                    ended_by = stop_reason()
                     break
-                block = self._read_block(bs, spec.channels, spec.np_dtype)
+                block = self._read_block(bs, spec.channels, spec.np_dtype, n_blocks)
                 n = block.shape[1]
                 if n == 0:
+                    if stop is not None and stop():  # a device read cut short by the stop
+                        ended_by = stop_reason()
                     break
                 final = n < bs
                 t0 = perf_ns()
-                out = collect(submit(block, final)) if zero_copy else engine.process(block, final)
+                try:
+                    out = collect(submit(block, final)) if zero_copy else engine.process(block, final)
+                except StreamFault as exc:
+                    raise _fault(None, n_blocks, exc, part=f"engine ({self.engine.choice.name})") from exc
                 dt = perf_ns() - t0
                 hist.record(dt)
                 if dt > deadline_ns:
                     misses += 1
-                n_blocks += 1
-                samples_in += n
-                samples_out += _samples(out)
                 if sink is not None:
                     try:
                         sink.write(out)
-                    except GkError:
-                        raise
                     except Exception as exc:
-                        raise StreamFault(f"sink '{sink.type}' failed: {exc}") from exc
+                        raise _fault(sink, n_blocks, exc) from exc
+                n_blocks += 1
+                samples_in += n
+                samples_out += _samples(out)
+                with lock:
+                    live.update(blocks=n_blocks, samples_in=samples_in, samples_out=samples_out, misses=misses)
+                if tap is not None:
+                    tap(out)
                 if progress is not None:
                     now = time.perf_counter()
                     if now >= next_report:
@@ -295,10 +371,15 @@ class StreamRunner:
         except KeyboardInterrupt:
             ended_by = "interrupted"
         except StreamFault as exc:
-            fault = str(exc)
+            fault = exc
             ended_by = "fault"
         finally:
             wall = time.perf_counter() - t_start
+            if getattr(stop, "abort", False):
+                ended_by += " (aborted)"
+                for part in (self.sink, self.source):
+                    if part is not None:
+                        part.aborting = True
             self._close()
         summary = RunSummary(
             pipeline=self.pipeline.name, backend=self.engine.choice.name,
@@ -307,12 +388,13 @@ class StreamRunner:
             input_spec=spec.describe(), output_spec=self.chain.output.describe(), wall_s=wall,
             deadline_us=deadline_s * 1e6, deadline_misses=misses, latency_us=_hist_us(hist),
             source_stats=_stats(self.source), sink_stats=_stats(self.sink),
-            engine_counters=self.engine.counters(), ended_by=ended_by, fault=fault,
-            output_unit="frames" if self.chain.output.domain == "frames" else "samples")
+            engine_counters=self.engine.counters(), ended_by=ended_by,
+            fault=str(fault) if fault is not None else None,
+            output_unit="frames" if self.chain.output.domain == "frames" else "samples",
+            audio=_audio_report(self.source, self.sink))
         if fault is not None:
-            err = StreamFault(fault)
-            err.summary = summary  # type: ignore[attr-defined]
-            raise err
+            fault.summary = summary  # type: ignore[attr-defined]
+            raise fault
         return summary
 
     def _close(self, quiet: bool = False) -> None:
@@ -332,3 +414,27 @@ class StreamRunner:
 def _stats(obj: Any) -> dict[str, int]:
     fn = getattr(obj, "stats", None)
     return dict(fn()) if callable(fn) else {}
+
+
+def _audio_report(*parts: Any) -> dict[str, Any] | None:
+    """The figures of the sound card stream among ``parts`` (a duplex pair reports once)."""
+    for part in parts:
+        fn = getattr(part, "audio_report", None)
+        report = fn() if callable(fn) else None
+        if report is not None:
+            return report
+    return None
+
+
+def _fault(component: Any, block: int, cause: BaseException | str, *, part: str | None = None) -> StreamFault:
+    """A StreamFault naming the part that failed and the block it failed on (blocks count from 0)."""
+    if isinstance(cause, StreamFault) and cause.part is not None:
+        return cause
+    name = part or component.describe()
+    if isinstance(cause, str):
+        detail = cause
+    elif isinstance(cause, (GkError, OSError)):
+        detail = str(cause)
+    else:
+        detail = f"{type(cause).__name__}: {cause}"
+    return StreamFault(f"{name} failed at block {block}: {detail}", part=name, block=block)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .errors import GkError, StreamFault
 from .pipeline import Pipeline
-from .runner import ProgressFn, RunSummary, SchedulerAccounting, StreamRunner
+from .runner import ProgressFn, RunSummary, SchedulerAccounting, StopRequest, StreamRunner
 
 if TYPE_CHECKING:
     from pygpukit_dsp_core import Scheduler
@@ -35,7 +35,8 @@ class Session:
             raise ValueError("a Session needs at least one pipeline")
         self.pipelines = list(pipelines)
         self.backend = backend
-        self._stop = threading.Event()
+        self._stop = StopRequest()
+        self._runners: list[StreamRunner] = []
         self.schedulers: dict[str, "Scheduler"] = {}  # device ("cpu" | "cuda") -> its scheduler
         self.dispatch: "Dispatch | None" = None
 
@@ -55,16 +56,47 @@ class Session:
             raise RuntimeError("the session has not started: call run() first")
         return self.dispatch.stream_stats(name)
 
-    def stop(self) -> None:
-        """Ask every stream to stop after its current block (they drain and finalise)."""
-        self._stop.set()
+    def stop(self, reason: str = "stop", *, abort: bool = False) -> None:
+        """Ask every stream to stop after its current block; they drain, flush and finalise.
+
+        ``reason`` becomes each summary's ``ended_by`` ("SIGINT" from gk-stream's signal handler).
+        ``abort`` does not wait for queued output to play out (files are still finalised).
+        Safe from any thread and from a signal handler.
+        """
+        self._stop.set(reason, abort=abort)
+        for r in list(self._runners):
+            r.interrupt()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def live_stats(self) -> dict[str, dict[str, Any]]:
+        """Each running stream's figures so far, by pipeline name (see StreamRunner.live_stats)."""
+        return {r.pipeline.name: r.live_stats() for r in list(self._runners)}
+
+    def start(self, *, blocks: int | None = None, duration: float | None = None, tap: bool = False):
+        """Run on a background thread; returns a :class:`~pygpukit_dsp.handle.RunHandle`.
+
+        ``with session.start() as run:`` ... ``run.stats()``, ``run.stop()``; with ``tap=True`` the
+        handle also iterates over ``(pipeline name, block)`` of every output block.
+        """
+        from .handle import RunHandle
+
+        return RunHandle(self, blocks=blocks, duration=duration, tap=tap)
 
     def run(self, *, blocks: int | None = None, duration: float | None = None,
-            progress: ProgressFn | None = None) -> list[RunSummary]:
+            progress: ProgressFn | None = None,
+            tap: "Callable[[str, Any], None] | None" = None) -> list[RunSummary]:
+        """Open, admit and run every stream until each ends; one summary per pipeline.
+
+        ``tap(name, block)`` receives every output block (after the sink took it).
+        """
         from .admission import admit
         from .dispatch import start_dispatch
 
         runners: list[StreamRunner] = []
+        self._runners = runners
         try:
             for p in self.pipelines:
                 runners.append(StreamRunner(p, backend=self.backend))
@@ -79,12 +111,14 @@ class Session:
         results: list[RunSummary | BaseException | None] = [None] * len(runners)
 
         def work(i: int, r: StreamRunner) -> None:
+            name = r.pipeline.name
+            stream_tap = None if tap is None else (lambda block: tap(name, block))
             try:
                 results[i] = r.run(blocks=blocks, duration=duration, progress=progress,
-                                   stop=self._stop.is_set)
+                                   stop=self._stop, tap=stream_tap)
             except BaseException as exc:  # reported by the caller's thread below
                 results[i] = exc
-                self._stop.set()
+                self.stop(f"stop (pipeline '{name}' failed)")
 
         close_error: BaseException | None = None
         try:
@@ -126,7 +160,7 @@ class Session:
                 while t.is_alive():
                     t.join(0.1)
         except KeyboardInterrupt:
-            self._stop.set()
+            self.stop("interrupted")
             for t in threads:
                 t.join()
 

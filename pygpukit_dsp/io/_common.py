@@ -128,3 +128,33 @@ def check_block(block: np.ndarray, spec: SignalSpec, what: str) -> np.ndarray:
 
 def not_open(what: str, action: str) -> StreamFault:
     return StreamFault(f"{what}: {action}() called before open()")
+
+
+PARTIAL_SUFFIX = ".partial"
+"""A sink writes ``NAME.partial`` and renames it to ``NAME`` once finalised, so a file under its
+own name is always complete: a crash (SIGKILL, power loss) leaves only the ``.partial``."""
+
+
+def partial_path(path: Path) -> Path:
+    return path.with_name(path.name + PARTIAL_SUFFIX)
+
+
+def commit_partial(partial: Path, path: Path) -> None:
+    """Give a finalised file its own name (atomic on one file system)."""
+    try:
+        os.replace(partial, path)
+    except OSError as exc:
+        raise StreamFault(f"renaming {partial} to {path} failed: {exc}; the finished file stays at "
+                          f"{partial}") from exc
+
+
+def write_failure(path: Path, exc: BaseException, nbytes: int) -> str:
+    """What a failed write means, with the free space when the disk is the likely cause."""
+    text = str(exc).strip() or type(exc).__name__
+    try:
+        free = os.statvfs(path.parent).f_bavail * os.statvfs(path.parent).f_frsize
+    except OSError:
+        return text
+    if free < nbytes:
+        return f"{text} (no space left on the device: {free} bytes free in {path.parent})"
+    return text

@@ -12,7 +12,8 @@ from ..errors import ConfigError
 from ..signal import SignalSpec
 from ..stages.base import _array_to_yaml, _to_number_array
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
-from ._common import Counters, ExistingFile, Pacer, PathStr, Rate, check_block, mismatch, not_open
+from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, commit_partial, mismatch, not_open,
+                      partial_path)
 
 
 def _as_signal_array(v: Any) -> np.ndarray:
@@ -186,6 +187,8 @@ class NumpySink(Counters, Sink):
             return
         path = self.full_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as f:  # np.save(name) would append ".npy" to other names
+        partial = partial_path(path)
+        with open(partial, "wb") as f:  # np.save(name) would append ".npy" to other names
             np.save(f, self.result())
+        commit_partial(partial, path)
         self._saved = True

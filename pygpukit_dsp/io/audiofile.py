@@ -12,8 +12,8 @@ from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
 from ..stages.base import did_you_mean
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
-from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, mismatch,
-                      need_time_domain, not_open)
+from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, commit_partial, mismatch,
+                      need_time_domain, not_open, partial_path, write_failure)
 
 _DEFAULT_SUBTYPES = {"WAV": "FLOAT", "FLAC": "PCM_24"}
 
@@ -104,7 +104,12 @@ class AudioFileSinkParams(IoParams):
 
 @register_sink
 class AudioFileSink(Counters, Sink):
-    """Writes a real float32 time-domain signal to an audio file; ``close()`` finalises the header."""
+    """Writes a real float32 time-domain signal to an audio file; ``close()`` finalises the header.
+
+    The file is written as ``NAME.partial`` and renamed to ``NAME`` when it is finalised (also when
+    the run was stopped or failed: it then holds every block before that). A block whose write
+    fails (a full disk) is cut off again, so the file ends at the last whole block.
+    """
 
     type = "file"
     Params = AudioFileSinkParams
@@ -151,7 +156,7 @@ class AudioFileSink(Counters, Sink):
         path = self.full_path
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._file = sf.SoundFile(str(path), "w", samplerate=int(spec.sample_rate),
+            self._file = sf.SoundFile(str(partial_path(path)), "w", samplerate=int(spec.sample_rate),
                                       channels=spec.channels, subtype=self.subtype, format=self.format)
         except Exception as exc:
             raise ConfigError(f"{what}: cannot write a {self.format}/{self.subtype} file with "
@@ -169,10 +174,21 @@ class AudioFileSink(Counters, Sink):
         try:
             self._file.write(np.ascontiguousarray(block.T, dtype=np.float32))
         except Exception as exc:
-            raise StreamFault(f"writing {self.full_path} failed: {_sf_error(exc)}") from exc
+            try:  # drop what part of the block got out, so the file ends at a whole block
+                self._file.truncate(self._counts["samples"])
+            except Exception:
+                pass
+            detail = write_failure(self.full_path, exc, block.size * 4)
+            raise StreamFault(f"writing {partial_path(self.full_path)} failed: {detail}") from exc
         self._counts["samples"] += block.shape[1]
 
     def close(self) -> None:
         if self._file is not None:
             f, self._file = self._file, None
-            f.close()
+            partial = partial_path(self.full_path)
+            try:
+                f.close()  # writes the final header
+            except Exception as exc:
+                raise StreamFault(f"finalising {partial} failed: {_sf_error(exc)}; the incomplete file "
+                                  "keeps that name") from exc
+            commit_partial(partial, self.full_path)

@@ -17,8 +17,8 @@ from pydantic import Field
 from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
-from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, mismatch,
-                      need_time_domain, not_open)
+from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, commit_partial, mismatch,
+                      need_time_domain, not_open, partial_path, write_failure)
 
 IqFormat = Literal["cf32", "cs16"]
 _BYTES_PER_SAMPLE = {"cf32": 8, "cs16": 4}
@@ -125,7 +125,11 @@ class RawIqSinkParams(IoParams):
 
 @register_sink
 class RawIqSink(Counters, Sink):
-    """Writes complex64 time-domain blocks as interleaved IQ; cs16 values are rounded and clipped."""
+    """Writes complex64 time-domain blocks as interleaved IQ; cs16 values are rounded and clipped.
+
+    Written as ``NAME.partial`` and renamed when closed; a failed write is cut back to the last
+    whole block.
+    """
 
     type = "rawiq"
     Params = RawIqSinkParams
@@ -147,8 +151,9 @@ class RawIqSink(Counters, Sink):
         self.close()
         path = self.full_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "wb")
+        self._file = open(partial_path(path), "wb")
         self._spec = spec
+        self._bytes = 0
 
     def write(self, block: np.ndarray) -> None:
         if self._file is None:
@@ -163,13 +168,26 @@ class RawIqSink(Counters, Sink):
             over = (iq > 32767) | (iq < -32768)
             self._counts["clipped"] += int(np.count_nonzero(over))
             data = np.clip(iq, -32768, 32767).astype("<i2")
+        raw = data.tobytes()
         try:
-            self._file.write(data.tobytes())
+            self._file.write(raw)
+            self._file.flush()  # a full disk shows here, at this block, not at close
         except OSError as exc:
-            raise StreamFault(f"writing {self.full_path} failed: {exc}") from exc
+            try:  # drop what part of the block got out, so the file ends at a whole block
+                self._file.seek(self._bytes)
+                self._file.truncate(self._bytes)
+            except OSError:
+                pass
+            raise StreamFault(f"writing {partial_path(self.full_path)} failed: "
+                              f"{write_failure(self.full_path, exc, len(raw))}") from exc
+        self._bytes += len(raw)
         self._counts["samples"] += block.shape[1]
 
     def close(self) -> None:
         if self._file is not None:
             f, self._file = self._file, None
-            f.close()
+            try:
+                f.close()
+            except OSError as exc:
+                raise StreamFault(f"finalising {partial_path(self.full_path)} failed: {exc}") from exc
+            commit_partial(partial_path(self.full_path), self.full_path)
