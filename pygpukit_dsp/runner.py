@@ -263,11 +263,12 @@ class StreamRunner:
             block = block.astype(dtype)
         return np.ascontiguousarray(block)
 
-    def interrupt(self) -> None:
-        """Make a source or sink waiting on a device return now (called when the run is stopping)."""
+    def interrupt(self, *, abort: bool = False) -> None:
+        """Make a source or sink waiting on a device return now (called when the run is stopping);
+        ``abort``: their close() will not wait for queued output."""
         for part in (self.source, self.sink):
             if part is not None:
-                part.interrupt()
+                part.interrupt(abort=abort)
 
     def live_stats(self) -> dict[str, Any]:
         """The stream's figures so far (any thread): blocks, samples, latency, misses, source/sink."""
@@ -376,11 +377,10 @@ class StreamRunner:
         finally:
             wall = time.perf_counter() - t_start
             if getattr(stop, "abort", False):
+                self.interrupt(abort=True)
+            self._close()  # a second Ctrl-C during the drain in here cuts it short
+            if getattr(stop, "abort", False):
                 ended_by += " (aborted)"
-                for part in (self.sink, self.source):
-                    if part is not None:
-                        part.aborting = True
-            self._close()
         summary = RunSummary(
             pipeline=self.pipeline.name, backend=self.engine.choice.name,
             backend_reason=self.engine.choice.reason, qos_class=self.pipeline.qos.cls,

@@ -65,7 +65,7 @@ class Session:
         """
         self._stop.set(reason, abort=abort)
         for r in list(self._runners):
-            r.interrupt()
+            r.interrupt(abort=abort)
 
     @property
     def stopping(self) -> bool:

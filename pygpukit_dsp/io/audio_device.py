@@ -47,9 +47,10 @@ class _LiveComponent:
 
     _live: LiveAudio | None = None
 
-    def interrupt(self) -> None:
+    def interrupt(self, *, abort: bool = False) -> None:
+        super().interrupt(abort=abort)
         if self._live is not None:
-            self._live.interrupt()
+            self._live.interrupt(abort=abort)
 
     def audio_report(self) -> dict[str, Any] | None:
         return self._live.report() if self._live is not None else None
@@ -284,5 +285,4 @@ class DuplexSink(Sink):
         """Play out what is queued; the source closes the stream after it."""
         live = self._source.live if self._source is not None else None
         if live is not None and live.started and not self.aborting:
-            live.bridge.set_output_ending(True)
-            live.bridge.wait_drained(live.bridge.out_queued / live.sample_rate + live.device_timeout_s)
+            live.drain()

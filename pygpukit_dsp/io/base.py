@@ -64,8 +64,11 @@ class _Component(abc.ABC):
     def close(self) -> None:
         """Release resources; a sink flushes and finalises its output here."""
 
-    def interrupt(self) -> None:
-        """The run is stopping: a read or write waiting on a device returns now (another thread calls this)."""
+    def interrupt(self, *, abort: bool = False) -> None:
+        """The run is stopping: a read or write waiting on a device returns now (another thread or a
+        signal handler calls this); ``abort``: close() will not wait for queued output either."""
+        if abort:
+            self.aborting = True
 
     def describe(self) -> str:
         """The component as a fault message names it: its type, and its file when it has one."""

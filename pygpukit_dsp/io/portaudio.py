@@ -14,8 +14,9 @@ of a duplex stream. docs/live-audio.md describes the whole path.
 
 from __future__ import annotations
 
+import atexit
 import importlib
-import math
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ DEFAULT_PREROLL_BLOCKS = 2   # silence queued before the first block: what the f
 DEFAULT_RING_BLOCKS = 16     # blocks each ring holds: how far the pipeline may fall behind
 DEFAULT_DEVICE_TIMEOUT_S = 2.0
 _WAIT_SLICE_S = 0.05         # a waiting read/write returns to Python this often (stop, stall checks)
+CLOSE_TIMEOUT_S = 2.0        # stopping a stream whose device went away can hang in PortAudio
+_ABANDONED: list[Any] = []   # such streams, kept (with their bridges) so a late callback finds memory
 
 
 def sounddevice(where: str | None = None) -> ModuleType:
@@ -200,12 +203,15 @@ class LiveAudio:
         self.bridge = None
         self._stream = None
         self._finished = threading.Event()
-        self._stop = threading.Event()
+        self._stop = threading.Event()   # the run is stopping: waiting reads/writes return
+        self._abort = threading.Event()  # ... and does not wait for queued output either
         self._hist = None
         self._lock = threading.Lock()     # open/close against a stats() reader
         self.late_in = self.late_out = 0  # blocks late for the device clock
         self.discarded_at_stop = 0         # captured frames after the last block, not processed
         self.primed_frames = 0
+        self.device_gone: str | None = None  # why the device stopped, once the watchdog saw it
+        self.left_open = False               # the stream could not be stopped (its device is gone)
         self.started_at: float | None = None
 
     # ---------------------------------------------------------------- life cycle
@@ -255,9 +261,24 @@ class LiveAudio:
             raise StreamFault(f"{self.what}: cannot start the {kind} stream on {self._devices()}: {exc}") from exc
         self.started_at = time.monotonic()
 
-    def interrupt(self) -> None:
-        """A waiting read()/write() returns at once (the run is stopping)."""
+    def interrupt(self, *, abort: bool = False) -> None:
+        """A waiting read()/write() returns at once (the run is stopping); ``abort``: a drain too."""
         self._stop.set()
+        if abort:
+            self._abort.set()
+
+    def drain(self) -> None:
+        """Wait until the queued output has played (the end of the stream is no underrun)."""
+        bridge = self.bridge
+        if bridge is None or self.output is None:
+            return
+        bridge.set_output_ending(True)
+        if self._finished.is_set() or self.device_gone is not None:
+            return
+        deadline = time.monotonic() + bridge.out_queued / self.sample_rate + max(0.5, self.device_timeout_s)
+        while not bridge.wait_drained(_WAIT_SLICE_S):
+            if self._abort.is_set() or time.monotonic() > deadline:
+                return
 
     def close(self, *, drain: bool = True) -> None:
         """Play out what is queued (``drain``), then stop and close the stream."""
@@ -267,22 +288,39 @@ class LiveAudio:
             return
         bridge = self.bridge
         try:
+            if drain:
+                self.drain()
             if self.output is not None:
                 bridge.set_output_ending(True)
-                if drain and not self._finished.is_set():
-                    queued_s = bridge.out_queued / self.sample_rate
-                    bridge.wait_drained(queued_s + max(0.5, self.device_timeout_s))
             if self.input is not None:
                 self.discarded_at_stop += int(bridge.in_available)
             self._collect_latencies()
         finally:
+            self._stop_stream(stream, abort=not drain or self._abort.is_set() or self._finished.is_set()
+                              or self.device_gone is not None)
+
+    def _stop_stream(self, stream: Any, *, abort: bool) -> None:
+        """Stop and close ``stream``; after CLOSE_TIMEOUT_S give up on it (PortAudio can wait for a
+        server that is gone for minutes) and keep it, with its bridge, alive until the process ends."""
+        done = threading.Event()
+
+        def stop() -> None:
             try:
-                if self._finished.is_set():
-                    stream.abort(ignore_errors=True)
-                else:
-                    stream.stop(ignore_errors=True)
-            finally:
+                (stream.abort if abort else stream.stop)(ignore_errors=True)
                 stream.close(ignore_errors=True)
+            finally:
+                done.set()
+
+        threading.Thread(target=stop, daemon=True, name="gk-audio-close").start()
+        if done.wait(CLOSE_TIMEOUT_S):
+            return
+        _ABANDONED.append((stream, self.bridge))
+        self.left_open = True
+        # sounddevice terminates PortAudio at exit, which closes this stream and would wait on the
+        # dead server again: the process leaves PortAudio as it is instead.
+        sd = sys.modules.get("sounddevice")
+        if sd is not None and hasattr(sd, "_exit_handler"):
+            atexit.unregister(sd._exit_handler)
 
     # ---------------------------------------------------------------- blocks
     def read(self, out: np.ndarray) -> int:
@@ -324,6 +362,7 @@ class LiveAudio:
         if self._finished.is_set() or silent > self.device_timeout_s:
             why = "the stream finished (the device or its server went away)" if self._finished.is_set() \
                 else f"no callback for {silent:.1f} s"
+            self.device_gone = why
             raise StreamFault(f"{self.what}: {side} device {self._devices()} stopped delivering: {why}")
 
     def _collect_latencies(self) -> None:
@@ -356,6 +395,8 @@ class LiveAudio:
             "ring_underruns": st.get("out_underrun_events", 0),
             "late_blocks": self.late_in + self.late_out,
             "discarded_at_stop": self.discarded_at_stop,
+            "device_gone": self.device_gone,
+            "left_open": self.left_open,
         }
         if self.output is not None:
             out["preroll_blocks"] = self.preroll_blocks
@@ -386,8 +427,3 @@ class LiveAudio:
             parts.append(f"{r['discarded_at_stop']} frames captured after the last block, not processed")
         return "; ".join(parts)
 
-
-def require_finite_positive(value: float, key: str, where: str | None) -> float:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ConfigError(f"'{key}' must be a positive number of seconds, got {value!r}", where=where, path=(key,))
-    return float(value)

@@ -1,6 +1,7 @@
-"""Fixtures for the source and sink tests: the fake sounddevice (fault injection)."""
+"""Fixtures for the source and sink tests: the fake sounddevice (fault injection) and a JACK server."""
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -33,3 +34,59 @@ def fake(monkeypatch):
 def device_input():
     """device_input(channel, start, frames): what the fake device's input channel carries."""
     return fake_sounddevice.device_input
+
+
+jack_server = _load("jack_server")
+
+
+def _no_jack(reason: str) -> None:
+    """Outside CI a missing JACK server skips the live tests; in CI (CI=true) it is a failure."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI=true but {reason}: .ci/run installs jackd2 and libportaudio2 and starts jackd")
+    pytest.skip(f"{reason}; the live tests need a JACK server (apt-get install jackd2 libportaudio2)")
+
+
+@pytest.fixture(scope="session")
+def jack():
+    """A running JACK server (the one CI started, else one started here and stopped by PID at the
+    end, also when a test fails). Sets JACK_DEFAULT_SERVER for this process and its children and
+    makes sounddevice see it."""
+    try:
+        import jack as _jack_client  # noqa: F401  (the JACK-Client package)
+        import sounddevice  # noqa: F401
+    except (ImportError, OSError) as exc:
+        _no_jack(f"the live tests' Python packages are missing ({exc}; pip install '.[test]')")
+    name = os.environ.get("JACK_DEFAULT_SERVER")
+    if jack_server.server_running(name):
+        server = jack_server.JackServer(name, None)
+    elif jack_server.jackd_path() is None:
+        _no_jack("jackd is not installed and no JACK server is running")
+    else:
+        server = jack_server.JackServer.start("gk-test")  # one name: JACK has 8 registry slots
+    old = os.environ.get("JACK_DEFAULT_SERVER")
+    os.environ.update(server.env)
+    _rescan_audio()
+    try:
+        yield server
+    finally:
+        server.stop()
+        if old is None:
+            os.environ.pop("JACK_DEFAULT_SERVER", None)
+        else:
+            os.environ["JACK_DEFAULT_SERVER"] = old
+        _rescan_audio()
+
+
+def _rescan_audio() -> None:
+    """PortAudio lists the host's devices once; start it again so it sees the server now running."""
+    import sounddevice as sd
+
+    if hasattr(sd, "_terminate"):
+        sd._terminate()
+        sd._initialize()
+
+
+@pytest.fixture(scope="session")
+def jack_helpers():
+    """The jack_server helper module (JackServer, LoopClient)."""
+    return jack_server

@@ -1,0 +1,183 @@
+"""A JACK audio server for the live tests: a real audio server with a dummy backend, no sound card.
+
+``JackServer.start(name)`` runs ``jackd -n NAME -d dummy -r 48000 -p 256`` in its own process
+group and waits until a client can connect; ``stop()`` ends it by its PID (TERM, then KILL).
+Clients (PortAudio in gk-stream, the JACK-Client package here) reach a named server through
+the ``JACK_DEFAULT_SERVER`` environment variable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+RATE = 48000
+PERIOD = 256
+
+
+def jackd_path() -> str | None:
+    return shutil.which("jackd")
+
+
+_PROBE = """
+import sys, jack
+try:
+    jack.Client("gk-test-probe", no_start_server=True, servername=sys.argv[1] or None).close()
+except jack.JackOpenError:
+    sys.exit(1)
+"""
+
+
+def server_running(name: str | None = None) -> bool:
+    """True when a JACK server (``name``, else the default one) accepts clients.
+
+    Asked in a child process: libjack keeps one server's state per process, and a test process
+    whose clients talk to one server crashes when a second server it probed goes away.
+    """
+    probe = subprocess.run([sys.executable, "-c", _PROBE, name or ""], capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+class JackServer:
+    def __init__(self, name: str | None, proc: subprocess.Popen | None, log_path: str | None = None):
+        self.name, self.proc, self.log_path = name, proc, log_path
+
+    @property
+    def owned(self) -> bool:
+        return self.proc is not None
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment that points JACK clients (PortAudio too) at this server."""
+        return {"JACK_DEFAULT_SERVER": self.name} if self.name else {}
+
+    @classmethod
+    def start(cls, name: str, *, rate: int = RATE, period: int = PERIOD, timeout_s: float = 15.0) -> "JackServer":
+        jackd = jackd_path()
+        if jackd is None:
+            raise RuntimeError("jackd is not installed (Debian: apt-get install jackd2)")
+        fd, log_path = tempfile.mkstemp(prefix=f"{name}-", suffix=".log")
+        with os.fdopen(fd, "w") as log:
+            proc = subprocess.Popen([jackd, "-n", name, "-d", "dummy", "-r", str(rate), "-p", str(period)],
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = cls(name, proc, log_path)
+        deadline = time.monotonic() + timeout_s
+        time.sleep(0.2)
+        while not server_running(name):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log_text = server.log()
+                server.stop()
+                raise RuntimeError(f"jackd did not start (exit {proc.returncode}): {log_text[-2000:]}")
+            time.sleep(0.1)
+        return server
+
+    def log(self) -> str:
+        if self.log_path is None:
+            return ""
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """The server goes away (the device-disappears test)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self.log_path is not None and os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+
+
+class LoopClient:
+    """A second JACK client: plays ``signal`` into another client's input ports and records its
+    output ports, both stamped with JACK frame times; counts the server's xruns meanwhile."""
+
+    def __init__(self, signal, name: str = "gk-test-loop"):
+        import jack
+        import numpy as np
+
+        self.np = np
+        self.signal = np.ascontiguousarray(signal, dtype=np.float32)
+        channels = self.signal.shape[0]
+        self.client = jack.Client(name, no_start_server=True)
+        self.outs = [self.client.outports.register(f"play_{c}") for c in range(channels)]
+        self.ins = [self.client.inports.register(f"rec_{c}") for c in range(channels)]
+        self.period = self.client.blocksize
+        self.xruns = 0
+        self.play_from: int | None = None  # frame time of the signal's first sample
+        self._play = False
+        self._pos = 0
+        self._rec: list[tuple[int, object]] = []
+        self.client.set_process_callback(self._process)
+        self.client.set_xrun_callback(self._xrun)
+        self.client.activate()
+
+    def _xrun(self, delay: float) -> None:
+        self.xruns += 1
+
+    def _process(self, frames: int) -> None:
+        t = self.client.last_frame_time
+        for p in self.outs:
+            p.get_array().fill(0.0)
+        if self._play and self._pos < self.signal.shape[1]:
+            if self.play_from is None:
+                self.play_from = t
+            m = min(frames, self.signal.shape[1] - self._pos)
+            for c, p in enumerate(self.outs):
+                p.get_array()[:m] = self.signal[c, self._pos:self._pos + m]
+            self._pos += m
+        self._rec.append((t, self.np.stack([p.get_array().copy() for p in self.ins])))
+
+    def wait_for_client(self, prefix: str = "PortAudio", timeout_s: float = 20.0) -> tuple[list, list]:
+        """The input and output ports of the client whose name starts with ``prefix``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            ins = self.client.get_ports(f"{prefix}[^:]*:in_", is_input=True)
+            outs = self.client.get_ports(f"{prefix}[^:]*:out_", is_output=True)
+            if ins and outs:
+                return ins, outs
+            time.sleep(0.05)
+        raise TimeoutError(f"no JACK client '{prefix}...' with ports appeared in {timeout_s} s")
+
+    def loop_through(self, prefix: str = "PortAudio") -> None:
+        """Connect our outputs to the client's inputs and its outputs to our inputs."""
+        ins, outs = self.wait_for_client(prefix)
+        for ours, theirs in zip(self.outs, ins):
+            self.client.connect(ours, theirs)
+        for theirs, ours in zip(outs, self.ins):
+            self.client.connect(theirs, ours)
+
+    def play(self) -> None:
+        self._play = True
+
+    @property
+    def played_all(self) -> bool:
+        return self._pos >= self.signal.shape[1]
+
+    def recording(self):
+        """(channels, frames) recorded from the first cycle on, and the signal's start in it."""
+        np = self.np
+        rec = list(self._rec)
+        t0 = rec[0][0]
+        out = np.zeros((self.signal.shape[0], rec[-1][0] - t0 + self.period), np.float32)
+        for t, block in rec:
+            out[:, t - t0:t - t0 + block.shape[1]] = block
+        return out, (None if self.play_from is None else self.play_from - t0)
+
+    def close(self) -> None:
+        self.client.deactivate()
+        self.client.close()

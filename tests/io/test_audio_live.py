@@ -1,0 +1,178 @@
+"""Live audio against a real JACK server (dummy backend, no sound card): the `jack` fixture.
+
+gk-stream runs as a subprocess, the way a user meets it; a second JACK client (the JACK-Client
+package) plays into the pipeline's input ports and records its output ports.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from pygpukit_dsp import Pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+LIVE_EQ = ROOT / "pipelines" / "live_eq.yaml"
+GK = [sys.executable, "-m", "pygpukit_dsp.cli"]
+
+
+def gk(*args, env=None, timeout=120):
+    return subprocess.run(GK + [str(a) for a in args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def start_gk(*args, env=None):
+    return subprocess.Popen(GK + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, **(env or {})})
+
+
+def _no_xruns(audio):
+    return {k: audio[k] for k in ("input_overflows", "output_underflows", "ring_overruns", "ring_underruns",
+                                  "late_blocks")}
+
+
+def test_devices_lists_the_jack_server(jack):
+    r = gk("devices")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "JACK Audio Connection Kit" in ln)
+    assert re.search(r"audio\s+\d+\s+system\s+JACK Audio Connection Kit\s+2\s+2\s+48000 Hz", line), line
+    assert "default input" in line and "default output" in line
+
+
+def test_live_duplex_runs_ten_seconds_without_an_xrun(jack, tmp_path, jack_helpers):
+    monitor = jack_helpers.LoopClient(np.zeros((1, 1)), name="gk-test-xrun-monitor")  # counts the server's xruns
+    try:
+        r = gk("run", LIVE_EQ, "--backend", "cpu", "--duration", 10.5, "--stats-json", tmp_path / "s.json",
+               "--quiet")
+    finally:
+        monitor.close()
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["blocks"] == -(-int(10.5 * 48000) // 256) == 1969 and s["ended_by"] == "duration limit"
+    a = s["audio"]
+    assert a["kind"] == "duplex" and a["device"] == "'system' (JACK Audio Connection Kit)"
+    assert _no_xruns(a) == dict.fromkeys(_no_xruns(a), 0), a
+    assert monitor.xruns == 0
+    assert a["adc_to_dac_ms"]["count"] >= 1900
+    assert a["adc_to_dac_ms"]["p50"] >= a["preroll_ms"]  # the ring's delay plus the server's own
+    assert "ADC-to-DAC p50" in r.stdout and "ended by duration limit" in r.stdout
+
+
+def test_recording_equals_process_of_the_played_signal(jack, tmp_path, jack_helpers):
+    rng = np.random.default_rng(2024)
+    x = (0.1 * rng.standard_normal((2, 3 * 48000))).astype(np.float32)
+    loop = jack_helpers.LoopClient(x)
+    try:
+        proc = start_gk("run", LIVE_EQ, "--backend", "cpu", "--duration", 6, "--stats-json",
+                        tmp_path / "s.json", "--quiet")
+        loop.loop_through("PortAudio")
+        time.sleep(0.2)
+        loop.play()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        loop.close()
+    assert proc.returncode == 0, err
+    assert loop.played_all and loop.xruns == 0
+    s = json.loads((tmp_path / "s.json").read_text())
+    rec, start = loop.recording()
+    ref = Pipeline.from_yaml(LIVE_EQ)
+    ref.sample_rate = 48000.0
+    y = ref.process(x, backend="cpu")
+    # The reported latency: the pre-roll; JACK adds one period on the connection that closes the
+    # loop (our client feeds the pipeline and hears it back: a feedback connection).
+    lag = s["audio"]["preroll_frames"] + loop.period
+    got = rec[:, start + lag:start + lag + x.shape[1]]
+    assert got.shape == y.shape
+    np.testing.assert_allclose(got, y, rtol=0, atol=1e-6)
+    assert np.all(rec[:, start:start + lag] == 0)  # nothing of it arrives earlier
+    assert _no_xruns(s["audio"]) == dict.fromkeys(_no_xruns(s["audio"]), 0)
+
+
+def test_a_jack_server_that_goes_away_is_a_stream_fault(jack, tmp_path, jack_helpers):
+    # A fixed name: JACK keeps a registry slot per server name, which a killed server never frees
+    server = jack_helpers.JackServer.start("gk-test-gone")
+    try:
+        (tmp_path / "rec.yaml").write_text(
+            "version: 1\nname: rec\nblock_size: 512\nchannels: 2\nbackend: cpu\n"
+            "source: {type: audio, device: system, device_timeout_s: 2}\n"
+            "stages: [{type: gain, db: 0}]\nsink: {type: file, path: rec.wav}\n")
+        proc = start_gk("run", tmp_path / "rec.yaml", "--quiet", env=server.env)
+        time.sleep(2.0)
+        server.kill(signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        server.stop()
+    assert proc.returncode == 1, err
+    m = re.search(r"source 'audio' failed at block (\d+): .*stopped delivering", err)
+    assert m, err
+    assert "Traceback" not in err and "FAULT" in out
+    blocks = int(m.group(1))
+    data, rate = sf.read(tmp_path / "rec.wav", dtype="float32")  # finalised and renamed
+    assert rate == 48000 and data.shape == (blocks * 512, 2) and blocks > 10
+
+
+def test_live_spectrum_runs_for_a_bounded_time(jack):
+    r = gk("run", ROOT / "pipelines" / "live_spectrum.yaml", "--backend", "cpu", "--duration", 1.5)
+    assert r.returncode == 0, r.stderr
+    assert "spectrum: peak" in r.stdout  # not a terminal: one plain line a second
+    assert "ended by duration limit" in r.stdout
+
+
+def test_python_api_runs_a_live_duplex_stream(jack):
+    p = Pipeline.from_yaml(LIVE_EQ)
+    with p.start(backend="cpu") as run:
+        time.sleep(1.0)
+        st = run.stats()
+    assert st["blocks"] > 100 and st["audio"]["kind"] == "duplex" and st["audio"]["callbacks"] >= st["blocks"]
+    s = run.summary
+    assert s.ended_by == "stop" and s.blocks >= st["blocks"]
+    assert s.audio["adc_to_dac_ms"]["count"] > 100
+    assert _no_xruns(s.audio) == dict.fromkeys(_no_xruns(s.audio), 0)
+
+
+def test_a_second_ctrl_c_aborts_the_drain_and_files_stay_valid(jack, tmp_path):
+    # 'play' fills a 128-block output ring as fast as it can (2.7 s of queued audio): the first
+    # Ctrl-C makes it wait for that to play out; the second aborts. 'rec' writes a WAV meanwhile.
+    (tmp_path / "two.yaml").write_text("""
+version: 1
+pipelines:
+  - name: play
+    sample_rate: 48000
+    block_size: 1024
+    channels: 2
+    backend: cpu
+    source: {type: synth, signal: sine, freq_hz: 440}
+    stages: [{type: gain, db: -12}]
+    sink: {type: audio, device: system, ring_blocks: 128}
+  - name: rec
+    sample_rate: 48000
+    block_size: 1024
+    channels: 1
+    backend: cpu
+    source: {type: synth, signal: noise, seed: 5, rate: realtime}
+    stages: [{type: gain, db: 0}]
+    sink: {type: file, path: rec.wav}
+""")
+    proc = start_gk("run", tmp_path / "two.yaml", "--stats-json", tmp_path / "s.json", "--quiet")
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "SIGINT: stopping after the current block" in err and "SIGINT again: aborting" in err
+    play, rec = json.loads((tmp_path / "s.json").read_text())
+    assert play["ended_by"] == "SIGINT (aborted)"  # it was still draining
+    assert rec["ended_by"] == "SIGINT"  # it had finished by the second Ctrl-C
+    queued = play["samples_out"] + play["audio"]["preroll_frames"]
+    played = play["audio"]["callbacks"] * 256
+    assert played < queued - 48000  # the abort cut the drain short by more than a second of audio
+    data, _ = sf.read(tmp_path / "rec.wav", dtype="float32")
+    assert data.shape[0] == rec["samples_out"] == rec["blocks"] * 1024
