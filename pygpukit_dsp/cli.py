@@ -100,6 +100,8 @@ def _stop_on_signals(session: Any, live: _LiveLine) -> Callable[[], None]:
         elif len(seen) == 2:
             _err(f"{name} again: aborting; files are still finalised")
             session.stop(name, abort=True)
+            if session.interruptible:  # a block stuck in a source or a stage: leave it now
+                raise KeyboardInterrupt
         else:
             _err(f"{name} a third time: exiting now; unfinished files keep their .partial names")
             os._exit(128 + signum)

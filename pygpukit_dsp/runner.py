@@ -217,6 +217,7 @@ class StreamRunner:
         self.source = pipeline.source
         self.sink = pipeline.sink
         self.engine = None
+        self.closing = False
         self.stats_lock = threading.Lock()
         self.live: dict[str, Any] = {"blocks": 0, "samples_in": 0, "samples_out": 0, "misses": 0}
         self.hist = None
@@ -369,12 +370,13 @@ class StreamRunner:
                     break
             else:
                 ended_by = "duration limit" if duration is not None else "block limit"
-        except KeyboardInterrupt:
-            ended_by = "interrupted"
+        except KeyboardInterrupt:  # Ctrl-C in a library run, or gk-stream's abort of a blocked block
+            ended_by = stop_reason() if stop is not None and stop() else "interrupted"
         except StreamFault as exc:
             fault = exc
             ended_by = "fault"
         finally:
+            self.closing = True  # from here on nothing may interrupt: the sink finalises its file
             wall = time.perf_counter() - t_start
             if getattr(stop, "abort", False):
                 self.interrupt(abort=True)

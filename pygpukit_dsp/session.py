@@ -71,6 +71,12 @@ class Session:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
+    @property
+    def interruptible(self) -> bool:
+        """True while one stream runs on the caller's thread and has not begun closing: raising
+        KeyboardInterrupt there abandons its current block without harm to its files."""
+        return len(self._runners) == 1 and not self._runners[0].closing
+
     def live_stats(self) -> dict[str, dict[str, Any]]:
         """Each running stream's figures so far, by pipeline name (see StreamRunner.live_stats)."""
         return {r.pipeline.name: r.live_stats() for r in list(self._runners)}

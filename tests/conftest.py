@@ -33,3 +33,34 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if skipped:
         n, why = skipped
         terminalreporter.write_line(f"{n} tests marked gpu skipped: CUDA not usable here: {why}")
+
+
+class GkProcess:
+    """gk-stream in a fresh interpreter, the way a user runs it (tests of signals and faults)."""
+
+    def __init__(self, cwd):
+        import pygpukit_dsp
+
+        self.cwd = str(cwd)
+        self.env = dict(os.environ)
+        parent = str(__import__("pathlib").Path(pygpukit_dsp.__file__).resolve().parents[1])
+        self.env["PYTHONPATH"] = os.pathsep.join([parent, *filter(None, [self.env.get("PYTHONPATH")])])
+
+    def start(self, *args):
+        import subprocess
+        import sys
+
+        return subprocess.Popen([sys.executable, "-m", "pygpukit_dsp.cli", *map(str, args)], cwd=self.cwd,
+                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def run(self, *args, timeout=120):
+        proc = self.start(*args)
+        out, err = proc.communicate(timeout=timeout)
+        proc.stdout_text, proc.stderr_text = out, err
+        return proc
+
+
+@pytest.fixture
+def gk_process(tmp_path):
+    """A GkProcess working in tmp_path."""
+    return GkProcess(tmp_path)
