@@ -4,7 +4,9 @@
 #   1. pygpukit-dsp      cp312 wheel (scikit-build-core; no CUDA toolkit needed)
 #   2. pygpukit-dsp-core abi3 wheel of rust/pygpukit-python (maturin), when that crate exists
 #   3. runtime dependencies as cp312 / py3 manylinux wheels: pydantic, pydantic-core,
-#      annotated-types, typing-inspection, typing-extensions, soundfile, cffi, pycparser
+#      annotated-types, typing-inspection, typing-extensions, soundfile, cffi, pycparser; and for the
+#      tests: sounddevice and JACK-Client (the live audio tests; scripts/jack_bundle.sh brings the
+#      JACK server and PortAudio into .jack/), hypothesis, attrs, sortedcontainers
 # Then on the GPU machine: `source scripts/gpu_install.sh`.
 #
 # Usage: scripts/build_wheels.sh            (PYTHON312=/path/to/python3.12 to override)
@@ -13,7 +15,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/.wheels"
 PY312="${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3.12}"
-DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser)
+DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser
+      sounddevice JACK_Client hypothesis attrs sortedcontainers)
 
 if [[ ! -x "$PY312" ]]; then
     echo "error: Python 3.12 not found at $PY312 (set PYTHON312=...)" >&2
@@ -50,7 +53,7 @@ trap 'rm -rf "$resolved"' EXIT
 # the packages the GPU machine lacks are kept (numpy, which soundfile pulls in, is not).
 "$PY312" -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 --dest "$resolved" pydantic soundfile
+    --platform manylinux2014_x86_64 --dest "$resolved" pydantic soundfile sounddevice JACK-Client hypothesis
 for name in "${DEPS[@]}"; do
     found=("$resolved/${name}"-*.whl)
     if [[ ! -e "${found[0]}" ]]; then

@@ -22,3 +22,16 @@ for _gk_so in "$_gk_site"/pygpukit_dsp/_native.*.so; do
     [ -e "$_gk_so" ] && ln -sf "$_gk_so" pygpukit_dsp/
 done
 unset _gk_so _gk_site _gk_python
+
+# The JACK server and PortAudio bundled by scripts/jack_bundle.sh (carried as .jack): the live
+# audio tests meet a real audio server on the CUDA backend too.
+if [ -d .jack/bin ]; then
+    _gk_jack="$(pwd)/.jack"
+    for _gk_lib in "$_gk_jack"/lib/fallback/*; do  # only what this machine lacks
+        ldconfig -p | grep -q "$(basename "$_gk_lib")" || cp "$_gk_lib" "$_gk_jack/lib/"
+    done
+    export PATH="$_gk_jack/bin:$PATH" JACK_DRIVER_DIR="$_gk_jack/lib/jack"
+    export LD_LIBRARY_PATH="$_gk_jack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LIBRARY_PATH="$_gk_jack/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"  # ctypes.util.find_library('portaudio')
+    unset _gk_jack _gk_lib
+fi

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from pygpukit_dsp import Pipeline
@@ -46,15 +47,20 @@ def test_devices_lists_the_jack_server(jack):
     assert "default input" in line and "default output" in line
 
 
-def test_live_duplex_runs_ten_seconds_without_an_xrun(jack, tmp_path, jack_helpers):
+BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_live_duplex_runs_ten_seconds_without_an_xrun(jack, tmp_path, jack_helpers, backend):
     monitor = jack_helpers.LoopClient(np.zeros((1, 1)), name="gk-test-xrun-monitor")  # counts the server's xruns
     try:
-        r = gk("run", LIVE_EQ, "--backend", "cpu", "--duration", 10.5, "--stats-json", tmp_path / "s.json",
+        r = gk("run", LIVE_EQ, "--backend", backend, "--duration", 10.5, "--stats-json", tmp_path / "s.json",
                "--quiet")
     finally:
         monitor.close()
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "s.json").read_text())
+    assert s["backend"] == backend
     assert s["blocks"] == -(-int(10.5 * 48000) // 256) == 1969 and s["ended_by"] == "duration limit"
     a = s["audio"]
     assert a["kind"] == "duplex" and a["device"] == "'system' (JACK Audio Connection Kit)"
@@ -65,12 +71,13 @@ def test_live_duplex_runs_ten_seconds_without_an_xrun(jack, tmp_path, jack_helpe
     assert "ADC-to-DAC p50" in r.stdout and "ended by duration limit" in r.stdout
 
 
-def test_recording_equals_process_of_the_played_signal(jack, tmp_path, jack_helpers):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recording_equals_process_of_the_played_signal(jack, tmp_path, jack_helpers, backend):
     rng = np.random.default_rng(2024)
     x = (0.1 * rng.standard_normal((2, 3 * 48000))).astype(np.float32)
     loop = jack_helpers.LoopClient(x)
     try:
-        proc = start_gk("run", LIVE_EQ, "--backend", "cpu", "--duration", 6, "--stats-json",
+        proc = start_gk("run", LIVE_EQ, "--backend", backend, "--duration", 6, "--stats-json",
                         tmp_path / "s.json", "--quiet")
         loop.loop_through("PortAudio")
         time.sleep(0.2)
@@ -84,13 +91,13 @@ def test_recording_equals_process_of_the_played_signal(jack, tmp_path, jack_help
     rec, start = loop.recording()
     ref = Pipeline.from_yaml(LIVE_EQ)
     ref.sample_rate = 48000.0
-    y = ref.process(x, backend="cpu")
+    y = ref.process(x, backend="cpu")  # the reference is always the CPU backend (SciPy-checked)
     # The reported latency: the pre-roll; JACK adds one period on the connection that closes the
     # loop (our client feeds the pipeline and hears it back: a feedback connection).
     lag = s["audio"]["preroll_frames"] + loop.period
     got = rec[:, start + lag:start + lag + x.shape[1]]
     assert got.shape == y.shape
-    np.testing.assert_allclose(got, y, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got, y, rtol=0, atol=1e-6 if backend == "cpu" else 2e-5)
     assert np.all(rec[:, start:start + lag] == 0)  # nothing of it arrives earlier
     assert _no_xruns(s["audio"]) == dict.fromkeys(_no_xruns(s["audio"]), 0)
 
@@ -118,11 +125,12 @@ def test_a_jack_server_that_goes_away_is_a_stream_fault(jack, tmp_path, jack_hel
     assert rate == 48000 and data.shape == (blocks * 512, 2) and blocks > 10
 
 
-def test_live_spectrum_runs_for_a_bounded_time(jack):
-    r = gk("run", ROOT / "pipelines" / "live_spectrum.yaml", "--backend", "cpu", "--duration", 1.5)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_live_spectrum_runs_for_a_bounded_time(jack, backend):
+    r = gk("run", ROOT / "pipelines" / "live_spectrum.yaml", "--backend", backend, "--duration", 1.5)
     assert r.returncode == 0, r.stderr
     assert "spectrum: peak" in r.stdout  # not a terminal: one plain line a second
-    assert "ended by duration limit" in r.stdout
+    assert "ended by duration limit" in r.stdout and f"backend={backend}" in r.stdout
 
 
 def test_python_api_runs_a_live_duplex_stream(jack):
