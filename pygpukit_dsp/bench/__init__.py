@@ -6,5 +6,6 @@ of them alike. Outputs are checked against the project's before any timing count
 """
 
 from .harness import BenchReport, ImplResult, run_bench
+from .soak import SoakReport, run_soak
 
-__all__ = ["BenchReport", "ImplResult", "run_bench"]
+__all__ = ["BenchReport", "ImplResult", "SoakReport", "run_bench", "run_soak"]
