@@ -236,6 +236,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .pipeline import Pipeline
 
     loaded = Pipeline.load_all(args.file)
+    if args.soak is not None:
+        return _bench_soak(args, loaded)
+    if args.interval is not None:
+        raise ConfigError("--interval applies to a soak only", hint="add --soak MINUTES")
     contention = load_contention(args.file, loaded)  # a file with 'bench: {kind: contention}' (W3)
     if contention is not None:
         return _bench_contention(args, contention)
@@ -254,6 +258,39 @@ def cmd_bench(args: argparse.Namespace) -> int:
                        warmup=BENCH_WARMUP if args.warmup is None else args.warmup,
                        compare=compare, plot=args.plot, progress=not args.quiet and sys.stderr.isatty(),
                        mode=args.mode or "latency", schedule=args.schedule or "paired")
+    print(report.markdown())
+    if args.json:
+        _write_json(args.json, report.to_dict())
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown() + "\n")
+    return 0
+
+
+def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
+    """--soak: one pipeline at its sample clock for MINUTES, memory sampled (bench/soak.py)."""
+    from .bench.soak import format_sample, run_soak
+    from .errors import ConfigError
+
+    given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
+                                      ("--schedule", args.schedule), ("--blocks", args.blocks),
+                                      ("--warmup", args.warmup), ("--plot", args.plot),
+                                      ("--period-ms", args.period_ms)) if value is not None]
+    if given:
+        raise ConfigError(f"{given[0]} does not apply to a soak",
+                          hint="a soak runs the pipeline alone at its sample clock for --soak MINUTES; "
+                               "see docs/benchmarks.md, Soak")
+    pipelines = _select(loaded, args.pipeline)
+    if len(pipelines) != 1:
+        raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; a soak takes one",
+                          hint="pick one with --pipeline NAME")
+    name = pipelines[0].name
+
+    def say(sample: Any) -> None:
+        print(format_sample(sample, name), file=sys.stderr, flush=True)
+
+    report = run_soak(pipelines[0], backend=args.backend, minutes=args.soak,
+                      interval_s=10.0 if args.interval is None else args.interval,
+                      progress=None if args.quiet else say)
     print(report.markdown())
     if args.json:
         _write_json(args.json, report.to_dict())
@@ -401,6 +438,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="contention files (W3): the realtime pipeline's arrival period "
                         "(default: the file's period_ms, else its block period)")
     b.add_argument("--pipeline", metavar="NAME")
+    b.add_argument("--soak", type=float, metavar="MINUTES",
+                   help="soak: run the pipeline at its sample clock for MINUTES and sample RSS (and GPU "
+                        "memory) to report their growth; excludes --compare, --mode and --schedule")
+    b.add_argument("--interval", type=_positive_float, metavar="S",
+                   help="soak: seconds between samples (default 10)")
     b.add_argument("--json", metavar="PATH", help="write the report as JSON")
     b.add_argument("--markdown", metavar="PATH", help="write the Markdown table to a file")
     b.add_argument("--plot", metavar="PNG", help="latency histogram plot (needs matplotlib)")
