@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install the wheels built by scripts/build_wheels.sh, then run
 # what SECTIONS names and leave results under $OUT (device tool) or out/gpu: run.log (devices,
-# benchmark tables and logs), pytest_*.log, memcheck.log, *.json, w1.png and w3.md (at most 8
-# files: the device tool returns no more; the default sections write 7, bench-w3 adds w3.md and
-# w3.json, so name fewer sections next to it: e.g. SECTIONS="gpu-tests bench-w3"). Prints a short
-# summary last.
+# benchmark tables and logs), pytest_*.log, memcheck.log, *.json, w1.png, w3.md and soak.md (at
+# most 8 files: the device tool returns no more; the default sections write 7, bench-w3 adds w3.md
+# and w3.json, soak adds soak.json and soak.md, so name fewer sections next to them: e.g.
+# SECTIONS="gpu-tests bench-w3"). Prints a short summary last.
 #   SECTIONS="gpu-tests tests bench-w1 bench-w2 profile sanitizer" bash scripts/gpu_run.sh
 #   SECTIONS="host-jitter bench-w3" bash scripts/gpu_run.sh     # host stalls, then W3
 #   SECTIONS=bench-w3 BLOCKS_W3=500 PERIOD_MS_W3=1 bash scripts/gpu_run.sh     # a quick W3 (~15 s)
+#   SECTIONS=soak SOAK_MIN=5 bash scripts/gpu_run.sh    # W1 on cuda at its clock, memory sampled (a command's
+#                                                       # 10-minute limit: keep the soak alone or short)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out/gpu}"
@@ -18,6 +20,7 @@ BLOCKS_W2="${BLOCKS_W2:-200}"
 BLOCKS_W3="${BLOCKS_W3:-}"          # default: benchmarks/w3.yaml's (3000 after 300 warm-up)
 PERIOD_MS_W3="${PERIOD_MS_W3:-}"
 QUANTA_W3="${QUANTA_W3:-}"          # e.g. "250000 30000": one W3 run per scheduler quantum (ns)    # default: W1's block period, 5.33 ms (the full run takes ~2 min)
+SOAK_MIN="${SOAK_MIN:-5}"           # soak: minutes of W1 at 187.5 blocks/s on the cuda backend
 LOG="$OUT/run.log"
 source scripts/gpu_install.sh || exit 1
 export PYTHONUNBUFFERED=1 GK_REQUIRE_GPU=1 GK_CACHE_DIR="${GK_CACHE_DIR:-/tmp/gk-cache}"
@@ -81,6 +84,15 @@ if has bench-w3; then
             rm -f benchmarks/.w3_q$q.yaml
         done
     fi
+fi
+if has soak; then
+    # W1 at its sample clock on cuda; RSS, GPU memory and the engine pool every 10 s (docs/benchmarks.md, Soak)
+    section "soak W1 cuda ($SOAK_MIN min)"
+    python3 benchmarks/soak.py benchmarks/w1.yaml --backend cuda --minutes "$SOAK_MIN" \
+        --json "$OUT/soak.json" --markdown "$OUT/soak.md" >> "$LOG" 2>&1
+    rc=$?
+    summary+=("soak W1 cuda $SOAK_MIN min: rc=$rc")
+    [[ -f "$OUT/soak.md" ]] && while IFS= read -r line; do summary+=("  $line"); done < <(grep '^\* ' "$OUT/soak.md")
 fi
 if has profile; then
     section "profile W1"
