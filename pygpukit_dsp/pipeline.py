@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -10,6 +11,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .io.base import Sink, Source, StreamFormat
+from .limits import MAX_CHANNELS
 from .qos import QoS
 from .signal import DTYPES, SignalSpec
 from .stages.base import Stage, stage_class, validate_params
@@ -76,10 +78,11 @@ class Pipeline:
         where = self.where or f"pipeline '{self.name}'"
         if self.block_size < 1:
             raise ConfigError(f"block_size must be >= 1, got {self.block_size}", where=where)
-        if self.channels is not None and self.channels < 1:
-            raise ConfigError(f"channels must be >= 1, got {self.channels}", where=where)
-        if self.sample_rate is not None and not self.sample_rate > 0:
-            raise ConfigError(f"sample_rate must be > 0, got {self.sample_rate}", where=where)
+        if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:
+            raise ConfigError(f"channels must be 1..{MAX_CHANNELS} (the limit), got {self.channels}",
+                              where=where)
+        if self.sample_rate is not None and not (math.isfinite(self.sample_rate) and self.sample_rate > 0):
+            raise ConfigError(f"sample_rate must be a finite number > 0, got {self.sample_rate}", where=where)
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}", where=where)
         if self.backend not in BACKENDS:

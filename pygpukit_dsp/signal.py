@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
+
+from .errors import ConfigError
 
 DTYPES = ("float32", "complex64")
 Domain = Literal["time", "frames"]
@@ -31,14 +34,20 @@ class SignalSpec:
     bins: int = 0
 
     def __post_init__(self) -> None:
+        # ConfigError (a ValueError): a stage's output_spec that builds an impossible spec (a rate
+        # that overflows to inf after resampling) is a configuration error, located by Pipeline
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+            raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.domain not in ("time", "frames"):
-            raise ValueError(f"domain must be 'time' or 'frames', got {self.domain!r}")
+            raise ConfigError(f"domain must be 'time' or 'frames', got {self.domain!r}")
         if self.channels < 1 or self.block_size < 1:
-            raise ValueError("channels and block_size must be >= 1")
+            raise ConfigError("channels and block_size must be >= 1")
         if (self.domain == "frames") != (self.bins > 0):
-            raise ValueError("bins > 0 exactly when domain == 'frames'")
+            raise ConfigError("bins > 0 exactly when domain == 'frames'")
+        if not (math.isfinite(self.sample_rate) and self.sample_rate > 0):
+            raise ConfigError(f"the sample rate must be a finite number > 0, got {self.sample_rate:g}",
+                              hint="a resample, fft or average stage took it out of range; check "
+                                   "sample_rate and the stages' factors")
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -56,7 +65,7 @@ class SignalSpec:
 
     @property
     def block_nbytes(self) -> int:
-        return int(np.prod(self.block_shape)) * self.np_dtype.itemsize
+        return math.prod(self.block_shape) * self.np_dtype.itemsize  # exact: np.prod overflows int64
 
     @property
     def block_period(self) -> float:

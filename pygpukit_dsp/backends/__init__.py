@@ -65,7 +65,11 @@ def choose_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str) -> 
 
 
 def open_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str) -> Engine:
+    from ..limits import check_memory
+
     choice = choose_backend(pipeline, chain, requested)
+    # every engine is opened here: a block that cannot fit is refused before anything is allocated
+    check_memory(pipeline, chain, choice.name)
     if choice.name == "cuda":
         from .cuda import CudaEngine
 

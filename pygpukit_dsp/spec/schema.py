@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError, ConfigErrors
+from ..limits import MAX_CHANNELS
 from ..qos import QoS
 from ..signal import DTYPES
 from ..stages.base import _fields_at, did_you_mean, stage_class, validate_params
@@ -78,6 +79,13 @@ def _is_int(v: Any) -> bool:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_finite_number(v: Any) -> bool:
+    """A number that is not NaN/inf and fits a float (an int like 10**400 does not: float() raises)."""
+    if _is_int(v):
+        return abs(v) < 2**1023
+    return _is_number(v) and math.isfinite(v)
 
 
 def _show(v: Any) -> str:
@@ -234,7 +242,7 @@ class _DocBuilder:
         return v
 
     def _check_sample_rate(self, v: Any, where: str) -> float | None:
-        if not _is_number(v) or not math.isfinite(v) or v <= 0:
+        if not _is_finite_number(v) or v <= 0:
             self.err(f"sample_rate must be a positive number of samples per second, got {_show(v)}", where,
                      "e.g. 'sample_rate: 48000'")
             return None
@@ -250,6 +258,9 @@ class _DocBuilder:
         return self._positive_int("block_size", v, where, "1024")
 
     def _check_channels(self, v: Any, where: str) -> int | None:
+        if _is_int(v) and v > MAX_CHANNELS:
+            self.err(f"channels {v} is above the limit of {MAX_CHANNELS} channels", where, "e.g. 'channels: 2'")
+            return None
         return self._positive_int("channels", v, where, "2")
 
     def _check_dtype(self, v: Any, where: str) -> str | None:

@@ -29,9 +29,11 @@ from ..signal import SignalSpec
 
 
 class StageParams(BaseModel):
-    """Base of every stage's parameter model: unknown keys are errors, values are frozen."""
+    """Base of every stage's parameter model: unknown keys are errors, values are frozen, and no
+    number is NaN or infinite (sources, sinks and QoS share these rules)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
+                              allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------------------
@@ -50,7 +52,7 @@ def _to_real_array(v: Any) -> np.ndarray:
         raise ValueError("expected a list of numbers, got a string")
     try:
         a = np.asarray(v, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an int beyond float64
         raise ValueError(f"expected a list of real numbers ({exc})") from None
     if not np.all(np.isfinite(a)):
         raise ValueError("values must be finite (no NaN or inf)")
@@ -64,10 +66,10 @@ def _to_number_array(v: Any) -> np.ndarray:
     else:
         try:
             a = np.asarray(v, dtype=np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             try:
                 a = np.vectorize(_parse_complex, otypes=[np.complex128])(np.asarray(v, dtype=object))
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError) as exc:
                 raise ValueError(f"expected numbers or complex strings like '1-2j' ({exc})") from None
     if not np.all(np.isfinite(a)):
         raise ValueError("values must be finite (no NaN or inf)")
@@ -132,6 +134,12 @@ class Stage(abc.ABC):
     @abc.abstractmethod
     def cpu(self, spec: SignalSpec) -> CpuProcessor:
         """A fresh CPU processor for input ``spec`` (already validated by output_spec)."""
+
+    def state_bytes(self, spec: SignalSpec) -> int:
+        """About how many bytes the stage holds besides its output block for input ``spec``
+        (histories, delay lines, filters, work arrays); the memory check before the first block
+        (:func:`pygpukit_dsp.limits.check_memory`) adds it up. Must not allocate."""
+        return 0
 
     # -- helpers for subclasses ------------------------------------------
     def resolve_path(self, p: str | Path) -> Path:

@@ -7,13 +7,15 @@ import scipy.fft as sfft
 import scipy.signal as ssig
 from pydantic import Field, field_validator, model_validator
 
+from ..limits import MAX_CHANNELS, MAX_TAPS, limit
 from ..signal import SignalSpec
 from ._common import require_domain, require_multiple
 from .base import RealArray, Stage, StageParams, register_stage
 
 
 class ChannelizerParams(StageParams):
-    channels: int = Field(..., ge=2, description="Number of subchannels M (also the decimation).")
+    channels: int = Field(..., ge=2, description=f"Number of subchannels M (also the decimation), at "
+                          f"most {MAX_CHANNELS}.")
     taps_per_channel: int = Field(8, ge=1, description="Prototype length per subchannel: the default "
                                   "prototype is scipy.signal.firwin(M*taps_per_channel, 1/M).")
     taps: RealArray | None = Field(None, description="Explicit real prototype lowpass filter (any "
@@ -24,13 +26,23 @@ class ChannelizerParams(StageParams):
     def _taps(cls, v: np.ndarray | None) -> np.ndarray | None:
         if v is not None and (v.ndim != 1 or v.size == 0):
             raise ValueError(f"taps must be a 1-D list of coefficients, got shape {v.shape}")
+        if v is not None:
+            limit(v.size, MAX_TAPS, "the prototype length", "taps")
         return v
+
+    @field_validator("channels")
+    @classmethod
+    def _subchannels(cls, v: int) -> int:
+        return limit(v, MAX_CHANNELS, "channels", "subchannels")
 
     @model_validator(mode="after")
     def _not_both(self) -> "ChannelizerParams":
         if self.taps is not None and "taps_per_channel" in self.model_fields_set:
             raise ValueError("give either 'taps' (an explicit prototype) or 'taps_per_channel' (for "
                              "the default design), not both")
+        if self.taps is None and self.channels * self.taps_per_channel > MAX_TAPS:
+            raise ValueError(f"the prototype length channels x taps_per_channel = {self.channels} x "
+                             f"{self.taps_per_channel} is above the limit of {MAX_TAPS} taps")
         return self
 
 
@@ -108,6 +120,12 @@ class Channelizer(Stage):
         if self.params.taps is not None:
             return self.params.taps
         return ssig.firwin(M * self.params.taps_per_channel, 1.0 / M)
+
+    def state_bytes(self, spec: SignalSpec) -> int:
+        M = self.params.channels
+        length = self.params.taps.size if self.params.taps is not None else M * self.params.taps_per_channel
+        # history + block, its polyphase copy, and the complex128 branch sums and ifft
+        return 8 * length + spec.channels * (length + M + spec.block_size) * (2 * spec.np_dtype.itemsize + 32)
 
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         require_domain(spec, "time", where=self.where)

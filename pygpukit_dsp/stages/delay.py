@@ -6,6 +6,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from ..errors import ConfigError
+from ..limits import MAX_DELAY, limit
 from ..signal import SignalSpec
 from ._common import require_domain
 from .base import Stage, StageParams, register_stage
@@ -24,6 +25,7 @@ class DelayParams(StageParams):
             raise ValueError("samples needs at least one value")
         if any(d < 0 for d in values):
             raise ValueError(f"delays must be >= 0 samples, got {v}")
+        limit(max(values), MAX_DELAY, "delay", "samples")
         return v
 
 
@@ -80,8 +82,14 @@ class Delay(Stage):
 
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         require_domain(spec, "time", where=self.where)
-        self.delays_for(spec)
+        if not isinstance(self.params.samples, int):
+            self.delays_for(spec)  # the per-channel list must match (an int needs no array here)
         return spec
+
+    def state_bytes(self, spec: SignalSpec) -> int:
+        s = self.params.samples
+        depth = s if isinstance(s, int) else max(s)
+        return spec.channels * (depth + spec.block_size) * spec.np_dtype.itemsize
 
     def cpu(self, spec: SignalSpec) -> DelayProcessor:
         self.output_spec(spec)

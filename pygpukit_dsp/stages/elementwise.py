@@ -80,10 +80,19 @@ class DbParams(StageParams):
 
     @model_validator(mode="after")
     def _floor_representable(self) -> "DbParams":
-        lowest = self.scale * np.log10(np.finfo(np.float32).tiny)
+        f32 = np.finfo(np.float32)
+        lowest = self.scale * np.log10(f32.tiny)
         if self.floor_db < lowest:
             raise ValueError(f"floor_db {self.floor_db} is below the float32 range for kind "
                              f"'{self.kind}'; use floor_db >= {np.ceil(lowest):.0f}")
+        highest = self.scale * np.log10(f32.max)
+        if self.floor_db > highest:
+            raise ValueError(f"floor_db {self.floor_db} is above the float32 range for kind "
+                             f"'{self.kind}'; use floor_db <= {np.floor(highest):.0f}")
+        # the stage multiplies by 1/ref in float32
+        if not 1 / float(f32.max) <= self.ref <= 1 / float(f32.tiny):
+            raise ValueError(f"ref {self.ref:g} is outside float32's range: use "
+                             f"{1 / float(f32.max):.3g} <= ref <= {1 / float(f32.tiny):.3g}")
         return self
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.fft as sfft
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..errors import ConfigError
+from ..limits import MAX_FFT, limit
 from ..signal import SignalSpec
 from ._common import require_domain, require_multiple
 from .base import Stage, StageParams, register_stage
@@ -14,12 +15,23 @@ from .base import Stage, StageParams, register_stage
 
 class FftParams(StageParams):
     n: int | None = Field(None, ge=1, description="Frame length in samples (FFT size). Default: the "
-                          "block size, i.e. one frame per block. block_size must be a multiple of n.")
+                          "block size, i.e. one frame per block. block_size must be a multiple of n. "
+                          f"At most {MAX_FFT}.")
+
+    @field_validator("n")
+    @classmethod
+    def _n(cls, v: int | None) -> int | None:
+        return v if v is None else limit(v, MAX_FFT, "n", "samples")
 
 
 class InverseFftParams(StageParams):
     n: int | None = Field(None, ge=1, description="Output samples per frame. Default: the number of "
                           "bins (ifft) or 2*(bins-1) (irfft); if given it must match the input bins.")
+
+    @field_validator("n")
+    @classmethod
+    def _n(cls, v: int | None) -> int | None:
+        return v if v is None else limit(v, MAX_FFT, "n", "samples")
 
 
 class ForwardFftProcessor:
@@ -72,6 +84,9 @@ class _ForwardFft(Stage):
             raise ConfigError("rfft needs real (float32) input, got complex64", where=self.where,
                               hint="use fft for complex input")
         n = self.frame_length(spec)
+        if self.params.n is None and n > MAX_FFT:  # one frame per block: the block is the FFT
+            raise ConfigError(f"one frame per block of {n} samples is above the limit of {MAX_FFT} samples "
+                              "per FFT", where=self.where, hint="set n to a shorter frame length")
         require_multiple(spec, n, "the frame length n", where=self.where)
         bins = n // 2 + 1 if self.real_only else n
         return SignalSpec(sample_rate=spec.sample_rate / n, channels=spec.channels,

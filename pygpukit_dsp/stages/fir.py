@@ -18,6 +18,7 @@ import scipy.signal as ssig
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..limits import MAX_TAPS, limit
 from ..signal import SignalSpec
 from ._common import check_file_exists, exactly_one, load_array_file, output_dtype, require_domain
 from .base import NumberArray, Stage, StageParams, register_stage
@@ -31,16 +32,20 @@ def window_arg(window: WindowSpec) -> str | tuple:
 
 
 def check_window(window: WindowSpec, length: int = 16) -> WindowSpec:
+    examples = "examples: 'hann', 'hamming', 'blackman', ['kaiser', 8.0], ['tukey', 0.25]"
+    if isinstance(window, list) and not window:
+        raise ValueError(f"window is an empty list; {examples}")
     try:
-        ssig.get_window(window_arg(window), length)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"unknown or incomplete window {window!r} ({exc}); examples: 'hann', "
-                         f"'hamming', 'blackman', ['kaiser', 8.0], ['tukey', 0.25]") from None
+        w = ssig.get_window(window_arg(window), length)
+    except (ValueError, TypeError, IndexError, OverflowError) as exc:  # scipy raises all of these
+        raise ValueError(f"unknown or incomplete window {window!r} ({exc}); {examples}") from None
+    if not np.all(np.isfinite(w)):  # e.g. ['kaiser', 1e300]: the parameter is out of range
+        raise ValueError(f"window {window!r} gives NaN or infinite values: its parameter is out of range")
     return window
 
 
 class FirDesign(StageParams):
-    numtaps: int = Field(..., ge=1, description="Filter length (number of taps).")
+    numtaps: int = Field(..., ge=1, description=f"Filter length (number of taps), at most {MAX_TAPS}.")
     cutoff_hz: float | list[float] = Field(
         ..., description="Cutoff frequency in Hz, or a list of increasing band edges in Hz "
         "(scipy.signal.firwin's cutoff, with fs = the stream's sample rate).")
@@ -67,6 +72,11 @@ class FirDesign(StageParams):
     @classmethod
     def _window(cls, v: WindowSpec) -> WindowSpec:
         return check_window(v)
+
+    @field_validator("numtaps")
+    @classmethod
+    def _numtaps(cls, v: int) -> int:
+        return limit(v, MAX_TAPS, "numtaps", "taps")
 
     def taps(self, sample_rate: float) -> np.ndarray:
         try:
@@ -119,6 +129,7 @@ class FirParams(StageParams):
 def _check_taps_shape(t: np.ndarray) -> None:
     if t.ndim not in (1, 2) or t.size == 0:
         raise ValueError(f"taps must have shape (L,) or (channels, L) with L >= 1, got shape {t.shape}")
+    limit(t.shape[-1], MAX_TAPS, "the filter length", "taps")
 
 
 # ---------------------------------------------------------------------------
@@ -431,6 +442,11 @@ class Fir(Stage):
         if self._taps is not None:
             return self._taps
         return self.params.design.taps(spec.sample_rate)
+
+    def state_bytes(self, spec: SignalSpec) -> int:
+        # input history + work arrays of the chosen method (overlap-save: spectra of twice that)
+        L = self._taps.shape[-1] if self._taps is not None else self.params.design.numtaps
+        return 4 * spec.channels * (L + spec.block_size) * 8 + 16 * L
 
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         require_domain(spec, "time", where=self.where)

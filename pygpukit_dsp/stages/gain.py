@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from pydantic import Field, model_validator
 
@@ -17,6 +19,13 @@ class GainParams(StageParams):
     @model_validator(mode="after")
     def _one_of(self) -> "GainParams":
         exactly_one(self, ("db", "linear"))
+        # the factor is applied in float32: beyond its range every sample would be inf
+        top = float(np.finfo(np.float32).max)
+        if self.db is not None and self.db > 20 * math.log10(top):
+            raise ValueError(f"db {self.db:g} is above the limit of {20 * math.log10(top):.1f} dB "
+                             "(the largest float32 factor)")
+        if self.linear is not None and abs(self.linear) > top:
+            raise ValueError(f"linear {self.linear:g} is beyond float32's range (|linear| <= {top:.4g})")
         return self
 
     @property

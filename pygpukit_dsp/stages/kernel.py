@@ -49,6 +49,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..errors import ConfigError, UnsupportedError
+from ..limits import MAX_CHANNELS
 from ..signal import SignalSpec
 from ._common import check_file_exists, exactly_one
 from .base import Stage, StageParams, register_stage, validate_params
@@ -57,7 +58,8 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class KernelOutput(StageParams):
-    channels: int | None = Field(None, ge=1, description="Output channels (default: the input's).")
+    channels: int | None = Field(None, ge=1, le=MAX_CHANNELS,
+                                 description="Output channels (default: the input's).")
     dtype: Literal["float32", "complex64"] | None = Field(
         None, description="Output dtype (default: the input's).")
 

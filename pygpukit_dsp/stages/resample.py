@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import scipy.signal as ssig
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from ..limits import MAX_RESAMPLE_FACTOR, MAX_TAPS, limit
 from ..signal import SignalSpec
 from ._common import require_domain, require_multiple
 from .base import RealArray, Stage, StageParams, register_stage
@@ -29,7 +30,18 @@ class ResampleParams(StageParams):
             raise ValueError(f"taps must be >= 1 when given as a length, got {v}")
         if isinstance(v, np.ndarray) and (v.ndim != 1 or v.size == 0):
             raise ValueError(f"taps must be a 1-D list of coefficients, got shape {v.shape}")
+        if v is not None:
+            limit(v if isinstance(v, int) else v.size, MAX_TAPS, "the filter length", "taps")
         return v
+
+    @model_validator(mode="after")
+    def _factors(self) -> "ResampleParams":
+        # the default filter has 20 * max(up, down) + 1 taps: bound the reduced ratio
+        up, down = self.ratio
+        if max(up, down) > MAX_RESAMPLE_FACTOR:
+            raise ValueError(f"up/down = {self.up}/{self.down} (reduced: {up}/{down}) is above the limit of "
+                             f"{MAX_RESAMPLE_FACTOR} for up and down; resample in two stages")
+        return self
 
     @property
     def ratio(self) -> tuple[int, int]:
@@ -136,6 +148,16 @@ class Resample(Stage):
         hp = np.zeros(-(-total // up) * up)  # whole phases (zeros at the end change nothing)
         hp[n_pre_pad:total] = h
         return hp
+
+    def state_bytes(self, spec: SignalSpec) -> int:
+        up, down = self.ratio
+        if up == down:
+            return 0
+        taps = self.params.taps
+        length = 20 * max(up, down) + 1 if taps is None else taps if isinstance(taps, int) else taps.size
+        hist = length // up + down
+        # the filter, the input history, and upfirdn's float64/complex128 output over both
+        return 8 * length + spec.channels * (hist + spec.block_size) * (spec.np_dtype.itemsize + 16 * up // down + 16)
 
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         require_domain(spec, "time", where=self.where)

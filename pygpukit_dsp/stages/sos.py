@@ -57,11 +57,11 @@ class SosDesign(StageParams):
             raise ConfigError(f"design: cutoff_hz {self.cutoff_hz} is not below the Nyquist frequency",
                               hint=f"cutoff frequencies must be below sample_rate/2 = {sample_rate / 2:g} Hz",
                               path=("design", "cutoff_hz"))
-        wn = self.cutoff_hz if isinstance(self.cutoff_hz, (int, float)) else list(self.cutoff_hz)
+        wn = edges[0] if len(edges) == 1 else list(edges)  # scipy refuses [f] for a lowpass: pass f
         try:
             return ssig.iirfilter(self.order, wn, rp=self.rp, rs=self.rs, btype=self.btype,
                                   ftype=self.kind, output="sos", fs=sample_rate)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise ConfigError(f"design: {exc}", path=("design",)) from None
 
 
@@ -102,6 +102,8 @@ class SosProcessor:
         self.zi = np.zeros((self.sos.shape[0], channels, 2), self.work)
 
     def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
+        if x.shape[-1] == 0:  # an empty final block (sosfilt cannot take one)
+            return np.zeros(x.shape, self.out_dtype)
         y, self.zi = ssig.sosfilt(self.sos, x.astype(self.work), axis=-1, zi=self.zi)
         return y.astype(self.out_dtype)
 

@@ -7,6 +7,7 @@ import scipy.fft as sfft
 import scipy.signal as ssig
 from pydantic import Field, field_validator, model_validator
 
+from ..limits import MAX_FFT, limit
 from ..signal import SignalSpec
 from ._common import require_domain, require_multiple
 from .base import Stage, StageParams, register_stage
@@ -14,7 +15,7 @@ from .fir import WindowSpec, check_window, window_arg
 
 
 class StftParams(StageParams):
-    nfft: int = Field(..., ge=1, description="Frame length = FFT size in samples.")
+    nfft: int = Field(..., ge=1, description=f"Frame length = FFT size in samples, at most {MAX_FFT}.")
     hop: int | None = Field(None, ge=1, description="Samples between frame starts (default nfft//2). "
                             "block_size must be a multiple of hop.")
     window: WindowSpec = Field("hann", description="Window: scipy.signal.get_window(window, nfft) "
@@ -24,6 +25,11 @@ class StftParams(StageParams):
     @classmethod
     def _window(cls, v: WindowSpec) -> WindowSpec:
         return check_window(v)
+
+    @field_validator("nfft")
+    @classmethod
+    def _nfft(cls, v: int) -> int:
+        return limit(v, MAX_FFT, "nfft", "samples")
 
     @model_validator(mode="after")
     def _window_length(self) -> "StftParams":
@@ -48,6 +54,9 @@ class StftProcessor:
     def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
         m = x.shape[-1]
         frames = -(-m // self.hop)
+        if frames == 0:  # an empty final block: no frame ends in it
+            bins = self.nfft // 2 + 1 if self.real else self.nfft
+            return np.zeros((x.shape[0], 0, bins), np.complex64)
         n = frames * self.hop  # a final partial block is zero-padded to the next hop
         ext, hist = self.ext, self.hist
         ext[:, hist:hist + m] = x
@@ -97,6 +106,12 @@ class Stft(Stage):
 
     def window(self) -> np.ndarray:
         return ssig.get_window(window_arg(self.params.window), self.params.nfft)
+
+    def state_bytes(self, spec: SignalSpec) -> int:
+        nfft, frames = self.params.nfft, max(spec.block_size // self.hop, 1)
+        # the input history + block, and the windowed frames before their transform
+        return (spec.channels * (nfft + spec.block_size) * spec.np_dtype.itemsize
+                + spec.channels * frames * nfft * 8 + 4 * nfft)
 
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         require_domain(spec, "time", where=self.where,

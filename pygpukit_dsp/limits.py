@@ -1,0 +1,96 @@
+"""Size limits: absurd parameters are refused when they are validated, and a pipeline whose blocks
+would not fit in memory is refused before its first block, naming the limit.
+
+The per-parameter limits are far above any real use and exist so that a typo (``numtaps:
+1000000000000``) is an error that names the limit, not an allocation that fails or swaps.
+:func:`check_memory` is the one memory check: ``backends.open_backend`` calls it, and every
+way of running a pipeline (``Pipeline.process``, ``StreamRunner``, ``gk-stream run``) opens its
+engine there.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline, SpecChain
+
+MAX_CHANNELS = 65536        # channels of a pipeline, subchannels of a channelizer, a kernel's output
+MAX_TAPS = 1 << 23          # filter length (fir, resample, channelizer prototype): 8388608 taps
+MAX_FFT = 1 << 24           # fft/stft frame length: 16777216 samples
+MAX_DELAY = 1 << 26         # delay line length: 67108864 samples (23 min at 48 kHz)
+MAX_RESAMPLE_FACTOR = 1 << 18  # reduced up or down of a resampler: 262144 (default filter: 20x taps)
+
+
+def limit(value: int, maximum: int, what: str, unit: str) -> int:
+    """Field-validator body: ``value`` must not exceed ``maximum`` (the message names the limit)."""
+    if value > maximum:
+        raise ValueError(f"{what} {value} is above the limit of {maximum} {unit}")
+    return value
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024 or unit == "EiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} EiB"  # pragma: no cover
+
+
+def available_host_memory() -> int | None:
+    """Bytes the host can still give (MemAvailable), or None when it cannot be told."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def block_memory(pipeline: "Pipeline", chain: "SpecChain") -> list[tuple[int, str]]:
+    """What one block needs, item by item: every edge's block and each stage's own state
+    (:meth:`Stage.state_bytes`: filter histories, delay lines, work arrays). An estimate."""
+    items = [(chain.input.block_nbytes, f"the input block ({chain.input.describe()})")]
+    for st, spec_in, spec_out in zip(pipeline.stages, chain.specs[:-1], chain.specs[1:]):
+        label = f"stage '{st.name}' ({st.type})"
+        items.append((spec_out.block_nbytes, f"{label} output ({spec_out.describe()})"))
+        state = st.state_bytes(spec_in)
+        if state:
+            items.append((state, f"{label} state"))
+    return items
+
+
+def _gpu_free_memory(device: int = 0) -> int | None:
+    try:
+        from . import _native
+
+        return int(_native.Device(device).memory_info()[0])
+    except Exception:  # no driver, no device: the engine says so itself, with the reason
+        return None
+
+
+def check_memory(pipeline: "Pipeline", chain: "SpecChain", backend: str) -> None:
+    """Raise ConfigError before anything is allocated when a block of ``pipeline`` would need more
+    memory than the host has available (and, on ``cuda``, more than the GPU has free)."""
+    items = block_memory(pipeline, chain)
+    total = sum(n for n, _ in items)
+    biggest_n, biggest = max(items)
+    places = [("available memory", available_host_memory())]
+    if backend == "cuda":
+        places.append(("free GPU memory", _gpu_free_memory()))
+    hint = ("lower that stage's size parameters (taps, delay, nfft...), block_size or channels"
+            if biggest.endswith(" state") else "lower block_size or channels")
+    for what, have in places:
+        if have is not None and total > have:
+            raise ConfigError(
+                f"pipeline '{pipeline.name}' needs about {fmt_bytes(total)} per block (the largest part: "
+                f"{biggest}, {fmt_bytes(biggest_n)}), more than this machine's {fmt_bytes(have)} of {what}",
+                where=pipeline.where, hint=hint)
