@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,31 @@ _DEFAULT_SUBTYPES = {"WAV": "FLOAT", "FLAC": "PCM_24"}
 
 def _sf_error(exc: Exception) -> str:
     return str(exc).strip() or type(exc).__name__
+
+
+# Containers whose frame count libsndfile knows exactly: reading fewer frames means a damaged file.
+_EXACT_LENGTH = ("WAV", "WAVEX", "W64", "RF64", "AIFF", "CAF", "AU", "FLAC")
+_SAMPLE_BYTES = {"PCM_S8": 1, "PCM_U8": 1, "ULAW": 1, "ALAW": 1, "PCM_16": 2, "PCM_24": 3, "PCM_32": 4,
+                 "FLOAT": 4, "DOUBLE": 8}
+_DATA_SIZE = re.compile(r"^\s*data\s*:\s*(\d+)", re.M)  # WAV/W64: bytes of audio the header announces
+_AIFF_FRAMES = re.compile(r"^\s*Frames\s*:\s*(\d+)", re.M)  # AIFF's COMM chunk
+
+
+def _declared_frames(f: sf.SoundFile) -> int | None:
+    """The frame count a PCM file's header announces, read from libsndfile's parse log: libsndfile
+    itself quietly shortens the stream to what the file holds. None where it cannot be told."""
+    log = f.extra_info
+    if f.format == "AIFF":
+        m = _AIFF_FRAMES.search(log)
+        return int(m.group(1)) if m else None
+    width = _SAMPLE_BYTES.get(f.subtype)
+    m = _DATA_SIZE.search(log)
+    if f.format not in ("WAV", "WAVEX", "W64") or m is None or width is None:
+        return None
+    size = int(m.group(1)) - (24 if f.format == "W64" else 0)  # W64 counts its chunk header
+    if size <= 0 or size >= 0x7FFFF000:  # "unknown length": a streamed file, or one never finalised
+        return None
+    return size // (width * f.channels)
 
 
 class AudioFileSourceParams(IoParams):
@@ -55,12 +81,31 @@ class AudioFileSource(Counters, Source):
                               f"{request.dtype}", where=self.where,
                               hint="remove 'dtype' from the pipeline or set it to float32")
         try:
+            size = path.stat().st_size
+            if size == 0:
+                raise ConfigError(f"audio file {path} is empty (0 bytes)", where=self.where, path=("path",),
+                                  hint="was it written completely? check the path")
             f = sf.SoundFile(str(path))
-        except Exception as exc:  # soundfile raises LibsndfileError/RuntimeError/TypeError
+        except ConfigError:
+            raise
+        except Exception as exc:  # soundfile raises LibsndfileError/RuntimeError/TypeError, stat OSError
             raise ConfigError(f"cannot read audio file {path}: {_sf_error(exc)}", where=self.where,
                               path=("path",), hint="check that it is an audio file libsndfile can read "
-                                                   "(WAV, FLAC, OGG...)") from None
+                                                   "(WAV, FLAC, OGG...) and that it is complete") from None
         try:
+            declared = _declared_frames(f)
+            if declared is not None and declared > f.frames:
+                raise ConfigError(
+                    f"audio file {path} is truncated: its header announces {declared} frames but the file "
+                    f"holds {f.frames}", where=self.where, path=("path",),
+                    hint="it was cut off (an interrupted copy, download or recording?): copy it again, or "
+                         "rewrite it with a tool such as sox or ffmpeg to keep what is there")
+            if f.frames == 0 and f.format in ("WAV", "WAVEX", "W64", "AIFF") and size > 4096:
+                raise ConfigError(
+                    f"audio file {path} holds no audio frames although it is {size} bytes long: its header "
+                    "is damaged or was never finalised", where=self.where, path=("path",),
+                    hint="a recording stopped before it wrote its header? rewrite the file with a tool "
+                         "such as sox or ffmpeg")
             if request.sample_rate is not None and float(request.sample_rate) != float(f.samplerate):
                 raise mismatch(what, "sample_rate", f.samplerate, f"{request.sample_rate:g}",
                                where=self.where,
@@ -72,6 +117,7 @@ class AudioFileSource(Counters, Source):
             f.close()
             raise
         self._file = f
+        self._pos = 0  # frames read since open
         self._pacer = Pacer(f.samplerate) if self.realtime else None
         return StreamFormat(sample_rate=float(f.samplerate), channels=f.channels, dtype="float32",
                             length=int(f.frames))
@@ -79,10 +125,16 @@ class AudioFileSource(Counters, Source):
     def read(self, n: int) -> np.ndarray:
         if self._file is None:
             raise not_open(f"file source '{self.params.path}'", "read")
+        f = self._file
         try:
-            data = self._file.read(int(n), dtype="float32", always_2d=True)
-        except Exception as exc:
-            raise StreamFault(f"reading {self.full_path} failed: {_sf_error(exc)}") from exc
+            data = f.read(int(n), dtype="float32", always_2d=True)
+        except Exception as exc:  # a FLAC decoder that lost sync, an I/O error...
+            raise StreamFault(f"reading {self.full_path} failed after {self._pos} of its {f.frames} frames: "
+                              f"{_sf_error(exc)} (is the file corrupt or truncated?)") from exc
+        if len(data) < n and self._pos + len(data) < f.frames and f.format in _EXACT_LENGTH:
+            raise StreamFault(f"{self.full_path} ended after {self._pos + len(data)} of the {f.frames} frames "
+                              "its header announces (is the file truncated?)")
+        self._pos += len(data)
         block = np.ascontiguousarray(data.T)
         self._counts["samples"] += block.shape[1]
         if self._pacer is not None and block.shape[1]:

@@ -74,8 +74,15 @@ class RawIqSource(Counters, Source):
             raise ConfigError("rawiq needs sample_rate: raw files do not store it", where=self.where,
                               hint="set 'sample_rate' in the source or at the pipeline level")
         path = self.full_path
-        size = os.path.getsize(path)
+        try:
+            size = os.path.getsize(path)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {what} ({path}): {exc.strerror or exc}", where=self.where,
+                              path=("path",)) from None
         frame = _BYTES_PER_SAMPLE[p.format] * channels
+        if size == 0:
+            raise ConfigError(f"{what} ({path}) is empty (0 bytes)", where=self.where, path=("path",),
+                              hint="was the capture written completely? check the path")
         if size % frame:
             raise ConfigError(
                 f"{what} has {size} bytes, not a multiple of the frame size {frame} bytes "
@@ -83,8 +90,13 @@ class RawIqSource(Counters, Source):
                 f"{size % frame} bytes left over", where=self.where,
                 hint="check 'format' and 'channels', or trim the file")
         self.close()
-        self._file = open(path, "rb")
+        try:
+            self._file = open(path, "rb")
+        except OSError as exc:
+            raise ConfigError(f"cannot open {what} ({path}): {exc.strerror or exc}", where=self.where,
+                              path=("path",)) from None
         self._channels, self._frame = channels, frame
+        self._pos, self._length = 0, size // frame
         self._pacer = Pacer(sr) if self.realtime else None
         return StreamFormat(sample_rate=float(sr), channels=channels, dtype="complex64",
                             length=size // frame)
@@ -92,11 +104,18 @@ class RawIqSource(Counters, Source):
     def read(self, n: int) -> np.ndarray:
         if self._file is None:
             raise not_open(f"rawiq source '{self.params.path}'", "read")
-        raw = self._file.read(int(n) * self._frame)
+        try:
+            raw = self._file.read(int(n) * self._frame)
+        except OSError as exc:
+            raise StreamFault(f"reading {self.full_path} failed after {self._pos} samples: {exc}") from exc
         m = len(raw) // self._frame
         if len(raw) % self._frame:
             raise StreamFault(f"{self.full_path} ended in the middle of a sample (was it truncated "
                               "while reading?)")
+        if m < n and self._pos + m < self._length:
+            raise StreamFault(f"{self.full_path} ended after {self._pos + m} of its {self._length} samples "
+                              "(was it truncated while reading?)")
+        self._pos += m
         if self.params.format == "cf32":
             x = np.frombuffer(raw, dtype="<c8").reshape(m, self._channels)
             block = np.ascontiguousarray(x.T, dtype=np.complex64)
