@@ -53,7 +53,7 @@ def test_blocks_are_released_at_the_stream_clock_and_sampled_at_the_interval(mon
     phases = [s.phase for s in rep.samples]
     assert phases[0] == "before" and phases[-1] == "after"
     periodic = rep.samples[1:-1]
-    assert len(periodic) >= 5  # every 0.5 s over a run of at least 3 s
+    assert len(periodic) >= 4  # every 0.5 s over a run of at least 3 s (a sampler late by a tick skips it)
     for k, s in enumerate(periodic, start=1):
         assert s.elapsed_s >= k * 0.5  # never before its tick (a late one may skip ticks after it)
         assert s.phase == ("warm-up" if s.elapsed_s < 0.6 else "steady")
