@@ -60,11 +60,20 @@ def resample_filter(up: int, down: int, taps: int | np.ndarray | None) -> tuple[
     return h, (numtaps - 1) // 2
 
 
+_DIRECT_CHUNK = 1 << 22  # elements of input windows gathered at once by the direct path
+
+
 class ResampleProcessor:
     """Causal polyphase resampler: scipy.signal.upfirdn over (history + block).
 
     The block start is always a multiple of ``down`` input samples (block_size is), and the
     history kept is a multiple of ``down`` too, so every block maps to whole output samples.
+
+    upfirdn also computes the outputs of the history, which are thrown away: with a history
+    longer than the block (a long filter, small blocks) that is most of the work, so then only
+    the block's outputs are computed (``_direct``): output ``j`` is ``sum_l h[r + l*up] * x[q - l]``
+    with ``j*down = q*up + r``, the input window ending at ``q`` against the reversed phase-``r``
+    filter; ``(q, r)`` are the same for every block. Both give the same numbers.
     """
 
     def __init__(self, h_padded: np.ndarray, up: int, down: int, channels: int, block_size: int,
@@ -72,9 +81,16 @@ class ResampleProcessor:
         self.up, self.down = up, down
         self.h = h_padded
         self.dtype = np.dtype(dtype)
-        taps_per_phase = h_padded.size // up
+        taps_per_phase = self.P = h_padded.size // up
         self.hist = -(-(taps_per_phase - 1) // down) * down
         self.skip = self.hist * up // down  # outputs of upfirdn that belong to the history
+        self.direct = self.hist > block_size
+        if self.direct:
+            # Hrev[r, i] = h[r + (P-1-i)*up]: phase r's filter, reversed to meet a window in order
+            self.Hrev = np.ascontiguousarray(h_padded.reshape(taps_per_phase, up).T[:, ::-1])
+            jdown = np.arange(block_size * up // down) * down
+            self.q, self.r = jdown // up, jdown % up
+            self.hist = taps_per_phase - 1
         self.ext = np.zeros((channels, self.hist + block_size), dtype)
 
     def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
@@ -82,10 +98,25 @@ class ResampleProcessor:
         count = -(-m * self.up // self.down)
         ext, hist = self.ext, self.hist
         ext[:, hist:hist + m] = x
-        y = ssig.upfirdn(self.h, ext[:, :hist + m], self.up, self.down, axis=-1)
+        if self.direct:
+            y = self._direct(ext[:, :hist + m], count)
+        else:
+            y = ssig.upfirdn(self.h, ext[:, :hist + m], self.up, self.down, axis=-1)[:, self.skip:self.skip + count]
         if hist:
             ext[:, :hist] = ext[:, m:m + hist]
-        return y[:, self.skip:self.skip + count].astype(self.dtype)
+        return y.astype(self.dtype)
+
+    def _direct(self, ext: np.ndarray, count: int) -> np.ndarray:
+        P, channels = self.P, ext.shape[0]
+        y = np.empty((channels, count), np.complex128 if self.dtype.kind == "c" else np.float64)
+        if count == 0:  # an empty final block
+            return y
+        windows = np.lib.stride_tricks.sliding_window_view(ext, P, axis=-1)  # window q ends at input q
+        step = max(1, _DIRECT_CHUNK // (channels * P))  # bounds the gathered windows
+        for a in range(0, count, step):
+            b = min(count, a + step)
+            y[:, a:b] = np.einsum("cjp,jp->cj", windows[:, self.q[a:b]], self.Hrev[self.r[a:b]])
+        return y
 
     def reset(self) -> None:
         self.ext[...] = 0

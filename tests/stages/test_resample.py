@@ -91,3 +91,17 @@ def test_rules():
     assert "did you mean 'down'" in str(config_error(Resample, up=2, dwn=1))
     frames = SignalSpec(100, 1, 4, dtype="complex64", domain="frames", bins=8)
     assert "time-domain" in str(config_error(Resample(up=2, down=1).output_spec, frames))
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+def test_long_filter_small_blocks_computes_only_the_blocks_outputs(rng, complex_):
+    """A history longer than the block (found by the parameter fuzz: 20001 taps at 2/1 in blocks of
+    16 took seconds per block) takes the direct path; the stream is still upfirdn over the signal."""
+    st = Resample(up=2, down=1, taps=20001)
+    spec = SignalSpec(48000, 2, 16, dtype="complex64" if complex_ else "float32")
+    assert st.cpu(spec).direct and not st.cpu(spec.with_(block_size=16384)).direct
+    x = signal(rng, (2, 16 * 40 + 5), complex_)
+    ref = ss.upfirdn(st.padded_filter(), x.astype(np.complex128 if complex_ else np.float64), 2, 1, axis=-1)
+    out = run_stage(st, spec, x)
+    assert out.shape == (2, 2 * x.shape[1])
+    assert rel_err(out, ref[:, :out.shape[1]]) < 1e-6
