@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -81,14 +82,14 @@ class DbParams(StageParams):
     @model_validator(mode="after")
     def _floor_representable(self) -> "DbParams":
         f32 = np.finfo(np.float32)
-        lowest = self.scale * np.log10(f32.tiny)
+        lowest = self.scale * math.log10(f32.tiny)  # Python floats: no float32 overflow warnings
         if self.floor_db < lowest:
             raise ValueError(f"floor_db {self.floor_db} is below the float32 range for kind "
-                             f"'{self.kind}'; use floor_db >= {np.ceil(lowest):.0f}")
-        highest = self.scale * np.log10(f32.max)
+                             f"'{self.kind}'; use floor_db >= {math.ceil(lowest)}")
+        highest = self.scale * math.log10(f32.max)
         if self.floor_db > highest:
             raise ValueError(f"floor_db {self.floor_db} is above the float32 range for kind "
-                             f"'{self.kind}'; use floor_db <= {np.floor(highest):.0f}")
+                             f"'{self.kind}'; use floor_db <= {math.floor(highest)}")
         # the stage multiplies by 1/ref in float32
         if not 1 / float(f32.max) <= self.ref <= 1 / float(f32.tiny):
             raise ValueError(f"ref {self.ref:g} is outside float32's range: use "
