@@ -23,8 +23,9 @@ class SosDesign(StageParams):
         ..., description="Cutoff in Hz; [low, high] for bandpass/bandstop.")
     btype: Literal["lowpass", "highpass", "bandpass", "bandstop"] = Field(
         "lowpass", description="Band type.")
-    rp: float | None = Field(None, gt=0, description="Passband ripple in dB (cheby1, ellip).")
-    rs: float | None = Field(None, gt=0, description="Stopband attenuation in dB (cheby2, ellip).")
+    # at most 300 dB: 10**(dB/10) overflows float64 near 3000 dB, and float64 resolves ~300 dB
+    rp: float | None = Field(None, gt=0, le=300, description="Passband ripple in dB (cheby1, ellip).")
+    rs: float | None = Field(None, gt=0, le=300, description="Stopband attenuation in dB (cheby2, ellip).")
 
     @field_validator("cutoff_hz")
     @classmethod
@@ -61,7 +62,7 @@ class SosDesign(StageParams):
         try:
             return ssig.iirfilter(self.order, wn, rp=self.rp, rs=self.rs, btype=self.btype,
                                   ftype=self.kind, output="sos", fs=sample_rate)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, ArithmeticError) as exc:  # ArithmeticError: scipy's overflows
             raise ConfigError(f"design: {exc}", path=("design",)) from None
 
 
