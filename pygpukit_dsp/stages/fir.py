@@ -80,8 +80,9 @@ class FirDesign(StageParams):
 
     def taps(self, sample_rate: float) -> np.ndarray:
         try:
-            return ssig.firwin(self.numtaps, self.cutoff_hz, window=window_arg(self.window),
-                               pass_zero=self.pass_zero, fs=sample_rate)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                h = ssig.firwin(self.numtaps, self.cutoff_hz, window=window_arg(self.window),
+                                pass_zero=self.pass_zero, fs=sample_rate)
         except ValueError as exc:
             hint, path = None, ("design",)
             edges = [self.cutoff_hz] if isinstance(self.cutoff_hz, (int, float)) else self.cutoff_hz
@@ -92,6 +93,11 @@ class FirDesign(StageParams):
                 hint = f"use an odd numtaps, e.g. {self.numtaps + 1}"
                 path = ("design", "numtaps")
             raise ConfigError(f"design: {exc}", hint=hint, path=path) from None
+        if not np.all(np.isfinite(h)):  # firwin scales by the gain at a frequency where it is 0
+            raise ConfigError(f"design: numtaps {self.numtaps} with cutoff_hz {self.cutoff_hz} and window "
+                              f"{self.window!r} gives NaN taps (no gain where firwin normalises)",
+                              hint="use more taps or other band edges", path=("design",))
+        return h
 
 
 class FirParams(StageParams):

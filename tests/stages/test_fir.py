@@ -238,3 +238,10 @@ def test_errors_collected():
 
 def test_bad_method():
     assert isinstance(config_error(Fir, taps=[1.0], method="fast"), ConfigError)
+
+
+def test_design_that_gives_nan_taps_is_refused():
+    """firwin normalises by the gain at DC; a 2-tap hann window has none (found by the parameter fuzz)."""
+    st = Fir(design={"numtaps": 2, "cutoff_hz": 100, "window": "hann"})
+    with pytest.raises(ConfigError, match="gives NaN taps"):
+        st.output_spec(SignalSpec(48000, 1, 16))
