@@ -60,10 +60,16 @@ class SosDesign(StageParams):
                               path=("design", "cutoff_hz"))
         wn = edges[0] if len(edges) == 1 else list(edges)  # scipy refuses [f] for a lowpass: pass f
         try:
-            return ssig.iirfilter(self.order, wn, rp=self.rp, rs=self.rs, btype=self.btype,
-                                  ftype=self.kind, output="sos", fs=sample_rate)
+            with np.errstate(all="ignore"):
+                sos = ssig.iirfilter(self.order, wn, rp=self.rp, rs=self.rs, btype=self.btype,
+                                     ftype=self.kind, output="sos", fs=sample_rate)
         except (ValueError, TypeError, ArithmeticError) as exc:  # ArithmeticError: scipy's overflows
             raise ConfigError(f"design: {exc}", path=("design",)) from None
+        if not np.all(np.isfinite(sos)):
+            raise ConfigError(f"design: {self.kind} of order {self.order} at {self.cutoff_hz} Hz gives NaN or "
+                              "infinite coefficients", hint="lower the order or move the cutoff",
+                              path=("design",))
+        return sos
 
 
 class SosParams(StageParams):

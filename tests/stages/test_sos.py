@@ -101,3 +101,8 @@ def test_spec_rules():
     assert stage.output_spec(spec) == spec
     frames = SignalSpec(100, 1, 4, dtype="complex64", domain="frames", bins=8)
     assert "time-domain" in str(config_error(stage.output_spec, frames))
+
+
+def test_design_with_nan_coefficients_is_refused():
+    st = Sos(design={"kind": "cheby2", "order": 64, "cutoff_hz": 23999, "rs": 60})
+    assert "gives NaN or infinite coefficients" in str(config_error(st.output_spec, SignalSpec(48000, 1, 16)))
