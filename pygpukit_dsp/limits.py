@@ -68,11 +68,17 @@ def block_memory(pipeline: "Pipeline", chain: "SpecChain") -> list[tuple[int, st
     return items
 
 
+_DEVICES: dict[int, object] = {}  # kept: dropping the last Device releases the primary context,
+# and the engine about to open would create it again (100s of ms)
+
+
 def _gpu_free_memory(device: int = 0) -> int | None:
     try:
         from . import _native
 
-        return int(_native.Device(device).memory_info()[0])
+        if device not in _DEVICES:
+            _DEVICES[device] = _native.Device(device)
+        return int(_DEVICES[device].memory_info()[0])
     except Exception:  # no driver, no device: the engine says so itself, with the reason
         return None
 
