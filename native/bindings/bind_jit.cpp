@@ -4,6 +4,7 @@
 #include "gk/errors.h"
 #include "gk/jit.h"
 #include "gk/memory.h"
+#include "gk/shipped.h"
 #include "gk/stream.h"
 
 namespace gk_py {
@@ -96,6 +97,12 @@ py::dict stats_dict(const gk::JitStats& s) {
     d["disk_writes"] = s.disk_writes;
     d["disk_rejected"] = s.disk_rejected;
     d["disk_write_errors"] = s.disk_write_errors;
+    d["nvrtc_compiles"] = s.nvrtc_compiles;
+    d["shipped_hits"] = s.shipped_hits;
+    d["shipped_reads"] = s.shipped_reads;
+    d["shipped_misses"] = s.shipped_misses;
+    d["shipped_rejected"] = s.shipped_rejected;
+    d["shipped_load_errors"] = s.shipped_load_errors;
     return d;
 }
 
@@ -155,6 +162,89 @@ void bind_jit(py::module_& m) {
     m.def("jit_cache_dir", &gk::jit_cache_dir, "On-disk kernel cache folder ('' when off).");
     m.def("jit_stats", []() { return stats_dict(gk::jit_stats()); });
     m.def("clear_jit_memory_cache", &gk::clear_jit_memory_cache);
+
+    m.def(
+        "shipped_kernels",
+        []() {
+            std::shared_ptr<const gk::ShippedManifest> m;
+            {
+                py::gil_scoped_release release;
+                m = gk::shipped_manifest();
+            }
+            py::dict out = shipped_summary(*m);
+            // which images match the sources embedded in this module (the ones it would load)
+            const auto headers = gk::embedded_headers();
+            const auto kernels = gk::embedded_kernels();
+            py::list images;
+            for (const auto& im : m->images) {
+                py::dict d;
+                d["kernel"] = im.kernel;
+                d["arch"] = im.arch;
+                d["kind"] = im.kind;
+                d["file"] = im.file;
+                d["bytes"] = im.bytes;
+                d["sha256"] = im.sha256;
+                d["source_sha256"] = im.source_sha256;
+                d["key"] = im.key;
+                d["options"] = im.options;
+                auto it = kernels.find(im.kernel);
+                gk::CompileOptions o;
+                o.arch = im.arch;
+                d["current"] = it != kernels.end() &&
+                               gk::source_digest(im.kernel, it->second, gk::nvrtc_options(o), headers) ==
+                                   im.source_sha256;
+                images.append(d);
+            }
+            out["images"] = images;
+            return out;
+        },
+        "The kernel images shipped in the wheel (pygpukit_dsp/_kernels/manifest.json): summary +\n"
+        "one dict per image, 'current' when it was built from the sources this module embeds.");
+    m.def("shipped_kernels_dir", &gk::shipped_dir, "Folder searched for shipped kernel images.");
+    m.def(
+        "kernel_sources",
+        [](const std::string& arch) {
+            ensure_library_dirs();
+            std::vector<gk::KernelSource> sources;
+            {
+                py::gil_scoped_release release;
+                sources = gk::kernel_sources(arch);
+            }
+            py::list out;
+            for (const auto& s : sources) {
+                py::dict d;
+                d["kernel"] = s.kernel;
+                d["source"] = s.source;
+                d["image"] = s.image;
+                d["note"] = s.note;
+                out.append(d);
+            }
+            return out;
+        },
+        py::arg("arch"),
+        "Where each embedded kernel would come from on a GPU of `arch` ('sm_90') in a fresh\n"
+        "process: 'shipped', 'disk', 'nvrtc' or 'unavailable', with the image and a note.");
+    m.def(
+        "kernel_loads",
+        []() {
+            py::list out;
+            for (const auto& l : gk::kernel_loads()) {
+                py::dict d;
+                d["kernel"] = l.kernel;
+                d["device"] = l.device;
+                d["device_arch"] = l.device_arch;
+                d["source"] = l.source;
+                d["image"] = l.image;
+                d["note"] = l.note;
+                d["fetch_ms"] = l.fetch_ms;
+                d["load_ms"] = l.load_ms;
+                out.append(d);
+            }
+            return out;
+        },
+        "Every embedded-kernel module loaded in this process, in order: where its image came from\n"
+        "('shipped', 'memory', 'disk', 'nvrtc'), fetch_ms (read/check or compile) and load_ms.");
+    m.def("clear_kernel_loads", &gk::clear_kernel_loads);
 
     py::class_<gk::Module, std::shared_ptr<gk::Module>>(m, "Module")
         .def_property_readonly("name", &gk::Module::name)

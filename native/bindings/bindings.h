@@ -4,9 +4,16 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+namespace gk {
+struct ShippedManifest;
+}
+
 namespace gk_py {
 
 namespace py = pybind11;
+
+// capabilities()["kernels"]: what the wheel ships (gk/shipped.h).
+py::dict shipped_summary(const gk::ShippedManifest& manifest);
 
 // Before the first library load: hand the NVIDIA wheel folders to the loader once, through
 // pygpukit_dsp._libs (needs the GIL; a missing _libs just leaves the system search path).

@@ -1,9 +1,11 @@
 // pygpukit_dsp._native: module entry point, error translation, loader and capabilities.
 // Importing this module opens no CUDA library; the first call that needs one does.
 #include <exception>
+#include <set>
 
 #include "bindings.h"
 #include "gk/capabilities.h"
+#include "gk/shipped.h"
 #include "gk/device.h"
 #include "gk/errors.h"
 #include "gk/loader.h"
@@ -38,6 +40,22 @@ py::dict status_dict(const gk::LibraryStatus& s) {
 }
 
 }  // namespace
+
+py::dict shipped_summary(const gk::ShippedManifest& m) {
+    py::dict d;
+    d["found"] = m.found && !m.images.empty();
+    d["enabled"] = gk::shipped_enabled();
+    d["dir"] = m.dir;
+    d["nvrtc"] = m.nvrtc;
+    d["archs"] = m.archs;
+    d["ptx"] = m.ptx;
+    d["images"] = m.images.size();
+    std::set<std::string> kernels;
+    for (const auto& im : m.images) kernels.insert(im.kernel);
+    d["kernels"] = kernels.size();
+    d["reason"] = m.reason;
+    return d;
+}
 
 void ensure_library_dirs() {
     if (gk::library_dirs_set()) return;
@@ -85,20 +103,25 @@ PYBIND11_MODULE(_native, m) {
 
     m.def(
         "capabilities",
-        []() {
+        [](bool math_libraries) {
             ensure_library_dirs();
             gk::Capabilities caps;
+            std::shared_ptr<const gk::ShippedManifest> shipped;
             {
                 py::gil_scoped_release release;
-                caps = gk::probe_capabilities();
+                caps = gk::probe_capabilities(math_libraries);
+                shipped = gk::shipped_manifest();
             }
             py::dict out;
             out["driver"] = status_dict(caps.driver);
             py::dict nvrtc = status_dict(caps.nvrtc);
             nvrtc["archs"] = caps.nvrtc_archs;
             out["nvrtc"] = nvrtc;
-            out["cufft"] = status_dict(caps.cufft);
-            out["cublas"] = status_dict(caps.cublas);
+            if (caps.math_probed) {
+                out["cufft"] = status_dict(caps.cufft);
+                out["cublas"] = status_dict(caps.cublas);
+            }
+            out["kernels"] = shipped_summary(*shipped);
             py::list gpus;
             for (const auto& g : caps.gpus) {
                 py::dict d;
@@ -116,7 +139,9 @@ PYBIND11_MODULE(_native, m) {
             out["gpus_reason"] = caps.gpus_reason;
             return out;
         },
-        "Driver, NVRTC, cuFFT, cuBLAS and GPUs, each with the reason when missing; never raises.");
+        py::arg("math_libraries") = true,
+        "Driver, NVRTC, cuFFT, cuBLAS, shipped kernels and GPUs, each with the reason when missing;\n"
+        "never raises. math_libraries=False leaves cuFFT and cuBLAS unopened (no 'cufft'/'cublas' keys).");
 
     m.def(
         "device_count",

@@ -6,12 +6,17 @@
 
 namespace gk {
 
-Capabilities probe_capabilities() {
+Capabilities probe_capabilities(bool math_libraries) {
     Capabilities caps;
     caps.driver = driver_status();
     caps.nvrtc = nvrtc_status();
-    caps.cufft = cufft_status();
-    caps.cublas = cublas_status();
+    caps.math_probed = math_libraries;
+    if (math_libraries) {
+        caps.cufft = cufft_status();
+        caps.cublas = cublas_status();
+    } else {
+        caps.cufft.reason = caps.cublas.reason = "not probed (math_libraries=False)";
+    }
     if (caps.nvrtc.found) {
         try {
             caps.nvrtc_archs = nvrtc_supported_archs();

@@ -209,6 +209,8 @@ void resolve(Resolver& r, NvrtcApi& a) {
     r.required(a.nvrtcGetProgramLog, "nvrtcGetProgramLog");
     r.required(a.nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
     r.required(a.nvrtcGetCUBIN, "nvrtcGetCUBIN");
+    r.optional(a.nvrtcGetPTXSize, "nvrtcGetPTXSize");
+    r.optional(a.nvrtcGetPTX, "nvrtcGetPTX");
 }
 
 void resolve(Resolver& r, CufftApi& a) {

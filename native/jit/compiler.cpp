@@ -128,7 +128,8 @@ struct ProgramGuard {
 
 std::string run_nvrtc(const NvrtcApi& api, const std::string& name, const std::string& source,
                       const std::vector<std::string>& options,
-                      const std::map<std::string, std::string>& headers, std::string* log) {
+                      const std::map<std::string, std::string>& headers, std::string* log,
+                      bool ptx = false) {
     std::vector<const char*> header_sources, header_names;
     for (const auto& h : headers) {
         header_names.push_back(h.first.c_str());
@@ -145,6 +146,10 @@ std::string run_nvrtc(const NvrtcApi& api, const std::string& name, const std::s
     }
     std::vector<const char*> argv;
     for (const auto& o : options) argv.push_back(o.c_str());
+    {
+        std::lock_guard<std::mutex> lock(g_cache_mutex);
+        ++g_stats.nvrtc_compiles;
+    }
     r = api.nvrtcCompileProgram(guard.program, static_cast<int>(argv.size()), argv.data());
     *log = program_log(api, guard.program);
     if (r != NVRTC_SUCCESS) {
@@ -158,6 +163,17 @@ std::string run_nvrtc(const NvrtcApi& api, const std::string& name, const std::s
         throw CompileError(name, text);
     }
     size_t size = 0;
+    if (ptx) {
+        if (!api.nvrtcGetPTXSize || !api.nvrtcGetPTX)
+            throw CompileError(name, "this NVRTC has no nvrtcGetPTX");
+        r = api.nvrtcGetPTXSize(guard.program, &size);
+        if (r != NVRTC_SUCCESS || size == 0)
+            throw CompileError(name, "NVRTC produced no PTX (" + nvrtc_error(api, r) + ")");
+        std::string text(size, '\0');
+        r = api.nvrtcGetPTX(guard.program, &text[0]);
+        if (r != NVRTC_SUCCESS) throw CompileError(name, "nvrtcGetPTX failed: " + nvrtc_error(api, r));
+        return text;  // NUL-terminated, as cuModuleLoadData wants PTX
+    }
     r = api.nvrtcGetCUBINSize(guard.program, &size);
     if (r != NVRTC_SUCCESS || size == 0)
         throw CompileError(name, "NVRTC produced no CUBIN (" + nvrtc_error(api, r) +
@@ -229,6 +245,84 @@ std::vector<int> nvrtc_supported_archs() {
     return archs;
 }
 
+std::string nvrtc_version_text(const NvrtcApi& api) {
+    return std::to_string(api.version_major) + "." + std::to_string(api.version_minor);
+}
+
+std::string cache_key(const std::string& name, const std::string& arch, const std::string& nvrtc_version,
+                      const std::vector<std::string>& args,
+                      const std::map<std::string, std::string>& headers, const std::string& source) {
+    Sha256 h;
+    h.field("pygpukit-dsp jit v1");
+    h.field(name);
+    h.field(arch);
+    h.field(nvrtc_version);
+    for (const auto& a : args) h.field(a);
+    for (const auto& header : headers) {
+        h.field(header.first);
+        h.field(header.second);
+    }
+    h.field(source);
+    return h.hex_digest();
+}
+
+std::vector<std::string> options_without_arch(const std::vector<std::string>& args) {
+    std::vector<std::string> out;
+    for (const auto& a : args)
+        if (a.rfind("--gpu-architecture=", 0) != 0) out.push_back(a);
+    return out;
+}
+
+std::string source_digest(const std::string& name, const std::string& source,
+                          const std::vector<std::string>& args,
+                          const std::map<std::string, std::string>& headers) {
+    Sha256 h;
+    h.field("pygpukit-dsp kernel source v1");
+    h.field(name);
+    for (const auto& a : options_without_arch(args)) h.field(a);
+    for (const auto& header : headers) {
+        h.field(header.first);
+        h.field(header.second);
+    }
+    h.field(source);
+    return h.hex_digest();
+}
+
+std::string nvrtc_compile_image(const std::string& name, const std::string& source,
+                                const std::vector<std::string>& args,
+                                const std::map<std::string, std::string>& headers, bool ptx,
+                                std::string* log) {
+    std::string ignored;
+    return run_nvrtc(nvrtc(), name, source, args, headers, log ? log : &ignored, ptx);
+}
+
+bool embedded_source(const std::string& name, std::string* source) {
+    size_t count = 0;
+    const EmbeddedFile* files = embedded_files(&count);
+    for (size_t i = 0; i < count; ++i)
+        if (!files[i].header && name == files[i].name) {
+            source->assign(reinterpret_cast<const char*>(files[i].data), files[i].size);
+            return true;
+        }
+    return false;
+}
+
+void jit_count(uint64_t JitStats::*field, uint64_t n) {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_stats.*field += n;
+}
+
+std::shared_ptr<const std::string> jit_memory_get(const std::string& key) {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto hit = g_memory_cache.find(key);
+    return hit == g_memory_cache.end() ? nullptr : hit->second;
+}
+
+void jit_memory_put(const std::string& key, std::shared_ptr<const std::string> image) {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_memory_cache[key] = std::move(image);
+}
+
 CompiledKernel compile(const std::string& name, const std::string& source,
                        const CompileOptions& options) {
     if (name.empty()) throw std::invalid_argument("kernel name must not be empty");
@@ -239,22 +333,10 @@ CompiledKernel compile(const std::string& name, const std::string& source,
     const std::vector<std::string> args = nvrtc_options(options);
     const std::map<std::string, std::string> headers = embedded_headers();
 
-    Sha256 h;
-    h.field("pygpukit-dsp jit v1");
-    h.field(name);
-    h.field(options.arch);
-    h.field(std::to_string(api.version_major) + "." + std::to_string(api.version_minor));
-    for (const auto& a : args) h.field(a);
-    for (const auto& header : headers) {
-        h.field(header.first);
-        h.field(header.second);
-    }
-    h.field(source);
-
     CompiledKernel result;
     result.name = name;
     result.arch = options.arch;
-    result.key = h.hex_digest();
+    result.key = cache_key(name, options.arch, nvrtc_version_text(api), args, headers, source);
     const std::string dir = jit_cache_dir();
     if (!dir.empty()) result.cache_path = dir + "/" + result.key + ".cubin";
 

@@ -1,10 +1,14 @@
 // Module loading (cuModuleLoadData), function lookup and kernel launch.
+#include <chrono>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "gk/device.h"
 #include "gk/errors.h"
 #include "gk/jit.h"
 #include "gk/loader.h"
+#include "gk/shipped.h"
 
 namespace gk {
 
@@ -178,15 +182,96 @@ std::shared_ptr<Module> load_cubin_module(const std::shared_ptr<Device>& device,
     return Module::load(device, std::move(cubin), name);
 }
 
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// source_digest() of an embedded kernel, computed once per (name, options).
+std::string embedded_digest(const std::string& name, const std::string& source,
+                            const std::vector<std::string>& args) {
+    static std::mutex mutex;
+    static std::map<std::string, std::string> memo;
+    std::string memo_key = name;
+    for (const auto& a : options_without_arch(args)) memo_key += '\n' + a;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = memo.find(memo_key);
+        if (it != memo.end()) return it->second;
+    }
+    std::string digest = source_digest(name, source, args, embedded_headers());
+    std::lock_guard<std::mutex> lock(mutex);
+    memo[memo_key] = digest;
+    return digest;
+}
+
+}  // namespace
+
 std::shared_ptr<Module> load_embedded_module(const std::shared_ptr<Device>& device,
                                              const std::string& name, CompileOptions options) {
     options.arch = device->arch();
-    CompiledKernel compiled = compile_embedded(name, options);
+    std::string source;
+    if (!embedded_source(name, &source)) return load_cubin_module(device, compile_embedded(name, options).cubin, name);
+
+    KernelLoad record;
+    record.kernel = name;
+    record.device = device->index();
+    record.device_arch = options.arch;
+    if (shipped_enabled()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::string digest = embedded_digest(name, source, nvrtc_options(options));
+        const auto manifest = shipped_manifest();
+        std::string why;
+        const ShippedImage* image = pick_shipped(*manifest, name, digest, options.arch, &why);
+        std::shared_ptr<const std::string> bytes;
+        if (image) bytes = read_shipped(*manifest, *image, &why);
+        if (bytes) {
+            const std::string key = "shipped:" + image->sha256;
+            std::lock_guard<std::mutex> lock(device->module_mutex());
+            auto& cache = device->module_cache();
+            if (auto live = cache[key].lock()) {
+                jit_count(&JitStats::shipped_hits);
+                return live;
+            }
+            record.fetch_ms = ms_since(t0);
+            const auto t1 = std::chrono::steady_clock::now();
+            try {
+                auto module = Module::load(device, bytes, name);
+                record.load_ms = ms_since(t1);
+                record.source = "shipped";
+                record.image = image->arch;
+                cache[key] = module;
+                jit_count(&JitStats::shipped_hits);
+                record_kernel_load(record);
+                return module;
+            } catch (const DeviceError& e) {
+                // e.g. a driver older than the NVRTC that built the image: compile it here instead
+                jit_count(&JitStats::shipped_load_errors);
+                why = std::string("the driver refused the shipped ") + image->arch + " image: " + e.what();
+            }
+        } else {
+            jit_count(&JitStats::shipped_misses);
+        }
+        record.note = why;
+    } else {
+        jit_count(&JitStats::shipped_misses);
+        record.note = "shipped images are off (GK_SHIPPED_KERNELS=0)";
+    }
+
+    const auto t0 = std::chrono::steady_clock::now();
+    CompiledKernel compiled = compile(name, source, options);
+    record.fetch_ms = ms_since(t0);
     std::lock_guard<std::mutex> lock(device->module_mutex());
     auto& cache = device->module_cache();
     if (auto live = cache[compiled.key].lock()) return live;
+    const auto t1 = std::chrono::steady_clock::now();
     auto module = Module::load(device, compiled.cubin, name);
+    record.load_ms = ms_since(t1);
+    record.source = compiled.cache == "compiled" ? "nvrtc" : compiled.cache;
+    record.image = compiled.arch;
     cache[compiled.key] = module;
+    record_kernel_load(record);
     return module;
 }
 

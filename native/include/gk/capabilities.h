@@ -25,11 +25,14 @@ struct Capabilities {
     LibraryStatus nvrtc;
     LibraryStatus cufft;
     LibraryStatus cublas;
+    bool math_probed = true;       // false: cufft/cublas were not looked at
     std::vector<int> nvrtc_archs;  // architectures this NVRTC can target (e.g. 80, 90)
     std::vector<GpuInfo> gpus;
     std::string gpus_reason;  // why `gpus` is empty; "" otherwise
 };
 
-Capabilities probe_capabilities();
+// math_libraries=false leaves cuFFT and cuBLAS unopened (their status stays "not probed"): they
+// are large, and only the ops that use them need them (backend: auto asks without them).
+Capabilities probe_capabilities(bool math_libraries = true);
 
 }  // namespace gk

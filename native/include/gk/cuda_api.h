@@ -232,6 +232,8 @@ typedef nvrtcResult (*PFN_nvrtcGetProgramLogSize)(nvrtcProgram prog, size_t* log
 typedef nvrtcResult (*PFN_nvrtcGetProgramLog)(nvrtcProgram prog, char* log);
 typedef nvrtcResult (*PFN_nvrtcGetCUBINSize)(nvrtcProgram prog, size_t* cubinSizeRet);
 typedef nvrtcResult (*PFN_nvrtcGetCUBIN)(nvrtcProgram prog, char* cubin);
+typedef nvrtcResult (*PFN_nvrtcGetPTXSize)(nvrtcProgram prog, size_t* ptxSizeRet);
+typedef nvrtcResult (*PFN_nvrtcGetPTX)(nvrtcProgram prog, char* ptx);
 
 // ---------------------------------------------------------------------------------------------
 // Shared by cuFFT and cuBLAS (library_types.h)

@@ -2,7 +2,12 @@
 // cache, then module loading and kernel launch through the driver API.
 //
 // Cache key: SHA-256 over (kernel name, arch, NVRTC version, NVRTC options, every embedded
-// header, source). Disk cache: $GK_CACHE_DIR, else ~/.cache/pygpukit-dsp/kernels; files are
+// header, source).
+//
+// Embedded kernels (native/ops/kernels/*.cu) are also compiled when the wheel is built
+// (native/tools/ship_kernels.cpp) and shipped in pygpukit_dsp/_kernels/ (gk/shipped.h):
+// load_embedded_module() takes a shipped image for the device's architecture first, then the
+// disk cache, then NVRTC. Disk cache: $GK_CACHE_DIR, else ~/.cache/pygpukit-dsp/kernels; files are
 // written to a temporary name and renamed into place; an entry that fails its integrity check is
 // ignored and rewritten. GK_JIT_DISK_CACHE=0 turns the disk cache off.
 #pragma once
@@ -20,6 +25,7 @@
 namespace gk {
 
 class Device;
+struct NvrtcApi;
 
 struct CompileOptions {
     std::string arch;                 // "sm_80", "sm_90", "sm_90a": a real architecture
@@ -45,6 +51,12 @@ struct JitStats {
     uint64_t disk_writes = 0;
     uint64_t disk_rejected = 0;      // corrupt or truncated entries ignored (then rewritten)
     uint64_t disk_write_errors = 0;  // cache folder not writable etc.; compilation still succeeds
+    uint64_t nvrtc_compiles = 0;     // nvrtcCompileProgram calls (failed ones included)
+    uint64_t shipped_hits = 0;       // embedded-kernel module loads served by a shipped image
+    uint64_t shipped_reads = 0;      // shipped image files read (each at most once per process)
+    uint64_t shipped_misses = 0;     // no current shipped image for the device (or shipped images off)
+    uint64_t shipped_rejected = 0;   // a shipped image file missing, short or failing its SHA-256
+    uint64_t shipped_load_errors = 0;  // the driver refused a shipped image (disk cache / NVRTC next)
 };
 
 // Kernel sources embedded at build time from native/ops/kernels/ (name = file stem).
@@ -52,6 +64,29 @@ std::map<std::string, std::string> embedded_kernels();   // *.cu
 std::map<std::string, std::string> embedded_headers();   // *.cuh, by file name, for #include
 
 std::vector<std::string> nvrtc_options(const CompileOptions& options);
+// The disk-cache key of a compile (see above).
+std::string cache_key(const std::string& name, const std::string& arch, const std::string& nvrtc_version,
+                      const std::vector<std::string>& args,
+                      const std::map<std::string, std::string>& headers, const std::string& source);
+std::string nvrtc_version_text(const NvrtcApi& api);  // "13.0"
+// NVRTC options without --gpu-architecture=...
+std::vector<std::string> options_without_arch(const std::vector<std::string>& args);
+// SHA-256 over what an image depends on besides the architecture and the NVRTC version: the
+// name, the options other than the architecture, every embedded header and the source. A
+// shipped image is used only when its recorded digest equals the running module's.
+std::string source_digest(const std::string& name, const std::string& source,
+                          const std::vector<std::string>& args,
+                          const std::map<std::string, std::string>& headers);
+// One NVRTC run, no caches: CUBIN for args' sm_XX, or PTX (NUL-terminated) when ptx is set and
+// args name a compute_XX. Throws CompileError / DeviceError (no NVRTC).
+std::string nvrtc_compile_image(const std::string& name, const std::string& source,
+                                const std::vector<std::string>& args,
+                                const std::map<std::string, std::string>& headers, bool ptx,
+                                std::string* log);
+bool embedded_source(const std::string& name, std::string* source);  // false: no such *.cu
+void jit_count(uint64_t JitStats::*field, uint64_t n = 1);
+std::shared_ptr<const std::string> jit_memory_get(const std::string& key);
+void jit_memory_put(const std::string& key, std::shared_ptr<const std::string> image);
 CompiledKernel compile(const std::string& name, const std::string& source,
                        const CompileOptions& options);
 // Throws std::invalid_argument (listing the available names) for an unknown name.

@@ -99,6 +99,8 @@ struct NvrtcApi {
     PFN_nvrtcGetProgramLog nvrtcGetProgramLog = nullptr;
     PFN_nvrtcGetCUBINSize nvrtcGetCUBINSize = nullptr;
     PFN_nvrtcGetCUBIN nvrtcGetCUBIN = nullptr;
+    PFN_nvrtcGetPTXSize nvrtcGetPTXSize = nullptr;  // optional (the build-time tool uses it)
+    PFN_nvrtcGetPTX nvrtcGetPTX = nullptr;          // optional
     int version_major = 0;
     int version_minor = 0;
 };
