@@ -1,9 +1,11 @@
 #include "gk/loader.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -59,12 +61,27 @@ struct Opened {
     std::string reason;
 };
 
-// A library whose dependency sits next to it in the same folder: opened first, so the
-// dependency resolves even if the library's RPATH does not name its own folder.
-std::string companion_of(const std::string& soname) {
+// Libraries that `soname` needs from its own folder: opened first, so that they resolve even if
+// the library's RPATH does not name its folder. cuBLAS links libcublasLt; NVRTC dlopens
+// libnvrtc-builtins.so.<major>.<minor> by name when it compiles (NVRTC 13.0's wheel has no
+// RPATH, so without this a compile fails with "failed to open libnvrtc-builtins.so.13.0" unless
+// the folder is on LD_LIBRARY_PATH; an already loaded library is found by its soname).
+std::vector<std::string> companions_of(const std::string& dir, const std::string& soname) {
+    std::vector<std::string> out;
     if (soname.rfind("libcublas.so.", 0) == 0)
-        return "libcublasLt.so." + soname.substr(std::string("libcublas.so.").size());
-    return {};
+        out.push_back(dir + "libcublasLt.so." + soname.substr(std::string("libcublas.so.").size()));
+    if (soname.rfind("libnvrtc.so.", 0) == 0) {
+        const std::string prefix = "libnvrtc-builtins.so." + soname.substr(std::string("libnvrtc.so.").size());
+        if (DIR* d = ::opendir(dir.empty() ? "." : dir.c_str())) {
+            while (dirent* e = ::readdir(d)) {
+                const std::string name = e->d_name;
+                if (name == prefix || name.rfind(prefix + ".", 0) == 0) out.push_back(dir + name);
+            }
+            ::closedir(d);
+        }
+        std::sort(out.begin(), out.end());
+    }
+    return out;
 }
 
 // Folders first (each soname, newest first), then the system search path.
@@ -77,12 +94,9 @@ Opened open_first(const std::vector<std::string>& sonames, const std::vector<std
             path += soname;
             struct stat st;
             if (::stat(path.c_str(), &st) != 0) continue;
-            const std::string companion = companion_of(soname);
-            if (!companion.empty()) {
-                const std::string companion_path = path.substr(0, path.size() - soname.size()) + companion;
-                if (::stat(companion_path.c_str(), &st) == 0)
-                    dlopen(companion_path.c_str(), RTLD_NOW | RTLD_LOCAL);  // failure shows below
-            }
+            for (const std::string& companion : companions_of(path.substr(0, path.size() - soname.size()), soname))
+                if (::stat(companion.c_str(), &st) == 0)
+                    dlopen(companion.c_str(), RTLD_NOW | RTLD_LOCAL);  // failure shows below
             dlerror();
             if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return {h, path, {}};
             file_errors.push_back(last_dl_error());

@@ -136,3 +136,60 @@ def test_environment_override_of_library_dirs_reaches_the_loader(tmp_path: Path)
         print(_native.library_dirs()[0])
     """, GK_CUDA_LIB_DIRS=str(tmp_path))
     assert out.strip() == os.path.abspath(str(tmp_path))
+
+
+def _cc() -> str:
+    import shutil
+
+    import pytest
+
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    return compiler
+
+
+FAKE_NVRTC = r"""
+#include <dlfcn.h>
+typedef int r;
+const char* nvrtcGetErrorString(r e) { (void)e; return "fake"; }
+r nvrtcVersion(int* a, int* b) { *a = 13; *b = 0; return 0; }
+r nvrtcCreateProgram(void) { return 0; }
+r nvrtcDestroyProgram(void) { return 0; }
+r nvrtcCompileProgram(void) { return 0; }
+r nvrtcGetProgramLogSize(void) { return 0; }
+r nvrtcGetProgramLog(void) { return 0; }
+r nvrtcGetCUBINSize(void) { return 0; }
+r nvrtcGetCUBIN(void) { return 0; }
+/* what NVRTC 13.0 does when it compiles: dlopen its builtins by name (its wheel has no RPATH) */
+int fake_builtins_found(void) {
+    void* h = dlopen("libnvrtc-builtins.so.13.0", RTLD_NOW);
+    return h != 0;
+}
+"""
+
+
+def test_nvrtc_builtins_next_to_nvrtc_are_found_without_an_rpath(tmp_path: Path):
+    import subprocess
+
+    cc = _cc()
+    folder = tmp_path / "cu13" / "lib"
+    folder.mkdir(parents=True)
+    (tmp_path / "nvrtc.c").write_text(FAKE_NVRTC)
+    (tmp_path / "builtins.c").write_text("int fake_builtins_marker(void) { return 42; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(folder / "libnvrtc.so.13"), str(tmp_path / "nvrtc.c"),
+                    "-ldl"], check=True)
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnvrtc-builtins.so.13.0", "-o",
+                    str(folder / "libnvrtc-builtins.so.13.0"), str(tmp_path / "builtins.c")], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    out = run_python(f"""
+        import ctypes
+        from pygpukit_dsp import _native
+        _native.set_library_dirs([{str(folder)!r}])
+        caps = _native.capabilities(math_libraries=False)
+        print(caps['nvrtc']['found'], caps['nvrtc']['version'], caps['nvrtc']['path'])
+        print(ctypes.CDLL({str(folder / 'libnvrtc.so.13')!r}).fake_builtins_found())
+    """, LD_LIBRARY_PATH=env.get("GK_NO_SUCH_VAR", ""))
+    found, flag = out.splitlines()
+    assert found == f"True 13.0 {folder / 'libnvrtc.so.13'}"
+    assert flag == "1"
