@@ -24,17 +24,25 @@ def _without_native(reason: str) -> dict[str, Any]:
     caps: dict[str, Any] = {name: _missing(reason) for name in _LIBRARIES}
     caps["nvrtc"]["archs"] = []
     caps["native"] = _missing(reason)
+    caps["kernels"] = {"found": False, "enabled": False, "dir": "", "nvrtc": "", "archs": [], "ptx": [],
+                       "images": 0, "kernels": 0, "reason": reason}
     caps["gpus"] = []
     caps["gpus_reason"] = reason
     return caps
 
 
-def capabilities() -> dict[str, Any]:
+def capabilities(math_libraries: bool = True) -> dict[str, Any]:
     """Driver, NVRTC, cuFFT, cuBLAS and GPUs, each with ``found``/``usable`` and a ``reason``.
 
     Keys: ``native``, ``driver``, ``nvrtc`` (plus ``archs``), ``cufft``, ``cublas``: each
-    ``{found, path, version, reason}``; ``gpus``: ``[{index, name, sm, arch, memory_bytes,
-    multiprocessors, usable, reason}]``; ``gpus_reason``: why ``gpus`` is empty.
+    ``{found, path, version, reason}``; ``kernels``: the kernel images shipped in the wheel
+    (``{found, enabled, dir, nvrtc, archs, ptx, images, kernels, reason}``); ``gpus``:
+    ``[{index, name, sm, arch, memory_bytes, multiprocessors, usable, reason}]``; ``gpus_reason``:
+    why ``gpus`` is empty.
+
+    ``math_libraries=False`` leaves cuFFT and cuBLAS unopened (no ``cufft``/``cublas`` keys):
+    they are large libraries whose loading costs a first block that does not use them, and the
+    ops that use them check them. :func:`cuda_usable` asks that way.
     """
     try:
         from pygpukit_dsp import _native
@@ -45,7 +53,7 @@ def capabilities() -> dict[str, Any]:
     from pygpukit_dsp._libs import configure_native
 
     configure_native()
-    caps = dict(_native.capabilities())
+    caps = dict(_native.capabilities(math_libraries=math_libraries))
     caps["native"] = {"found": True, "path": str(getattr(_native, "__file__", "")), "version": "",
                       "reason": ""}
     return caps
@@ -69,20 +77,51 @@ def usable_from(caps: dict[str, Any], device: int = 0) -> tuple[bool, str]:
     if not gpu["usable"]:
         return False, gpu["reason"]
     nvrtc = caps["nvrtc"]
-    if not nvrtc["found"]:
-        return False, f"NVRTC JIT compiler not available ({nvrtc['reason']})"
     major, minor = gpu["sm"]
+    shipped = shipped_image_for(caps.get("kernels"), major * 10 + minor)
+    if not nvrtc["found"]:
+        if shipped is None:
+            return False, f"NVRTC JIT compiler not available ({nvrtc['reason']})"
+        # the built-in stages load the kernels shipped in the wheel; a custom kernel stage still
+        # needs NVRTC and says so when its engine is built
+        return True, (f"GPU {gpu['index']} ({gpu['name']}), SM {major}.{minor}, "
+                      f"driver {driver['version']}, kernels shipped ({shipped}); no NVRTC")
     return True, (f"GPU {gpu['index']} ({gpu['name']}), SM {major}.{minor}, "
                   f"driver {driver['version']}, NVRTC {nvrtc['version']}")
+
+
+def shipped_image_for(kernels: dict[str, Any] | None, sm: int) -> str | None:
+    """The shipped architecture a GPU of SM ``sm`` (e.g. 90) loads: its own CUBIN ("sm_90"), else
+    the newest PTX not newer than it ("compute_90"); None when the wheel has none for it (or
+    shipped kernels are off)."""
+    if not kernels or not kernels.get("found") or not kernels.get("enabled", True):
+        return None
+    if f"sm_{sm}" in kernels.get("archs", []):
+        return f"sm_{sm}"
+    ptx = [int(p.split("_")[1]) for p in kernels.get("ptx", []) if p.split("_")[-1].isdigit()]
+    ptx = [p for p in ptx if p <= sm]
+    return f"compute_{max(ptx)}" if ptx else None
 
 
 def cuda_usable(device: int = 0) -> tuple[bool, str]:
     """``(True, "GPU 0 (NVIDIA H100 ...), SM 9.0, driver 13.0, NVRTC 13.0")`` or ``(False, why)``.
 
-    Needs the driver, a GPU of SM 8.0 or newer and NVRTC. cuFFT and cuBLAS are reported by
-    :func:`capabilities` and checked by the stages that use them.
+    Needs the driver, a GPU of SM 8.0 or newer, and NVRTC or kernels shipped in the wheel for
+    the GPU. cuFFT and cuBLAS are not opened here: the stages that use them check them.
     """
-    return usable_from(capabilities(), device)
+    return usable_from(capabilities(math_libraries=False), device)
+
+
+def kernels_text(kernels: dict[str, Any]) -> str:
+    """One line on the kernels shipped in the wheel (``capabilities()["kernels"]``)."""
+    if not kernels.get("found"):
+        return f"none shipped ({kernels.get('reason', '')})"
+    text = (f"{kernels['images']} images of {kernels['kernels']} kernels shipped: "
+            f"{' '.join(kernels['archs'])}" + (f" + PTX {' '.join(kernels['ptx'])}" if kernels["ptx"] else "")
+            + f" (NVRTC {kernels['nvrtc']})")
+    if not kernels.get("enabled", True):
+        text += ", ignored (GK_SHIPPED_KERNELS=0)"
+    return text
 
 
 def summary_lines(caps: dict[str, Any]) -> list[str]:
@@ -97,6 +136,9 @@ def summary_lines(caps: dict[str, Any]) -> list[str]:
             lines.append(f"{name}: found {detail}".rstrip())
         else:
             lines.append(f"{name}: missing ({entry['reason']})")
+    kernels = caps.get("kernels")
+    if kernels is not None:
+        lines.append(f"kernels: {kernels_text(kernels)}")
     for gpu in caps.get("gpus", []):
         major, minor = gpu["sm"]
         state = "usable" if gpu["usable"] else f"unusable: {gpu['reason']}"
@@ -107,4 +149,16 @@ def summary_lines(caps: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["capabilities", "cuda_usable", "usable_from", "summary_lines"]
+def kernel_sources(caps: dict[str, Any]) -> dict[int, list[dict[str, str]]]:
+    """For each usable GPU: where each built-in kernel comes from in a fresh process
+    (``_native.kernel_sources``: shipped image, disk cache, NVRTC at first use, or unavailable)."""
+    try:
+        from pygpukit_dsp import _native
+    except ImportError:
+        return {}
+    return {gpu["index"]: list(_native.kernel_sources(gpu["arch"]))
+            for gpu in caps.get("gpus", []) if gpu.get("usable")}
+
+
+__all__ = ["capabilities", "cuda_usable", "usable_from", "summary_lines", "shipped_image_for",
+           "kernels_text", "kernel_sources"]

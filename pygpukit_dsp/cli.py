@@ -186,14 +186,16 @@ def _type_name(ann: Any) -> str:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from .capabilities import capabilities, cuda_usable
+    from .capabilities import capabilities, cuda_usable, kernel_sources, kernels_text
     from .io.portaudio import audio_devices
 
     caps = capabilities()
+    sources = kernel_sources(caps)
     audio, audio_reason = audio_devices()
     if args.json:
         ok, why = cuda_usable()
-        print(json.dumps({"capabilities": caps, "auto": {"backend": "cuda" if ok else "cpu", "why": why},
+        print(json.dumps({"capabilities": caps, "kernel_sources": sources,
+                          "auto": {"backend": "cuda" if ok else "cpu", "why": why},
                           "audio": {"devices": audio, "reason": audio_reason}}, indent=2, default=str))
         return 0
     for lib in ("driver", "nvrtc", "cufft", "cublas"):
@@ -210,6 +212,17 @@ def cmd_devices(args: argparse.Namespace) -> int:
         state = "usable" if g.get("usable") else f"not usable: {g.get('reason', '')}"
         print(f"gpu {g.get('index')}   {g.get('name')}  SM {'.'.join(map(str, g.get('sm', ())))}  {mem:.1f} GiB  "
               f"{g.get('multiprocessors', '?')} SMs  {state}")
+    kernels = caps.get("kernels")
+    if kernels is not None:
+        where = f"  {kernels['dir']}" if kernels.get("found") else ""
+        print(f"kernels {kernels_text(kernels)}{where}")
+    for index, rows in sources.items():
+        # where each built-in kernel's image comes from on this GPU, in a fresh process
+        width = max((len(r["kernel"]) for r in rows), default=8)
+        for r in rows:
+            image = f" {r['image']}" if r["image"] else ""
+            note = f" ({r['note']})" if r["note"] else ""
+            print(f"kernel  gpu {index}  {r['kernel']:<{width}}  {r['source']}{image}{note}")
     if audio_reason:
         print(f"audio   unavailable: {audio_reason}")
     elif not audio:

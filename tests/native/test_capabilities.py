@@ -100,6 +100,34 @@ def test_cuda_usable_names_the_gpu_when_it_is_usable():
         True, "GPU 0 (NVIDIA H100 80GB HBM3), SM 9.0, driver 13.0, NVRTC 13.0")
 
 
+KERNELS = {"found": True, "enabled": True, "dir": "/x/_kernels", "nvrtc": "13.0",
+           "archs": ["sm_80", "sm_86", "sm_89", "sm_90"], "ptx": ["compute_90"], "images": 65, "kernels": 13,
+           "reason": ""}
+NO_NVRTC = {"found": False, "path": "", "version": "", "reason": "libnvrtc.so.13 not found", "archs": []}
+
+
+def test_shipped_kernels_make_nvrtc_optional_for_the_gpus_they_cover():
+    assert usable_from(_caps(nvrtc=NO_NVRTC, kernels=KERNELS)) == (
+        True, "GPU 0 (NVIDIA H100 80GB HBM3), SM 9.0, driver 13.0, kernels shipped (sm_90); no NVRTC")
+    blackwell = [dict(_caps()["gpus"][0], sm=(12, 0), arch="sm_120", name="RTX")]
+    assert usable_from(_caps(nvrtc=NO_NVRTC, kernels=KERNELS, gpus=blackwell))[1].endswith(
+        "kernels shipped (compute_90); no NVRTC")
+    # with NVRTC the verdict is unchanged
+    assert usable_from(_caps(kernels=KERNELS))[1].endswith("NVRTC 13.0")
+    for kernels in (dict(KERNELS, enabled=False), dict(KERNELS, found=False), None):
+        assert usable_from(_caps(nvrtc=NO_NVRTC, kernels=kernels)) == (
+            False, "NVRTC JIT compiler not available (libnvrtc.so.13 not found)")
+
+
+def test_shipped_image_for_picks_the_cubin_then_the_newest_older_ptx():
+    from pygpukit_dsp.capabilities import shipped_image_for
+
+    assert shipped_image_for(KERNELS, 86) == "sm_86"
+    assert shipped_image_for(KERNELS, 100) == "compute_90"
+    assert shipped_image_for(KERNELS, 87) is None  # no sm_87 CUBIN, and compute_90 is newer
+    assert shipped_image_for(dict(KERNELS, ptx=["compute_80", "compute_90"]), 87) == "compute_80"
+
+
 def test_cuda_usable_refuses_a_gpu_index_that_does_not_exist():
     assert usable_from(_caps(), device=3) == (
         False, "GPU 3 does not exist: this machine has 1 GPU(s) (0..0)")
@@ -111,6 +139,9 @@ def test_summary_lines_cover_libraries_and_gpus():
     assert "cufft: missing (libcufft.so.12 not found)" in lines
     assert "driver: found 13.0 /lib/libcuda.so.1" in lines
     assert lines[-1] == "GPU 0: NVIDIA H100 80GB HBM3, SM 9.0, 80.0 GiB, 132 SMs (usable)"
+    lines = summary_lines(_caps(kernels=KERNELS))
+    assert ("kernels: 65 images of 13 kernels shipped: sm_80 sm_86 sm_89 sm_90 + PTX compute_90 "
+            "(NVRTC 13.0)") in lines
 
 
 def test_cuda_usable_agrees_with_capabilities():

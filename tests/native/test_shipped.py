@@ -263,3 +263,44 @@ def test_the_build_tool_removes_the_images_of_an_earlier_build(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     assert sorted(p.name for p in folder.iterdir()) == ["README", "manifest.json"]
+
+
+def test_gk_stream_devices_says_where_each_kernel_comes_from(fake_libcuda, tmp_path):
+    _shipped()
+    code = """
+        import sys
+        from pygpukit_dsp.cli import main
+        sys.exit(main(['devices']))
+    """
+    out = run_python(code, full_package=True, GK_LIBCUDA=fake_libcuda, FAKE_CUDA_SM="9.0",
+                     GK_CACHE_DIR=str(tmp_path / "cache"))
+    rows = [line.split() for line in out.splitlines() if line.startswith("kernel  ")]
+    n = len(_native.embedded_kernels())
+    assert len(rows) == n
+    assert {(r[1], r[2], r[4], r[5]) for r in rows} == {("gpu", "0", "shipped", "sm_90")}
+    assert any(line.startswith("kernels ") and "images of" in line and "sm_80 sm_86 sm_89 sm_90" in line
+               for line in out.splitlines())
+    off = run_python(code, full_package=True, GK_LIBCUDA=fake_libcuda, FAKE_CUDA_SM="9.0",
+                     GK_CACHE_DIR=str(tmp_path / "cache"), GK_SHIPPED_KERNELS="0")
+    sources = {line.split()[4] for line in off.splitlines() if line.startswith("kernel  ")}
+    assert sources <= {"nvrtc", "unavailable"} and "ignored (GK_SHIPPED_KERNELS=0)" in off
+
+
+def test_a_gpu_covered_by_shipped_kernels_is_usable_without_nvrtc(fake_libcuda, tmp_path):
+    _shipped()
+    out = run_python("""
+        from pygpukit_dsp import _libs, _native
+        _native.set_library_dirs([%r])          # no NVIDIA wheel folders: no NVRTC
+        _libs._configured = True
+        from pygpukit_dsp.capabilities import capabilities, cuda_usable
+        print(capabilities(math_libraries=False)['nvrtc']['found'])
+        print(cuda_usable())
+        d = _native.Device(0)
+        m = d.load_module('io')
+        print(_native.kernel_loads()[0]['source'], _native.jit_stats()['nvrtc_compiles'])
+    """ % str(tmp_path / "none"), GK_LIBCUDA=fake_libcuda, FAKE_CUDA_SM="8.6", GK_CACHE_DIR=str(tmp_path / "c"))
+    found, usable, loaded = out.splitlines()[-3:]
+    if found == "True":
+        pytest.skip("this machine has NVRTC on its system library path")
+    assert usable.startswith("(True, 'GPU 0 (") and "kernels shipped (sm_86); no NVRTC" in usable
+    assert loaded == "shipped 0"
