@@ -76,6 +76,8 @@ py::dict pool_stats_dict(const gk::DeviceMemoryPool& pool) {
     d["reuses"] = s.reuses;
     d["driver_allocations"] = s.driver_allocations;
     d["driver_frees"] = s.driver_frees;
+    d["grants"] = s.grants;
+    d["granted_bytes"] = s.granted_bytes;
     d["caching"] = pool.caching();
     return d;
 }
@@ -113,6 +115,14 @@ void bind_core(py::module_& m) {
         .def("memory_info", &gk::Device::memory_info, "(free, total) bytes.")
         .def("synchronize", &gk::Device::synchronize, py::call_guard<py::gil_scoped_release>())
         .def("memory_stats", [](gk::Device& d) { return pool_stats_dict(d.memory_pool()); })
+        .def(
+            "reserve_memory",
+            [](gk::Device& d, std::vector<size_t> sizes) {
+                py::gil_scoped_release release;
+                return d.memory_pool().reserve(sizes);
+            },
+            py::arg("sizes"),
+            "One up-front grant for these buffer sizes (the pool's cache then serves them); bytes granted.")
         .def("cached_blocks", [](gk::Device& d) { return d.memory_pool().cached_blocks(); },
              "[(size-class bytes, count)] of the cached device blocks.")
         .def("trim_memory_cache",

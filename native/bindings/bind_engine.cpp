@@ -307,6 +307,9 @@ void bind_engine(py::module_& m) {
             },
             "The trace ring, oldest first: (n, 9) uint64, columns call, filled, launch_begin, launched, "
             "done_seen, woke (steady clock ns), gpu_ns, scheduled, copied (ns).")
+        .def_property_readonly("build_timings", &gk::StreamEngine::build_timings,
+                               "[(step, ms)] of the constructor: io kernels, streams, each op, device buffers,\n"
+                               "slots (pinned allocation, zero fill), buffer zeroing, warm-up, capture.")
         .def("counters",
              [](const gk::StreamEngine& e) {
                  gk::EngineCounters c = e.counters();

@@ -45,6 +45,8 @@ CUdeviceptr DeviceMemoryPool::acquire(size_t bytes) {
     if (range.first != range.second) {
         auto hit = std::prev(range.second);
         CUdeviceptr ptr = hit->second->ptr;
+        auto carved = carved_.find(ptr);
+        if (carved != carved_.end()) --grants_[carved->second].cached;
         lru_.erase(hit->second);
         by_class_.erase(hit);
         stats_.cached_bytes -= cls;
@@ -78,13 +80,96 @@ void DeviceMemoryPool::release(CUdeviceptr ptr) {
     const size_t cls = it->second;
     in_use_.erase(it);
     stats_.in_use_bytes -= cls;
-    if (!caching_) {
+    auto carved = carved_.find(ptr);
+    if (!caching_ && carved == carved_.end()) {
         free_block_locked(ptr, cls);
         return;
     }
     lru_.push_back({ptr, cls});
     by_class_.emplace(cls, std::prev(lru_.end()));
     stats_.cached_bytes += cls;
+    if (carved != carved_.end()) {
+        const CUdeviceptr base = carved->second;
+        Grant& grant = grants_[base];
+        ++grant.cached;
+        // a carved block cannot go back alone: without caching, its grant goes once all are back
+        if (!caching_ && grant.cached == grant.blocks) free_grant_locked(base);
+    }
+}
+
+size_t DeviceMemoryPool::reserve(const std::vector<size_t>& requests) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::map<size_t, size_t> have;
+    for (const auto& entry : by_class_) ++have[entry.first];
+    std::vector<size_t> need;
+    for (size_t r : requests) {
+        const size_t cls = size_class(r);
+        auto it = have.find(cls);
+        if (it != have.end() && it->second > 0)
+            --it->second;
+        else
+            need.push_back(cls);
+    }
+    if (need.size() < 2) return 0;
+    std::sort(need.rbegin(), need.rend());  // largest first: the big blocks get the grant's alignment
+    size_t total = 0;
+    for (size_t cls : need) total += cls;
+    device_.make_current();
+    const DriverApi& api = driver();
+    CUdeviceptr base = 0;
+    CUresult r = api.cuMemAlloc(&base, total);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && stats_.cached_bytes > 0) {
+        trim_locked(0);
+        r = api.cuMemAlloc(&base, total);
+    }
+    if (r != CUDA_SUCCESS) return 0;  // the acquires allocate (and report) one by one
+    ++stats_.driver_allocations;
+    ++stats_.grants;
+    stats_.granted_bytes += total;
+    stats_.reserved_bytes += total;
+    stats_.cached_bytes += total;
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+    size_t offset = 0;
+    for (size_t cls : need) {
+        const CUdeviceptr ptr = base + offset;
+        offset += cls;
+        lru_.push_back({ptr, cls});
+        by_class_.emplace(cls, std::prev(lru_.end()));
+        carved_[ptr] = base;
+    }
+    grants_[base] = Grant{total, need.size(), need.size()};
+    return total;
+}
+
+void DeviceMemoryPool::uncache_locked(std::list<CachedBlock>::iterator it) {
+    auto range = by_class_.equal_range(it->bytes);
+    for (auto c = range.first; c != range.second; ++c) {
+        if (c->second == it) {
+            by_class_.erase(c);
+            break;
+        }
+    }
+    stats_.cached_bytes -= it->bytes;
+    lru_.erase(it);
+}
+
+size_t DeviceMemoryPool::free_grant_locked(CUdeviceptr base) {
+    auto g = grants_.find(base);
+    if (g == grants_.end()) return 0;
+    const size_t bytes = g->second.bytes;
+    for (auto it = lru_.begin(); it != lru_.end();) {
+        auto next = std::next(it);
+        auto carved = carved_.find(it->ptr);
+        if (carved != carved_.end() && carved->second == base) {
+            carved_.erase(carved);
+            uncache_locked(it);
+        }
+        it = next;
+    }
+    grants_.erase(g);
+    stats_.granted_bytes -= bytes;
+    free_block_locked(base, bytes);
+    return bytes;
 }
 
 size_t DeviceMemoryPool::trim(size_t keep_bytes) {
@@ -94,17 +179,24 @@ size_t DeviceMemoryPool::trim(size_t keep_bytes) {
 
 size_t DeviceMemoryPool::trim_locked(size_t keep_bytes) {
     size_t freed = 0;
-    while (stats_.cached_bytes > keep_bytes && !lru_.empty()) {
-        CachedBlock block = lru_.front();
-        auto range = by_class_.equal_range(block.bytes);
-        for (auto it = range.first; it != range.second; ++it) {
-            if (it->second == lru_.begin()) {
-                by_class_.erase(it);
-                break;
+    auto it = lru_.begin();
+    while (stats_.cached_bytes > keep_bytes && it != lru_.end()) {
+        auto carved = carved_.find(it->ptr);
+        if (carved != carved_.end()) {
+            const CUdeviceptr base = carved->second;
+            const Grant& grant = grants_[base];
+            if (grant.cached < grant.blocks) {
+                ++it;  // part of it is in use: the grant stays whole
+                continue;
             }
+            freed += free_grant_locked(base);  // removes its blocks from the list
+            it = lru_.begin();
+            continue;
         }
-        lru_.pop_front();
-        stats_.cached_bytes -= block.bytes;
+        CachedBlock block = *it;
+        auto next = std::next(it);
+        uncache_locked(it);
+        it = next;
         free_block_locked(block.ptr, block.bytes);
         freed += block.bytes;
     }

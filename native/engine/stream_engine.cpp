@@ -161,9 +161,17 @@ StreamEngine::~StreamEngine() {
 }
 
 void StreamEngine::build() {
+    // Each step's wall time goes into build_timings_ (the first-block benchmark's phases).
+    auto t = std::chrono::steady_clock::now();
+    auto mark = [&](const std::string& what) {
+        const auto now = std::chrono::steady_clock::now();
+        build_timings_.emplace_back(what, std::chrono::duration<double, std::milli>(now - t).count());
+        t = now;
+    };
     device_->make_current();
     const DriverApi& api = driver();
     if (options_.mapped_io || options_.flag_wait) setup_mapped_io();
+    mark("io kernels");
     auto make_stream = [&](CUstream* s, const char* what) {
         const int least = device_->least_stream_priority(), greatest = device_->greatest_stream_priority();
         if (options_.priority > least || options_.priority < greatest)
@@ -177,11 +185,13 @@ void StreamEngine::build() {
     make_stream(&h2d_, "creating the engine's h2d stream");
     make_stream(&compute_, "creating the engine's compute stream");
     make_stream(&d2h_, "creating the engine's d2h stream");
+    mark("streams");
 
     units_total_ = 0;
     for (const OpSpec& s : specs_) {
         OpArgs args{device_, s.name, s.in, s.out, s.params};
         ops_.push_back(make_op(s.kind, args));
+        mark("op " + s.name + " (" + s.kind + ")");  // its modules, plans, handles and buffers
         const int64_t u = ops_.back()->units();
         if (u < 1) throw std::logic_error("op '" + s.name + "' reports " + std::to_string(u) + " units per block");
         unit_begin_.push_back(units_total_);
@@ -189,17 +199,35 @@ void StreamEngine::build() {
     }
     direct_output_ = options_.mapped_io && options_.direct_output && options_.use_graph && !options_.flag_wait &&
                      !ops_.empty() && ops_.back()->writes_output_once();
+    const size_t in_bytes = input_desc().nbytes(), out_bytes = output_desc().nbytes();
+    {
+        // The pool's first grant sized up front: every edge and slot buffer in one driver
+        // allocation (DeviceMemoryPool::reserve), instead of one cuMemAlloc each.
+        std::vector<size_t> sizes;
+        for (size_t i = 0; i + 1 < specs_.size(); ++i) sizes.push_back(specs_[i].out.nbytes());
+        for (int k = 0; k < options_.slots; ++k) {
+            sizes.push_back(in_bytes);
+            sizes.push_back(out_bytes);
+        }
+        device_->memory_pool().reserve(sizes);
+    }
     for (size_t i = 0; i + 1 < specs_.size(); ++i) {
         edges_.push_back(std::make_unique<DeviceBuffer>(device_, specs_[i].out.nbytes()));
         edges_.back()->memset(0, edges_.back()->nbytes(), 0, compute_);
     }
-    const size_t in_bytes = input_desc().nbytes(), out_bytes = output_desc().nbytes();
+    mark("device buffers");
+    double pinned_ms = 0, zero_ms = 0;
     for (int k = 0; k < options_.slots; ++k) {
         auto slot = std::make_unique<Slot>();
+        auto p0 = std::chrono::steady_clock::now();
         slot->h_in = std::make_shared<PinnedBuffer>(device_, in_bytes, options_.mapped_io);
         slot->h_out = std::make_shared<PinnedBuffer>(device_, out_bytes, options_.mapped_io);
+        auto p1 = std::chrono::steady_clock::now();
         std::memset(slot->h_in->data(), 0, in_bytes);
         std::memset(slot->h_out->data(), 0, out_bytes);
+        auto p2 = std::chrono::steady_clock::now();
+        pinned_ms += std::chrono::duration<double, std::milli>(p1 - p0).count();
+        zero_ms += std::chrono::duration<double, std::milli>(p2 - p1).count();
         if (options_.mapped_io && options_.inline_submit && options_.overlap_fill) {
             // one word per pull CTA, each in a 64-byte line of its own (kernels/io.cu)
             slot->ready = std::make_unique<PinnedBuffer>(device_, 64 * static_cast<size_t>(io_pull_grid_), true);
@@ -215,11 +243,18 @@ void StreamEngine::build() {
                      "creating the engine's ordering events");
         slots_.push_back(std::move(slot));
     }
+    mark("slots");
+    // within "slots": the page-locked host memory (cuMemHostAlloc) and its zero fill
+    build_timings_.emplace_back("slots: pinned allocation", pinned_ms);
+    build_timings_.emplace_back("slots: pinned zero fill", zero_ms);
     ring_.assign(slots_.size(), 0);
     cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize", "initialising engine buffers");
+    mark("buffer zeroing (GPU)");
     if (options_.use_graph) {
         warm_up();
+        mark("warm-up block");
         capture_graphs();
+        mark("graph capture");
     }
 }
 

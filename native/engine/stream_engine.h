@@ -181,6 +181,11 @@ public:
     // Drains in-flight blocks, stops the worker, frees every GPU resource. Idempotent.
     void close();
     EngineCounters counters() const;
+    // Wall time (ms) of each step of the constructor, in order: io kernels, streams, each op
+    // ("op <name> (<kind>)": its modules, plans, handles, buffers), device buffers, slots (with
+    // "slots: pinned allocation" / "slots: pinned zero fill" inside it), buffer zeroing, warm-up
+    // block, graph capture.
+    const std::vector<std::pair<std::string, double>>& build_timings() const noexcept { return build_timings_; }
     // Blocks process() ran on the calling thread (inline_submit); also in counters()' blocks.
     uint64_t inline_blocks() const noexcept { return inline_blocks_.load(); }
     // EngineOptions::direct_output in effect (mapped I/O block graphs without a push kernel).
@@ -284,6 +289,7 @@ private:
 
     void build();
     void teardown() noexcept;
+    std::vector<std::pair<std::string, double>> build_timings_;
     CUdeviceptr op_input(size_t op, int slot) const;
     CUdeviceptr op_output(size_t op, int slot) const;
     // Queue every op on the compute stream for slot s: full block (graph-capturable) or eager

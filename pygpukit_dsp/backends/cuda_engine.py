@@ -103,6 +103,7 @@ class CudaEngine:
                                             single_stream=single_stream, inline_submit=inline_submit,
                                             mapped_io=mapped_io, flag_wait=flag_wait,
                                             direct_output=direct_output, overlap_fill=overlap_fill)
+        self._build_timings = list(self._engine.build_timings)
         self._in_dtype = chain.input.np_dtype
         self._slots = self._engine.slots
         self._in = [self._engine.input_slot(s) for s in range(self._slots)]
@@ -260,6 +261,13 @@ class CudaEngine:
             raise StreamFault("the CUDA engine is closed")
         rows = self._engine.trace().astype(np.int64)
         return {name: rows[:, i].copy() for i, name in enumerate(TRACE_FIELDS)}
+
+    def build_timings(self) -> list[tuple[str, float]]:
+        """Milliseconds of each step of the native engine's constructor (docs/benchmarks.md,
+        "First block"): io kernels, streams, each op (its kernel modules, cuFFT plans, cuBLAS
+        handles, buffers), device buffers, slots (pinned allocation and zero fill), buffer zeroing,
+        warm-up block, graph capture."""
+        return list(self._build_timings)
 
     def counters(self) -> dict[str, int]:
         if self._closed:

@@ -225,3 +225,64 @@ def test_pool_reuse_on_the_gpu(gpu_device):
     assert again.ptr == ptr  # the most recently released block of the class comes back first
     assert after["reuses"] == before["reuses"] + 1
     assert after["driver_allocations"] == before["driver_allocations"]
+
+
+def test_an_up_front_grant_serves_the_acquires_that_follow_with_one_driver_allocation(fake_libcuda):
+    out = run_python(f"""
+        import ctypes
+        from pygpukit_dsp import _native
+        fake = ctypes.CDLL({fake_libcuda!r})
+        d = _native.Device(0)
+        kept = _native.DeviceBuffer(d, 4096)
+        del kept                                     # a cached 4 KiB block: not granted again
+        sizes = [4096, 3 * 2**20 + 1, 1000, 1000]
+        print(d.reserve_memory(sizes), d.memory_stats()['grants'], fake.fake_cuda_live_device_allocs())
+        bufs = [_native.DeviceBuffer(d, n) for n in sizes]
+        s = d.memory_stats()
+        print(s['driver_allocations'], s['reuses'], s['cached_bytes'], s['in_use_bytes'] == s['reserved_bytes'])
+        ptrs = sorted(b.ptr for b in bufs[1:])
+        print(all(p % 512 == 0 for p in ptrs), ptrs[1] - ptrs[0], ptrs[2] - ptrs[1])
+        print(d.reserve_memory([64]), d.reserve_memory([4096, 4096]) > 0, d.trim_memory_cache())
+    """, GK_LIBCUDA=fake_libcuda)
+    lines = out.splitlines()
+    granted = 7 * 2**19 + 1024 + 1024
+    assert lines[0] == f"{granted} 1 2"          # the cached 4 KiB block + one grant
+    assert lines[1] == f"2 4 0 True"               # 4 acquires, all from the cache
+    assert lines[2] == f"True {7 * 2**19} 1024"     # carved back to back, 512-aligned, largest first
+    # one missing block is not worth a grant; two are; an unused grant is freed whole by trim
+    assert lines[3] == f"0 True {2 * 4096}"
+
+
+def test_a_grant_goes_back_to_the_driver_only_when_all_its_blocks_are_back(fake_libcuda):
+    out = run_python(f"""
+        import ctypes
+        from pygpukit_dsp import _native
+        fake = ctypes.CDLL({fake_libcuda!r})
+        d = _native.Device(0)
+        d.reserve_memory([8192, 4096, 4096])
+        a, b, c = (_native.DeviceBuffer(d, n) for n in (8192, 4096, 4096))
+        del a, b
+        print(d.trim_memory_cache(), fake.fake_cuda_live_device_allocs(), d.memory_stats()['cached_bytes'])
+        loose = _native.DeviceBuffer(d, 100_000)   # a plain block beside the grant
+        del loose
+        print(d.trim_memory_cache(), fake.fake_cuda_live_device_allocs())
+        del c
+        print(d.trim_memory_cache(), fake.fake_cuda_live_device_allocs())
+        s = d.memory_stats()
+        print(s['reserved_bytes'], s['cached_bytes'], s['granted_bytes'], s['driver_frees'])
+        d.reserve_memory([512, 512])
+        x, y = _native.DeviceBuffer(d, 512), _native.DeviceBuffer(d, 512)
+        d.set_memory_caching(False)                 # carved blocks stay until the grant is whole
+        del x
+        print(fake.fake_cuda_live_device_allocs(), d.memory_stats()['cached_bytes'])
+        del y
+        print(fake.fake_cuda_live_device_allocs(), d.memory_stats()['reserved_bytes'])
+    """, GK_LIBCUDA=fake_libcuda)
+    assert out.splitlines() == [
+        "0 1 12288",        # c is in use: the grant stays, with a and b cached in it
+        "100352 1",          # the plain block goes
+        "16384 0",           # all back: the grant goes whole
+        "0 0 0 2",
+        "1 512",
+        "0 0",
+    ]

@@ -29,6 +29,8 @@ struct PoolStats {
     uint64_t reuses = 0;            // served from the cache
     uint64_t driver_allocations = 0;
     uint64_t driver_frees = 0;
+    uint64_t grants = 0;             // up-front grants made by reserve() (each one driver allocation)
+    size_t granted_bytes = 0;        // bytes held by live grants (part of reserved_bytes)
 };
 
 class DeviceMemoryPool {
@@ -47,8 +49,17 @@ public:
     CUdeviceptr acquire(size_t bytes);
     // Returns a block from acquire(): kept for reuse while caching is on, else freed at once.
     void release(CUdeviceptr ptr);
-    // Frees cached blocks, least recently released first, until at most keep_bytes stay cached.
-    // Returns the bytes freed.
+    // The first grant sized up front: one cuMemAlloc covering the size classes of `requests`
+    // that the cache cannot already serve, carved into cached blocks, so that the acquire()s
+    // that follow (an engine's edges and slots) are served without a driver call each. Returns
+    // the bytes granted (0 when fewer than two blocks were missing, or the allocation failed:
+    // the acquires then allocate one by one, with their own out-of-memory handling).
+    // A carved block goes back to the driver only with its whole grant: when every block of the
+    // grant is cached, trim() (or release() with caching off) frees the grant at once.
+    size_t reserve(const std::vector<size_t>& requests);
+    // Frees cached blocks, least recently released first, until at most keep_bytes stay cached
+    // (the blocks of a grant only all together, once none of them is in use). Returns the bytes
+    // freed.
     size_t trim(size_t keep_bytes = 0);
     void set_caching(bool enabled);
     bool caching() const;
@@ -63,6 +74,16 @@ private:
     };
     void free_block_locked(CUdeviceptr ptr, size_t bytes);
     size_t trim_locked(size_t keep_bytes);
+    void uncache_locked(std::list<CachedBlock>::iterator it);
+    size_t free_grant_locked(CUdeviceptr base);  // every block of it cached; returns its bytes
+
+    struct Grant {
+        size_t bytes = 0;
+        size_t blocks = 0;  // carved
+        size_t cached = 0;  // of those, in the cache now
+    };
+    std::map<CUdeviceptr, Grant> grants_;                   // base -> grant
+    std::unordered_map<CUdeviceptr, CUdeviceptr> carved_;   // carved block -> its grant's base
 
     Device& device_;
     mutable std::mutex mutex_;
