@@ -116,6 +116,20 @@ void bind_core(py::module_& m) {
         .def("synchronize", &gk::Device::synchronize, py::call_guard<py::gil_scoped_release>())
         .def("memory_stats", [](gk::Device& d) { return pool_stats_dict(d.memory_pool()); })
         .def(
+            "library_objects",
+            [](gk::Device& d) {
+                auto s = d.idle_library_objects().stats();
+                py::dict out;
+                out["made"] = s.made;
+                out["reused"] = s.reused;
+                out["destroyed"] = s.destroyed;
+                out["idle"] = s.idle;
+                return out;
+            },
+            "cuFFT plans and cuBLAS handles: made, reused (taken idle, same shape), destroyed, idle now.")
+        .def("clear_library_objects", [](gk::Device& d) { d.idle_library_objects().clear(); },
+             "Destroy the idle cuFFT plans and cuBLAS handles kept for reuse.")
+        .def(
             "reserve_memory",
             [](gk::Device& d, std::vector<size_t> sizes) {
                 py::gil_scoped_release release;

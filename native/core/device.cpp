@@ -1,6 +1,7 @@
 #include "gk/device.h"
 
 #include <map>
+#include <vector>
 
 #include "gk/errors.h"
 #include "gk/loader.h"
@@ -127,6 +128,7 @@ Device::Device(int index) : props_(query_properties(index)) {
         throw;
     }
     pool_ = std::make_unique<DeviceMemoryPool>(*this);
+    idle_ = std::make_unique<IdleLibraryObjects>(*this);
 }
 
 Device::~Device() {
@@ -137,8 +139,59 @@ Device::~Device() {
     } catch (...) {
         // The driver is shutting down; the pool frees what it can.
     }
+    idle_.reset();
     pool_.reset();
     api->cuDevicePrimaryCtxRelease(device_);
+}
+
+void IdleLibraryObjects::put(const std::string& key, void* object, Destroy destroy) {
+    std::vector<Entry> evicted;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        entries_.push_back({key, object, destroy});
+        while (entries_.size() > kMaxEntries) {
+            evicted.push_back(entries_.front());
+            entries_.pop_front();
+        }
+        stats_.destroyed += evicted.size();
+        stats_.idle = entries_.size();
+    }
+    for (const Entry& e : evicted) e.destroy(device_, e.object);
+}
+
+void* IdleLibraryObjects::take(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = entries_.end(); it != entries_.begin();) {
+        --it;  // most recently put first
+        if (it->key != key) continue;
+        void* object = it->object;
+        entries_.erase(it);
+        ++stats_.reused;
+        stats_.idle = entries_.size();
+        return object;
+    }
+    return nullptr;
+}
+
+void IdleLibraryObjects::note_made() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.made;
+}
+
+void IdleLibraryObjects::clear() {
+    std::list<Entry> all;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        all.swap(entries_);
+        stats_.destroyed += all.size();
+        stats_.idle = 0;
+    }
+    for (const Entry& e : all) e.destroy(device_, e.object);
+}
+
+IdleLibraryObjects::Stats IdleLibraryObjects::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
 }
 
 void Device::make_current() const {

@@ -50,6 +50,30 @@ const char* type_name(cufftType type) {
     }
 }
 
+// A plan an op has finished with, kept in the device's IdleLibraryObjects for the next op of the
+// same layout: the handle with its work area (pool memory) still attached.
+struct IdlePlan {
+    cufftHandle handle;
+    CUdeviceptr work;
+};
+
+void destroy_idle_plan(Device& device, void* object) {
+    std::unique_ptr<IdlePlan> plan(static_cast<IdlePlan*>(object));
+    try {
+        device.make_current();
+        cufft().cufftDestroy(plan->handle);
+    } catch (const Error&) {
+        // The library or context is gone: nothing left to free.
+    }
+    if (plan->work) device.memory_pool().release(plan->work);
+}
+
+std::string plan_key(const FftLayout& l) {
+    return "cufft " + std::to_string(l.n) + " x" + std::to_string(l.batch) + " " + type_name(l.type) + " " +
+           std::to_string(l.istride) + "/" + std::to_string(l.idist) + " " + std::to_string(l.ostride) + "/" +
+           std::to_string(l.odist);
+}
+
 }  // namespace
 
 CufftPlan::CufftPlan(std::shared_ptr<Device> device, const FftLayout& layout, std::string what)
@@ -61,6 +85,17 @@ CufftPlan::CufftPlan(std::shared_ptr<Device> device, const FftLayout& layout, st
     const int64_t out_len = layout_.type == CUFFT_R2C ? half : layout_.n;
     if (layout_.idist == 0) layout_.idist = in_len * layout_.istride;
     if (layout_.odist == 0) layout_.odist = out_len * layout_.ostride;
+
+    // Made once per shape: an idle plan of this layout (a closed op's) is taken as it is.
+    key_ = plan_key(layout_);
+    if (void* idle = device_->idle_library_objects().take(key_)) {
+        std::unique_ptr<IdlePlan> plan(static_cast<IdlePlan*>(idle));
+        handle_ = plan->handle;
+        work_ = plan->work;
+        created_ = true;
+        reused_ = true;
+        return;
+    }
 
     const CufftApi& api = cufft();
     device_->make_current();
@@ -79,27 +114,24 @@ CufftPlan::CufftPlan(std::shared_ptr<Device> device, const FftLayout& layout, st
                                             onembed, layout_.ostride, layout_.odist, layout_.type,
                                             layout_.batch, &work),
                     "cufftMakePlanMany64", context);
-        work_bytes_ = work;
         if (work > 0) {
-            work_ = std::make_unique<DeviceBuffer>(device_, work);
-            cufft_check(api.cufftSetWorkArea(handle_, reinterpret_cast<void*>(work_->ptr())),
-                        "cufftSetWorkArea", context);
+            work_ = device_->memory_pool().acquire(work);
+            cufft_check(api.cufftSetWorkArea(handle_, reinterpret_cast<void*>(work_)), "cufftSetWorkArea",
+                        context);
         }
     } catch (...) {
         api.cufftDestroy(handle_);
+        if (work_) device_->memory_pool().release(work_);
         created_ = false;
         throw;
     }
+    device_->idle_library_objects().note_made();
 }
 
 CufftPlan::~CufftPlan() {
     if (!created_) return;
-    try {
-        device_->make_current();
-        cufft().cufftDestroy(handle_);
-    } catch (const Error&) {
-        // The library or context is gone: nothing left to free.
-    }
+    // kept for the next op of the same layout (destroyed by the device's cache when not taken)
+    device_->idle_library_objects().put(key_, new IdlePlan{handle_, work_}, destroy_idle_plan);
 }
 
 void CufftPlan::bind(CUstream stream) {

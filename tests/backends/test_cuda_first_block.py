@@ -105,3 +105,95 @@ def test_gpu_w1_and_w2_with_an_empty_disk_cache_load_shipped_cubins_and_make_no_
     assert {(x["source"], x["image"]) for x in res["loads"]} == {("shipped", res["arch"])}, res["loads"]
     assert {"fir_mix", "stft"} <= {x["kernel"] for x in res["loads"]}
     assert not cache.exists() or not any(cache.iterdir())
+
+
+# cuFFT and cuBLAS stand-ins that count what is made (opened through the loader's folders).
+FAKE_MATH = r"""
+#include <stdlib.h>
+static long g_plans = 0, g_handles = 0, g_destroyed = 0;
+long fake_plans_made(void) { return g_plans; }
+long fake_handles_made(void) { return g_handles; }
+long fake_destroyed(void) { return g_destroyed; }
+int cufftGetProperty(int type, int* value) { *value = type == 0 ? 12 : 0; return 0; }
+int cufftCreate(int* plan) { static int next = 1; *plan = next++; return 0; }
+int cufftDestroy(int plan) { (void)plan; ++g_destroyed; return 0; }
+int cufftSetAutoAllocation(int plan, int on) { (void)plan; (void)on; return 0; }
+int cufftSetWorkArea(int plan, void* area) { (void)plan; (void)area; return 0; }
+int cufftMakePlanMany64(int plan, int rank, long long* n, long long* inembed, long long istride,
+                        long long idist, long long* onembed, long long ostride, long long odist, int type,
+                        long long batch, size_t* work) {
+    (void)plan; (void)rank; (void)n; (void)inembed; (void)istride; (void)idist; (void)onembed;
+    (void)ostride; (void)odist; (void)type; (void)batch; ++g_plans; *work = 4096; return 0; }
+int cufftSetStream(int plan, void* s) { (void)plan; (void)s; return 0; }
+int cufftExecC2C(int plan, void* i, void* o, int d) { (void)plan; (void)i; (void)o; (void)d; return 0; }
+int cufftExecR2C(int plan, void* i, void* o) { (void)plan; (void)i; (void)o; return 0; }
+int cufftExecC2R(int plan, void* i, void* o) { (void)plan; (void)i; (void)o; return 0; }
+int cublasGetProperty(int type, int* value) { *value = type == 0 ? 13 : 0; return 0; }
+int cublasCreate_v2(void** h) { *h = malloc(8); ++g_handles; return 0; }
+int cublasDestroy_v2(void* h) { free(h); ++g_destroyed; return 0; }
+int cublasSetStream_v2(void* h, void* s) { (void)h; (void)s; return 0; }
+int cublasSetWorkspace_v2(void* h, void* w, size_t n) { (void)h; (void)w; (void)n; return 0; }
+int cublasSetMathMode(void* h, int m) { (void)h; (void)m; return 0; }
+int cublasSgemm_v2(void) { return 0; }
+int cublasCgemm_v2(void) { return 0; }
+int cublasSgemmStridedBatched(void) { return 0; }
+int cublasCgemmStridedBatched(void) { return 0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_math_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    folder = tmp_path_factory.mktemp("fake_math")
+    (folder / "math.c").write_text(FAKE_MATH)
+    lib = folder / "libfakemath.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(lib), str(folder / "math.c")], check=True)
+    for name in ("libcufft.so.12", "libcublas.so.13", "libcublasLt.so.13"):
+        (folder / name).symlink_to(lib)
+    return str(folder)
+
+
+def test_plans_and_handles_are_made_once_per_shape_and_reused_by_the_next_engine(fake_driver, fake_math_dir,
+                                                                                  tmp_path):
+    code = f"""
+        import ctypes, json
+        import numpy as np
+        from pygpukit_dsp import Pipeline, _libs, _native, stages
+        from pygpukit_dsp.backends.cuda_engine import op_dict
+        from pygpukit_dsp.backends.cuda_lowering import lower_pipeline
+        _native.set_library_dirs([{fake_math_dir!r}])
+        _libs._configured = True
+        math = ctypes.CDLL({fake_math_dir!r} + "/libcufft.so.12")
+        dev = _native.Device(0)
+        p = Pipeline([stages.Stft(nfft=256, hop=256)], sample_rate=48000, channels=2, block_size=1024)
+        ops = [op_dict(o) for o in lower_pipeline(p, p.specs())]
+        mix = {{"kind": "mix", "name": "m", "in": (4, 256, 0, "float32"), "out": (4, 256, 0, "float32"),
+               "params": {{"matrix": np.eye(4), "method": "cublas"}}}}
+        rows = []
+        for _ in range(3):
+            for spec in (ops, [mix]):
+                e = _native.StreamEngine(dev, spec)
+                e.close()
+                del e
+            rows.append([math.fake_plans_made(), math.fake_handles_made(), math.fake_destroyed(),
+                         dev.library_objects()])
+        dev.clear_library_objects()
+        rows.append([math.fake_destroyed(), dev.library_objects()["idle"]])
+        print(json.dumps(rows))
+    """
+    rows = last_json(run_python(code, GK_LIBCUDA=fake_driver, GK_CACHE_DIR=str(tmp_path)))
+    plans, handles = rows[0][0], rows[0][1]
+    assert plans >= 1 and handles == 1
+    made = rows[0][3]["made"]
+    assert made == plans + handles and rows[0][3]["idle"] == made  # kept when the engine closed
+    for row in rows[1:3]:
+        # the second and third engines plan nothing and create no handle: all taken idle
+        assert row[:3] == [plans, handles, 0]
+        assert row[3]["made"] == made and row[3]["idle"] == made
+    assert rows[2][3]["reused"] == 2 * made
+    assert rows[3] == [made, 0]  # clearing destroys every idle plan and handle

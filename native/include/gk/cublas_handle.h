@@ -1,6 +1,8 @@
 // An op's own cuBLAS handle: created in the op's constructor, bound to the stream it is given at
 // enqueue time, with a user workspace set so that a gemm never allocates (required for CUDA
-// graph capture). Default math mode: no TF32 unless asked.
+// graph capture). Default math mode: no TF32 unless asked. Made once: when the op goes, the handle
+// (with its workspace) is kept in the device's IdleLibraryObjects and the next op that asks for a
+// handle with the same workspace size takes it (its math mode set again).
 #pragma once
 
 #include <memory>
@@ -30,12 +32,15 @@ public:
     cublasHandle_t on(CUstream stream);
     cublasHandle_t get() const noexcept { return handle_; }
     size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+    bool reused() const noexcept { return reused_; }
 
 private:
     std::shared_ptr<Device> device_;
+    std::string key_;
     cublasHandle_t handle_ = nullptr;
-    std::unique_ptr<DeviceBuffer> workspace_;
+    CUdeviceptr workspace_ = 0;  // from the device's pool
     size_t workspace_bytes_ = 0;
+    bool reused_ = false;
     CUstream stream_ = nullptr;
     bool bound_ = false;
 };

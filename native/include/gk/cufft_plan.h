@@ -1,7 +1,9 @@
 // A cuFFT plan owned by an op: made once (in the op's constructor), executed every block.
 //
 // The plan is created with cufftMakePlanMany64 and auto-allocation off; its work area comes from
-// the device's memory pool and lives as long as the plan. exec_*() binds the plan to the stream
+// the device's memory pool and lives as long as the plan. Plans are made once per shape: when
+// the op goes, its plan (with its work area) is kept in the device's IdleLibraryObjects and the
+// next plan of the same layout on that device takes it instead of planning again. exec_*() binds the plan to the stream
 // it is given (cufftSetStream, only when the stream changes) and queues the transform: nothing is
 // allocated and nothing synchronises, so the call can be captured into a CUDA graph.
 // cuFFT is opened at run time (gk::cufft()); a missing library is a DeviceError naming it.
@@ -45,7 +47,7 @@ public:
     CufftPlan& operator=(const CufftPlan&) = delete;
 
     const FftLayout& layout() const noexcept { return layout_; }
-    size_t work_bytes() const noexcept { return work_bytes_; }
+    bool reused() const noexcept { return reused_; }  // taken from an idle plan of the same layout
 
     // direction: CUFFT_FORWARD (-1, unnormalised) or CUFFT_INVERSE (+1, unnormalised).
     void exec_c2c(CUstream stream, CUdeviceptr in, CUdeviceptr out, int direction);
@@ -59,10 +61,11 @@ private:
     std::shared_ptr<Device> device_;
     FftLayout layout_;
     std::string what_;
+    std::string key_;
     cufftHandle handle_ = 0;
     bool created_ = false;
-    size_t work_bytes_ = 0;
-    std::unique_ptr<DeviceBuffer> work_;
+    bool reused_ = false;
+    CUdeviceptr work_ = 0;  // from the device's pool
     CUstream bound_stream_ = nullptr;
     bool stream_bound_ = false;
 };

@@ -6,6 +6,8 @@
 // can use these classes directly.
 #pragma once
 
+#include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +61,45 @@ DeviceProperties query_properties(int index);
 // "GPU 0 (NVIDIA T4) is SM 7.5; pygpukit-dsp needs SM 8.0 or newer".
 std::string sm_refusal(int index, const std::string& name, int sm_major, int sm_minor);
 
+class Device;
+
+// Library objects an op has finished with that the next op of the same shape can take as they
+// are (a cuFFT plan of the same layout, a cuBLAS handle with the same workspace size), so that
+// they are made once per shape and reused: an engine opened again in the same process (the
+// admission's calibration engine, a benchmark's second open, a restarted session) makes no plan.
+// Entries are taken whole (one user at a time); the least recently put beyond kMaxEntries are
+// destroyed; the rest when the Device goes, before its memory pool.
+class IdleLibraryObjects {
+public:
+    static constexpr size_t kMaxEntries = 32;
+    using Destroy = void (*)(Device& device, void* object);
+    struct Stats {
+        uint64_t made = 0;     // note_made() calls (plans / handles created)
+        uint64_t reused = 0;   // take() hits
+        uint64_t destroyed = 0;
+        size_t idle = 0;       // entries kept now
+    };
+    explicit IdleLibraryObjects(Device& device) : device_(device) {}
+    ~IdleLibraryObjects() { clear(); }
+    // Keeps `object` under `key`; destroy(device, object) frees it when it is not taken again.
+    void put(const std::string& key, void* object, Destroy destroy);
+    void* take(const std::string& key);  // nullptr when none is idle
+    void note_made();
+    void clear();
+    Stats stats() const;
+
+private:
+    struct Entry {
+        std::string key;
+        void* object;
+        Destroy destroy;
+    };
+    Device& device_;
+    mutable std::mutex mutex_;
+    std::list<Entry> entries_;  // front = least recently put
+    Stats stats_;
+};
+
 class Device : public std::enable_shared_from_this<Device> {
 public:
     // The one live Device for this index (created on demand; refused below SM 8.0).
@@ -84,6 +125,7 @@ public:
     int greatest_stream_priority() const noexcept { return greatest_priority_; }
 
     DeviceMemoryPool& memory_pool() noexcept { return *pool_; }
+    IdleLibraryObjects& idle_library_objects() noexcept { return *idle_; }
 
     // Loaded modules by cache key; used by gk::load_module so each cubin is loaded once.
     std::mutex& module_mutex() noexcept { return module_mutex_; }
@@ -98,6 +140,7 @@ private:
     int least_priority_ = 0;
     int greatest_priority_ = 0;
     std::unique_ptr<DeviceMemoryPool> pool_;
+    std::unique_ptr<IdleLibraryObjects> idle_;  // cleared before pool_ (its objects hold pool memory)
     std::mutex module_mutex_;
     std::unordered_map<std::string, std::weak_ptr<Module>> modules_;
 };
