@@ -37,7 +37,7 @@ DeviceMemoryPool::~DeviceMemoryPool() {
 
 CUdeviceptr DeviceMemoryPool::acquire(size_t bytes) {
     const size_t cls = size_class(bytes);
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     ++stats_.requests;
     // Most recently released block of the class first (still warm in L2 and the TLB); equal keys
     // are kept in insertion order, so it is the last of the range.
@@ -59,8 +59,13 @@ CUdeviceptr DeviceMemoryPool::acquire(size_t bytes) {
     const DriverApi& api = driver();
     CUdeviceptr ptr = 0;
     CUresult r = api.cuMemAlloc(&ptr, cls);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && stats_.cached_bytes > 0) {
-        trim_locked(0);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        // Idle cuFFT plans and cuBLAS handles kept for reuse hold work areas from this pool:
+        // destroy them (they release into the cache, hence without the lock), then free the cache.
+        lock.unlock();
+        device_.release_idle_library_objects();
+        lock.lock();
+        if (stats_.cached_bytes > 0) trim_locked(0);
         r = api.cuMemAlloc(&ptr, cls);
     }
     cu_check(r, "cuMemAlloc_v2", "allocating " + bytes_text(cls) + on_gpu(device_));

@@ -197,3 +197,26 @@ def test_plans_and_handles_are_made_once_per_shape_and_reused_by_the_next_engine
         assert row[3]["made"] == made and row[3]["idle"] == made
     assert rows[2][3]["reused"] == 2 * made
     assert rows[3] == [made, 0]  # clearing destroys every idle plan and handle
+
+
+def test_out_of_memory_destroys_the_idle_plans_before_it_gives_up(fake_driver, fake_math_dir, tmp_path):
+    code = f"""
+        import json
+        from pygpukit_dsp import Pipeline, _libs, _native, stages
+        from pygpukit_dsp.backends.cuda_engine import op_dict
+        from pygpukit_dsp.backends.cuda_lowering import lower_pipeline
+        _native.set_library_dirs([{fake_math_dir!r}])
+        _libs._configured = True
+        dev = _native.Device(0)
+        p = Pipeline([stages.Stft(nfft=256, hop=256)], sample_rate=48000, channels=2, block_size=1024)
+        e = _native.StreamEngine(dev, [op_dict(o) for o in lower_pipeline(p, p.specs())])
+        e.close()
+        del e
+        idle = dev.library_objects()["idle"]
+        big = _native.DeviceBuffer(dev, 999_000)   # fits only once the idle plan's work area is gone
+        print(json.dumps([idle, dev.library_objects(), dev.memory_stats()["in_use_bytes"]]))
+    """
+    idle, objects, in_use = last_json(run_python(code, GK_LIBCUDA=fake_driver, GK_CACHE_DIR=str(tmp_path),
+                                                 FAKE_CUDA_ALLOC_LIMIT="1000000"))
+    assert idle == 1 and objects["idle"] == 0 and objects["destroyed"] == 1
+    assert in_use == 999_424  # the 999000-byte request's size class, alone

@@ -126,6 +126,10 @@ public:
 
     DeviceMemoryPool& memory_pool() noexcept { return *pool_; }
     IdleLibraryObjects& idle_library_objects() noexcept { return *idle_; }
+    // Destroys the idle plans and handles (the pool calls it when an allocation runs out of memory).
+    void release_idle_library_objects() {
+        if (idle_) idle_->clear();
+    }
 
     // Loaded modules by cache key; used by gk::load_module so each cubin is loaded once.
     std::mutex& module_mutex() noexcept { return module_mutex_; }
