@@ -256,7 +256,11 @@ private:
         // mapped_io: a mapped host word, 1 while h_in holds the block the next pull reads;
         // overlap_fill clears it before queueing a block and sets it after copying the block in.
         std::unique_ptr<PinnedBuffer> ready;
+        // h_in holds defined bytes (zeroed, or a block written in): see init_input()
+        std::atomic<bool> in_init{false};
     };
+    // Zero-fills the slot's pinned input unless it was written already (caller's thread).
+    void init_input(Slot& slot) const;
 
     struct Counters {
         std::atomic<uint64_t> blocks{0}, h2d_copies{0}, d2h_copies{0}, completion_waits{0},

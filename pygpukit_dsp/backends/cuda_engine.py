@@ -106,7 +106,8 @@ class CudaEngine:
         self._build_timings = list(self._engine.build_timings)
         self._in_dtype = chain.input.np_dtype
         self._slots = self._engine.slots
-        self._in = [self._engine.input_slot(s) for s in range(self._slots)]
+        # the pinned input views are taken when needed: a view of a slot zero-fills it first,
+        # which for big blocks (W2: 128 MiB a slot) is not free (docs/benchmarks.md, "First block")
         self._out = [self._engine.output_slot(s) for s in range(self._slots)]
         self._items = chain.input.block_size
         self._in_shape = chain.input.block_shape
@@ -295,8 +296,8 @@ class CudaEngine:
         block = np.asarray(block)
         if block.shape != self._in_shape:
             raise ValueError(f"a timing block must be a full block of shape {self._in_shape}, got {block.shape}")
-        for dst in self._in:
-            dst[...] = block
+        for s in range(self._slots):
+            self._engine.fill(s, np.ascontiguousarray(block, dtype=self._in_dtype))
 
     def time_resident(self, iterations: int, block: np.ndarray | None = None) -> list[float]:
         """Seconds per block with the input already on the GPU (transfers excluded); state reset after."""

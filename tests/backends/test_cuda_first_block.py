@@ -220,3 +220,32 @@ def test_out_of_memory_destroys_the_idle_plans_before_it_gives_up(fake_driver, f
                                                  FAKE_CUDA_ALLOC_LIMIT="1000000"))
     assert idle == 1 and objects["idle"] == 0 and objects["destroyed"] == 1
     assert in_use == 999_424  # the 999000-byte request's size class, alone
+
+
+def test_a_pinned_input_slot_is_zeroed_when_first_used_not_when_built(fake_driver, tmp_path):
+    code = """
+        import json
+        import numpy as np
+        from pygpukit_dsp import _native
+        dev = _native.Device(0)
+        spec = [{"kind": "delay", "name": "d", "in": (2, 4096, 0, "float32"), "out": (2, 4096, 0, "float32"),
+                 "params": {"delays": np.zeros(2)}}]
+        res = []
+        for first in ("view", "submit", "fill"):
+            junk = _native.PinnedBuffer(dev, 2 * 4096 * 4)    # freed garbage the slots may get
+            np.frombuffer(junk, np.uint8)[:] = 0xFF
+            del junk
+            e = _native.StreamEngine(dev, spec, use_graph=False)
+            if first == "view":
+                res.append(bool(np.all(e.input_slot(1) == 0)))
+            elif first == "submit":                           # never written: a block of zeros
+                e.submit(1, 4096)
+                e.wait(1)
+                res.append(bool(np.all(e.output_slot(1) == 0)))
+            else:
+                e.fill(1, np.full((2, 100), 3, np.float32))  # a short block: the tail zeroed
+                res.append(bool(np.all(e.input_slot(1)[:, :100] == 3) and np.all(e.input_slot(1)[:, 100:] == 0)))
+            e.close()
+        print(json.dumps(res))
+    """
+    assert last_json(run_python(code, GK_LIBCUDA=fake_driver, GK_CACHE_DIR=str(tmp_path))) == [True, True, True]
