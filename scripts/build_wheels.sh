@@ -6,7 +6,7 @@
 #   3. runtime dependencies as cp312 / py3 manylinux wheels: pydantic, pydantic-core,
 #      annotated-types, typing-inspection, typing-extensions, soundfile, cffi, pycparser; and for the
 #      tests: sounddevice and JACK-Client (the live audio tests; scripts/jack_bundle.sh brings the
-#      JACK server and PortAudio into .jack/), hypothesis, attrs, sortedcontainers
+#      JACK server and PortAudio into .jack/), hypothesis, sortedcontainers
 # Then on the GPU machine: `source scripts/gpu_install.sh`.
 #
 # Usage: scripts/build_wheels.sh            (PYTHON312=/path/to/python3.12 to override)
@@ -16,7 +16,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/.wheels"
 PY312="${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3.12}"
 DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser
-      sounddevice JACK_Client hypothesis attrs sortedcontainers)
+      sounddevice JACK_Client hypothesis sortedcontainers)
 
 if [[ ! -x "$PY312" ]]; then
     echo "error: Python 3.12 not found at $PY312 (set PYTHON312=...)" >&2
@@ -55,7 +55,8 @@ trap 'rm -rf "$resolved"' EXIT
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --dest "$resolved" pydantic soundfile sounddevice JACK-Client hypothesis
 for name in "${DEPS[@]}"; do
-    found=("$resolved/${name}"-*.whl)
+    # wheel file names are normalised differently by different releases (JACK_Client, jack_client)
+    found=($(find "$resolved" -maxdepth 1 -iname "${name}-*.whl"))
     if [[ ! -e "${found[0]}" ]]; then
         echo "error: no wheel for $name was resolved" >&2
         exit 1

@@ -33,5 +33,7 @@ if [ -d .jack/bin ]; then
     export PATH="$_gk_jack/bin:$PATH" JACK_DRIVER_DIR="$_gk_jack/lib/jack"
     export LD_LIBRARY_PATH="$_gk_jack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export LIBRARY_PATH="$_gk_jack/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"  # ctypes.util.find_library('portaudio')
+    # no ALSA configuration there: PortAudio would abort in Pa_Initialize (sounddevice's import)
+    [ -e /usr/share/alsa/alsa.conf ] || export ALSA_CONFIG_DIR="$_gk_jack/share/alsa"
     unset _gk_jack _gk_lib
 fi

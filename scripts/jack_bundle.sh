@@ -30,5 +30,11 @@ done | sort -u | while read -r lib; do
 done
 cp -L "$LIBDIR/libportaudio.so.2" "$LIBDIR/libjack.so.0" "$OUT/lib/"
 ln -sf libportaudio.so.2 "$OUT/lib/libportaudio.so"
+# unversioned names: ctypes.util.find_library (JACK-Client, sounddevice) links with -ljack/-lportaudio
+ln -sf libjack.so.0 "$OUT/lib/libjack.so"
+# ALSA's configuration: without alsa.conf PortAudio's ALSA host API asserts at Pa_Initialize
+# (BuildDeviceList) and takes the process down; gpu_install.sh points ALSA_CONFIG_DIR here.
+mkdir -p "$OUT/share/alsa"
+cp -r /usr/share/alsa/alsa.conf /usr/share/alsa/cards /usr/share/alsa/pcm "$OUT/share/alsa/"
 echo "== $(du -sh "$OUT" | cut -f1) in $OUT:"
 ls "$OUT/lib" "$OUT/lib/fallback"

@@ -65,7 +65,11 @@ def jack():
         server = jack_server.JackServer.start("gk-test")  # one name: JACK has 8 registry slots
     old = os.environ.get("JACK_DEFAULT_SERVER")
     os.environ.update(server.env)
-    _rescan_audio()
+    # PortAudio stays closed in this process while the live tests run gk-stream as a subprocess:
+    # an initialised PortAudio holds an idle JACK client here, and where the server cannot run
+    # realtime (the GPU machine's container) the server counts an xrun each time another client
+    # joins or leaves while that one is notified. `portaudio` opens it for a test that needs it.
+    _terminate_audio()
     try:
         yield server
     finally:
@@ -74,15 +78,32 @@ def jack():
             os.environ.pop("JACK_DEFAULT_SERVER", None)
         else:
             os.environ["JACK_DEFAULT_SERVER"] = old
-        _rescan_audio()
+        _initialize_audio()
 
 
-def _rescan_audio() -> None:
-    """PortAudio lists the host's devices once; start it again so it sees the server now running."""
+@pytest.fixture
+def portaudio(jack):
+    """PortAudio initialised in this process (it then sees the `jack` server), closed afterwards
+    while that server still runs: libjack aborts the process when Pa_Terminate closes a client
+    whose server has gone."""
+    _initialize_audio()
+    try:
+        yield
+    finally:
+        _terminate_audio()
+
+
+def _terminate_audio() -> None:
     import sounddevice as sd
 
-    if hasattr(sd, "_terminate"):
+    while getattr(sd, "_initialized", 0) > 0:
         sd._terminate()
+
+
+def _initialize_audio() -> None:
+    import sounddevice as sd
+
+    if getattr(sd, "_initialized", 1) == 0:
         sd._initialize()
 
 

@@ -43,6 +43,34 @@ def server_running(name: str | None = None) -> bool:
     return probe.returncode == 0
 
 
+def _remove_stale_shm(name: str) -> None:
+    """A killed server leaves its shared-memory segments and semaphores in /dev/shm; a new server
+    of the same name then starts, but a PortAudio client finds no devices on it. Removed only
+    when no server of that name answers."""
+    import glob
+
+    stale = glob.glob(f"/dev/shm/jack_{name}_*") + glob.glob(f"/dev/shm/jack_sem.*_{name}_*")
+    if stale and not server_running(name):
+        for path in stale:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def wait_for_ports(name: str | None, prefix: str = "PortAudio", timeout_s: float = 30.0) -> None:
+    """Wait until a client whose name starts with ``prefix`` has ports on server ``name`` (asked
+    with jack_lsp in a child process, for the same reason as server_running)."""
+    env = {**os.environ, **({"JACK_DEFAULT_SERVER": name} if name else {})}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        r = subprocess.run(["jack_lsp"], capture_output=True, text=True, timeout=10, env=env)
+        if any(line.startswith(prefix) for line in r.stdout.splitlines()):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"no JACK client '{prefix}...' with ports on server {name!r} in {timeout_s} s")
+
+
 class JackServer:
     def __init__(self, name: str | None, proc: subprocess.Popen | None, log_path: str | None = None):
         self.name, self.proc, self.log_path = name, proc, log_path
@@ -61,6 +89,7 @@ class JackServer:
         jackd = jackd_path()
         if jackd is None:
             raise RuntimeError("jackd is not installed (Debian: apt-get install jackd2)")
+        _remove_stale_shm(name)
         fd, log_path = tempfile.mkstemp(prefix=f"{name}-", suffix=".log")
         with os.fdopen(fd, "w") as log:
             proc = subprocess.Popen([jackd, "-n", name, "-d", "dummy", "-r", str(rate), "-p", str(period)],
@@ -87,6 +116,11 @@ class JackServer:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
             self.proc.wait(10)
+            if self.name:
+                # the dead server's registry entry and shared memory stay behind; a server of the
+                # same name started now would come up but serve PortAudio no devices. One that
+                # starts and stops cleanly clears them.
+                JackServer.start(self.name).stop()
 
     def stop(self) -> None:
         if self.proc is None:
@@ -100,6 +134,28 @@ class JackServer:
                 self.proc.wait(5)
         if self.log_path is not None and os.path.exists(self.log_path):
             os.unlink(self.log_path)
+
+
+class XrunMonitor:
+    """A JACK client with no process callback of its own: it only counts the server's xruns (a
+    client whose Python callback waits for the GIL could cause xruns itself)."""
+
+    def __init__(self, name: str = "gk-test-xrun-monitor"):
+        import jack
+
+        self.xruns = 0
+        self.delays_us: list[float] = []
+        self.client = jack.Client(name, no_start_server=True)
+        self.client.set_xrun_callback(self._xrun)
+        self.client.activate()
+
+    def _xrun(self, delay: float) -> None:
+        self.xruns += 1
+        self.delays_us.append(delay)
+
+    def close(self) -> None:
+        self.client.deactivate()
+        self.client.close()
 
 
 class LoopClient:
@@ -118,6 +174,7 @@ class LoopClient:
         self.ins = [self.client.inports.register(f"rec_{c}") for c in range(channels)]
         self.period = self.client.blocksize
         self.xruns = 0
+        self.xrun_frames: list[int] = []  # the server's frame time at each xrun
         self.play_from: int | None = None  # frame time of the signal's first sample
         self._play = False
         self._pos = 0
@@ -128,6 +185,13 @@ class LoopClient:
 
     def _xrun(self, delay: float) -> None:
         self.xruns += 1
+        self.xrun_frames.append(self.client.frame_time)
+
+    def xruns_between(self, first: int, last: int) -> int:
+        """Xruns the server counted from frame time ``first`` to ``last`` (a client joining or
+        leaving can make one on a server that cannot run realtime; only those while the signal
+        travels could change the recording)."""
+        return sum(first <= f <= last for f in self.xrun_frames)
 
     def _process(self, frames: int) -> None:
         t = self.client.last_frame_time

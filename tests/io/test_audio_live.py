@@ -52,7 +52,7 @@ BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_live_duplex_runs_ten_seconds_without_an_xrun(jack, tmp_path, jack_helpers, backend):
-    monitor = jack_helpers.LoopClient(np.zeros((1, 1)), name="gk-test-xrun-monitor")  # counts the server's xruns
+    monitor = jack_helpers.XrunMonitor()  # counts the server's xruns
     try:
         r = gk("run", LIVE_EQ, "--backend", backend, "--duration", 10.5, "--stats-json", tmp_path / "s.json",
                "--quiet")
@@ -65,7 +65,7 @@ def test_live_duplex_runs_ten_seconds_without_an_xrun(jack, tmp_path, jack_helpe
     a = s["audio"]
     assert a["kind"] == "duplex" and a["device"] == "'system' (JACK Audio Connection Kit)"
     assert _no_xruns(a) == dict.fromkeys(_no_xruns(a), 0), a
-    assert monitor.xruns == 0
+    assert monitor.xruns == 0, f"the JACK server counted xruns (delays {monitor.delays_us} us)"
     assert a["adc_to_dac_ms"]["count"] >= 1900
     assert a["adc_to_dac_ms"]["p50"] >= a["preroll_ms"]  # the ring's delay plus the server's own
     assert "ADC-to-DAC p50" in r.stdout and "ended by duration limit" in r.stdout
@@ -86,7 +86,7 @@ def test_recording_equals_process_of_the_played_signal(jack, tmp_path, jack_help
     finally:
         loop.close()
     assert proc.returncode == 0, err
-    assert loop.played_all and loop.xruns == 0
+    assert loop.played_all
     s = json.loads((tmp_path / "s.json").read_text())
     rec, start = loop.recording()
     ref = Pipeline.from_yaml(LIVE_EQ)
@@ -97,6 +97,9 @@ def test_recording_equals_process_of_the_played_signal(jack, tmp_path, jack_help
     lag = s["audio"]["preroll_frames"] + loop.period
     got = rec[:, start + lag:start + lag + x.shape[1]]
     assert got.shape == y.shape
+    assert _no_xruns(s["audio"]) == dict.fromkeys(_no_xruns(s["audio"]), 0), s["audio"]
+    first = loop.play_from
+    assert loop.xruns_between(first, first + lag + x.shape[1]) == 0, loop.xrun_frames
     np.testing.assert_allclose(got, y, rtol=0, atol=1e-6 if backend == "cpu" else 2e-5)
     assert np.all(rec[:, start:start + lag] == 0)  # nothing of it arrives earlier
     assert _no_xruns(s["audio"]) == dict.fromkeys(_no_xruns(s["audio"]), 0)
@@ -111,7 +114,8 @@ def test_a_jack_server_that_goes_away_is_a_stream_fault(jack, tmp_path, jack_hel
             "source: {type: audio, device: system, device_timeout_s: 2}\n"
             "stages: [{type: gain, db: 0}]\nsink: {type: file, path: rec.wav}\n")
         proc = start_gk("run", tmp_path / "rec.yaml", "--quiet", env=server.env)
-        time.sleep(2.0)
+        jack_helpers.wait_for_ports(server.name)  # the stream runs (gk-stream may take a while to start)
+        time.sleep(1.0)
         server.kill(signal.SIGKILL)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -133,7 +137,7 @@ def test_live_spectrum_runs_for_a_bounded_time(jack, backend):
     assert "ended by duration limit" in r.stdout and f"backend={backend}" in r.stdout
 
 
-def test_python_api_runs_a_live_duplex_stream(jack):
+def test_python_api_runs_a_live_duplex_stream(jack, portaudio):
     p = Pipeline.from_yaml(LIVE_EQ)
     with p.start(backend="cpu") as run:
         time.sleep(1.0)
@@ -145,7 +149,7 @@ def test_python_api_runs_a_live_duplex_stream(jack):
     assert _no_xruns(s.audio) == dict.fromkeys(_no_xruns(s.audio), 0)
 
 
-def test_a_second_ctrl_c_aborts_the_drain_and_files_stay_valid(jack, tmp_path):
+def test_a_second_ctrl_c_aborts_the_drain_and_files_stay_valid(jack, tmp_path, jack_helpers):
     # 'play' fills a 128-block output ring as fast as it can (2.7 s of queued audio): the first
     # Ctrl-C makes it wait for that to play out; the second aborts. 'rec' writes a WAV meanwhile.
     (tmp_path / "two.yaml").write_text("""
@@ -169,7 +173,8 @@ pipelines:
     sink: {type: file, path: rec.wav}
 """)
     proc = start_gk("run", tmp_path / "two.yaml", "--stats-json", tmp_path / "s.json", "--quiet")
-    time.sleep(2.0)
+    jack_helpers.wait_for_ports(jack.name)  # 'play' is streaming
+    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
