@@ -151,6 +151,10 @@ def measure(workloads: list[str], runs: int, before_site: str | None, progress=p
                 with tempfile.TemporaryDirectory(prefix="gk-first-block-") as cache:
                     for mode in ("cold", "warm"):
                         r = run_child(workload, cache, env, pythonpath)
+                        if config == "before" and not r["package"].startswith(str(Path(before_site).resolve())):
+                            raise RuntimeError(f"the 'before' run imported {r['package']}, not the package in "
+                                               f"{before_site} (an editable install's import hook wins over "
+                                               "PYTHONPATH: run from an environment without one)")
                         r.update(config=config, mode=mode, run=run)
                         results.append(r)
                         progress(f"{workload} {config:<10} {mode} run {run}: first block "
@@ -185,8 +189,9 @@ def summarise(results: list[dict]) -> list[dict]:
                          "second_block_ms": statistics.median(r["second_block_ms"] for r in rs),
                          "kernel_sources": rs[0]["kernel_sources"], "nvrtc_compiles":
                              max(r["jit"].get("nvrtc_compiles", r["jit"].get("compiles", 0)) for r in rs)}
-            names = [n for n, _ in rs[0]["phases"]]
-            row[mode]["phases"] = [(n, statistics.median(dict(r["phases"]).get(n, 0.0) for r in rs)) for n in names]
+            for key in ("phases", "slot_detail"):
+                names = [n for n, _ in rs[0][key]]
+                row[mode][key] = [(n, statistics.median(dict(r[key]).get(n, 0.0) for r in rs)) for n in names]
         row["cold_over_warm"] = row["cold"]["median_ms"] / row["warm"]["median_ms"]
         rows.append(row)
     return rows
@@ -208,12 +213,19 @@ def markdown(report: dict) -> str:
                      f"{c['second_block_ms']:.2f} |")
     lines += ["", "Targets (issue 16, H100): cold <= 1.2x warm for W1 and W2; W2's cold first block <= 300 ms.",
               ""]
+    packages = {}
+    for r in report["results"]:
+        packages.setdefault(r["config"], r["package"])
+    lines += [f"* {config}: {package}" for config, package in packages.items()] + [""]
     for row in report["summary"]:
         lines += [f"## {row['workload'].upper()} {row['config']}: phases of the first block (median ms)", "",
                   "| phase | cold | warm |", "|---|---|---|"]
         warm = dict(row["warm"]["phases"])
         for name, v in row["cold"]["phases"]:
             lines.append(f"| {name} | {v:.2f} | {warm.get(name, 0.0):.2f} |")
+        warm = dict(row["warm"]["slot_detail"])
+        for name, v in row["cold"]["slot_detail"]:
+            lines.append(f"| ({name}, within slots) | {v:.2f} | {warm.get(name, 0.0):.2f} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds, into .wheels/ (git-ignored), everything the GPU machine needs to run pygpukit-dsp
 # that it does not already have (it has numpy, scipy, pyyaml, pytest, cupy, torch, matplotlib):
-#   1. pygpukit-dsp      cp312 wheel (scikit-build-core; no CUDA toolkit needed)
+#   1. pygpukit-dsp      cp312 wheel (scikit-build-core; no CUDA toolkit needed), with every kernel
+#                        compiled in (NVRTC 13.0 from the nvidia-cuda-nvrtc wheel, a build
+#                        requirement; checked by scripts/check_wheel_kernels.py: the GPU machine has
+#                        no network and should compile nothing at first use)
 #   2. pygpukit-dsp-core abi3 wheel of rust/pygpukit-python (maturin), when that crate exists
 #   3. runtime dependencies as cp312 / py3 manylinux wheels: pydantic, pydantic-core,
 #      annotated-types, typing-inspection, typing-extensions, soundfile, cffi, pycparser; and for the
@@ -10,6 +13,8 @@
 # Then on the GPU machine: `source scripts/gpu_install.sh`.
 #
 # Usage: scripts/build_wheels.sh            (PYTHON312=/path/to/python3.12 to override)
+#        BEFORE_REF=main scripts/build_wheels.sh   also builds that commit's pygpukit-dsp wheel into
+#        .wheels-before/ (carry it too): gpu_run.sh's first-block section measures it as "before"
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,6 +33,17 @@ start=$(date +%s)
 
 echo "== pygpukit-dsp (cp312)"
 "$PY312" -m pip wheel --no-deps --wheel-dir "$OUT" "$ROOT"
+"$PY312" "$ROOT/scripts/check_wheel_kernels.py" "$OUT"/pygpukit_dsp-*.whl
+
+if [[ -n "${BEFORE_REF:-}" ]]; then
+    echo "== pygpukit-dsp at $BEFORE_REF (cp312, into .wheels-before/)"
+    before_src="$(mktemp -d)"
+    git -C "$ROOT" archive "$BEFORE_REF" | tar -x -C "$before_src"
+    mkdir -p "$ROOT/.wheels-before"
+    rm -f "$ROOT/.wheels-before"/*.whl
+    "$PY312" -m pip wheel --no-deps --wheel-dir "$ROOT/.wheels-before" "$before_src"
+    rm -rf "$before_src"
+fi
 
 CRATE="$ROOT/rust/pygpukit-python"
 if [[ -f "$CRATE/pyproject.toml" || -f "$CRATE/Cargo.toml" ]]; then

@@ -4,12 +4,15 @@
 # benchmark tables and logs), pytest_*.log, memcheck.log, *.json, w1.png, w3.md and soak.md (at
 # most 8 files: the device tool returns no more; the default sections write 7, bench-w3 adds w3.md
 # and w3.json, soak adds soak.json and soak.md, so name fewer sections next to them: e.g.
-# SECTIONS="gpu-tests bench-w3"). Prints a short summary last.
+# SECTIONS="gpu-tests bench-w3"; first-block adds first_block.json and first_block.md). Prints a
+# short summary last.
 #   SECTIONS="gpu-tests tests bench-w1 bench-w2 profile sanitizer" bash scripts/gpu_run.sh
 #   SECTIONS="host-jitter bench-w3" bash scripts/gpu_run.sh     # host stalls, then W3
 #   SECTIONS=bench-w3 BLOCKS_W3=500 PERIOD_MS_W3=1 bash scripts/gpu_run.sh     # a quick W3 (~15 s)
 #   SECTIONS=soak SOAK_MIN=5 bash scripts/gpu_run.sh    # W1 on cuda at its clock, memory sampled (a command's
 #                                                       # 10-minute limit: keep the soak alone or short)
+#   SECTIONS="first-block gpu-tests" bash scripts/gpu_run.sh   # W1/W2 first block cold/warm in fresh processes;
+#       with .wheels-before/ (BEFORE_REF=main scripts/build_wheels.sh) that build is measured as "before"
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out/gpu}"
@@ -21,6 +24,7 @@ BLOCKS_W3="${BLOCKS_W3:-}"          # default: benchmarks/w3.yaml's (3000 after 
 PERIOD_MS_W3="${PERIOD_MS_W3:-}"
 QUANTA_W3="${QUANTA_W3:-}"          # e.g. "250000 30000": one W3 run per scheduler quantum (ns)    # default: W1's block period, 5.33 ms (the full run takes ~2 min)
 SOAK_MIN="${SOAK_MIN:-5}"           # soak: minutes of W1 at 187.5 blocks/s on the cuda backend
+RUNS_FIRST_BLOCK="${RUNS_FIRST_BLOCK:-3}"  # first-block: cold+warm pairs per workload and build
 LOG="$OUT/run.log"
 source scripts/gpu_install.sh || exit 1
 export PYTHONUNBUFFERED=1 GK_REQUIRE_GPU=1 GK_CACHE_DIR="${GK_CACHE_DIR:-/tmp/gk-cache}"
@@ -40,6 +44,23 @@ if has host-jitter; then
     section "host jitter"
     python3 benchmarks/host_jitter.py --seconds "${JITTER_S:-4}" >> "$LOG" 2>&1
     summary+=("host jitter: rc=$?")
+fi
+if has first-block; then
+    # W1 and W2 from engine open to the first output, each in a fresh process: cold (empty kernel
+    # cache) and warm (the second run), with the shipped kernels, without them (GK_SHIPPED_KERNELS=0),
+    # and the .wheels-before/ build when there is one (docs/benchmarks.md, "First block")
+    section "first block"
+    fb_args=()
+    if ls .wheels-before/pygpukit_dsp-*.whl >/dev/null 2>&1; then
+        rm -rf /tmp/site-before
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-before \
+            .wheels-before/pygpukit_dsp-*.whl >> "$LOG" 2>&1 && fb_args+=(--before-site /tmp/site-before)
+    fi
+    python3 benchmarks/first_block.py --runs "$RUNS_FIRST_BLOCK" ${fb_args[@]+"${fb_args[@]}"} \
+        --json "$OUT/first_block.json" --markdown "$OUT/first_block.md" >> "$LOG" 2>&1
+    summary+=("first block: rc=$?")
+    [[ -f "$OUT/first_block.md" ]] && while IFS= read -r line; do summary+=("  $line"); done \
+        < <(grep -E '^\| (W[12]|workload|---)' "$OUT/first_block.md" | head -9)
 fi
 if has gpu-tests; then
     $PYTEST -m gpu tests > "$OUT/pytest_gpu.log" 2>&1
