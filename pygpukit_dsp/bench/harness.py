@@ -75,7 +75,7 @@ class BenchReport:
     machine: str
     results: list[ImplResult]
     notes: list[str] = field(default_factory=list)
-    first_block: dict[str, float] = field(default_factory=dict)  # cuda: cold/warm engine open -> first output
+    first_block: dict[str, float | str] = field(default_factory=dict)  # cuda: cold/warm engine open -> first output
     breakdown: Any = None  # cuda: where the project's block latency went (bench.trace.Breakdown)
     schedule: str = "paired"
 
@@ -360,11 +360,16 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
 
 
 def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarray) -> dict[str, float]:
-    """Milliseconds from opening the cuda engine to the first block's output, cold and warm.
+    """Milliseconds from opening the cuda engine to the first block's output, cold and warm, in
+    this process (its CUDA context and libraries already loaded; benchmarks/first_block.py measures
+    fresh processes).
 
-    cold: an empty kernel cache (a fresh GK_CACHE_DIR, in-memory cache cleared): NVRTC compiles
-    every kernel. warm: the on-disk cache filled by the cold run, in-memory cache cleared: what a
-    second process start sees. Both include cuFFT/cuBLAS plans and graph capture.
+    cold: an empty kernel disk cache (a fresh GK_CACHE_DIR, in-memory cache cleared): the kernels
+    compiled into the wheel are loaded (NVRTC compiles only what the wheel does not ship, or
+    everything with GK_SHIPPED_KERNELS=0). warm: the same again on the disk cache the cold open
+    left. Both include the engine's buffers, warm-up block and graph capture; cuFFT plans and
+    cuBLAS handles are made once per shape, so the warm open reuses the cold one's.
+    ``kernels_cold``: "<n> shipped, <m> NVRTC" for the cold open.
     """
     import os
     import tempfile
@@ -379,6 +384,7 @@ def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarra
         try:
             for label in ("cold", "warm"):
                 _native.clear_jit_memory_cache()
+                before = dict(_native.jit_stats())
                 t0 = time.perf_counter()
                 engine = open_backend(pipeline, chain, "cuda")
                 try:
@@ -386,6 +392,10 @@ def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarra
                     out[f"first_block_{label}_ms"] = (time.perf_counter() - t0) * 1e3
                 finally:
                     engine.close()
+                if label == "cold":
+                    after = dict(_native.jit_stats())
+                    out["kernels_cold"] = (f"{after.get('shipped_hits', 0) - before.get('shipped_hits', 0)} shipped, "
+                                           f"{after['compiles'] - before['compiles']} NVRTC")
         finally:
             if old is None:
                 os.environ.pop("GK_CACHE_DIR", None)
@@ -394,9 +404,10 @@ def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarra
     return out
 
 
-def first_block_note(times: dict[str, float]) -> str:
+def first_block_note(times: dict) -> str:
+    kernels = f"; kernels {times['kernels_cold']}" if "kernels_cold" in times else ""
     return (f"first block from engine open: cold (empty kernel cache) {times['first_block_cold_ms']:.0f} ms, "
-            f"warm (disk cache) {times['first_block_warm_ms']:.0f} ms")
+            f"warm (disk cache) {times['first_block_warm_ms']:.0f} ms{kernels}")
 
 
 def _source_format(pipeline: "Pipeline") -> StreamFormat:
