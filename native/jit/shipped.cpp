@@ -158,7 +158,7 @@ const ShippedImage* pick_shipped(const ShippedManifest& manifest, const std::str
         else if (!any)
             *why = "no shipped image of '" + kernel + "'";
         else if (stale)
-            *why = "the shipped images of '" + kernel + "' were built from other sources";
+            *why = "the shipped images of '" + kernel + "' were built from other sources or options";
         else
             *why = "no shipped image of '" + kernel + "' for " + device_arch;
     }

@@ -207,7 +207,7 @@ def test_images_built_from_other_sources_are_never_loaded(fake_libcuda, tmp_path
     """, GK_SHIPPED_KERNELS_DIR=str(folder), GK_CACHE_DIR=str(tmp_path / "cache"))
     rows = json.loads(out.splitlines()[-1])
     assert [(r["kernel"], r["source"]) for r in rows] == [("elementwise", "nvrtc"), ("io", "shipped")]
-    assert rows[0]["note"] == "the shipped images of 'elementwise' were built from other sources"
+    assert rows[0]["note"] == "the shipped images of 'elementwise' were built from other sources or options"
 
 
 def test_without_a_manifest_kernels_compile_at_first_use(fake_libcuda, tmp_path, nvrtc_available):
