@@ -156,7 +156,6 @@ CUresult cuDeviceGetName(char* name, int len, int dev) {
 }
 
 CUresult cuDeviceGetAttribute(int* value, int attribute, int dev) {
-    (void)dev;
     int major, minor;
     sm_version(&major, &minor);
     switch (attribute) {
@@ -170,6 +169,9 @@ CUresult cuDeviceGetAttribute(int* value, int attribute, int dev) {
     case 81: *value = 228 * 1024; break;
     case 10: *value = 32; break;
     case 78: *value = 1; break;
+    case 33: *value = 0x18 + 0x10 * dev; break; /* PCI bus: 0000:18:00.0, 0000:28:00.0, ... */
+    case 34: *value = 0; break;               /* PCI device */
+    case 50: *value = 0; break;               /* PCI domain */
     default: *value = 1; break;
     }
     return OK;
