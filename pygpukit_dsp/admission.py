@@ -267,9 +267,9 @@ def _place(r: "StreamRunner", kw: dict[str, Any], schedulers: dict[str, "Schedul
 def _why(g: int, order: list[int], room: dict[int, float], count: dict[int, int],
          refused: dict[int, str]) -> str:
     """The placement reason of an auto stream admitted on GPU ``g`` (tried in ``order``)."""
-    listing = ", ".join(f"GPU {o} {room[o]:.3f}" for o in order)
+    listing = ", ".join(f"GPU {o} {room[o]:.4f}" for o in order)
     if len(order) == 1:
-        return f"auto: the only usable GPU (headroom {room[g]:.3f})"
+        return f"auto: the only usable GPU (headroom {room[g]:.4f})"
     if refused:
         tried = "; ".join(f"GPU {o} refused it ({refused[o]})" for o in refused)
         return f"auto: {tried}; GPU {g} admitted it (headroom {listing})"
@@ -277,6 +277,6 @@ def _why(g: int, order: list[int], room: dict[int, float], count: dict[int, int]
     if round(room[g], 9) > round(room[nxt], 9):
         return f"auto: the most admission headroom ({listing})"
     if count[g] < count[nxt]:
-        return (f"auto: headroom tied with GPU {nxt} ({room[g]:.3f}); fewer streams here "
+        return (f"auto: headroom tied with GPU {nxt} ({room[g]:.4f}); fewer streams here "
                 f"({count[g]} vs {count[nxt]})")
-    return f"auto: headroom ({room[g]:.3f}) and stream count ({count[g]}) tied with GPU {nxt}; the lower index"
+    return f"auto: headroom ({room[g]:.4f}) and stream count ({count[g]}) tied with GPU {nxt}; the lower index"

@@ -167,6 +167,11 @@ class Session:
             raise close_error
         return summaries
 
+    def latency_histograms(self) -> dict[str, Any]:
+        """Each stream's host latency histogram of the last run() (``LatencyHistogram``, ns): merge
+        them to aggregate streams (benchmarks/multi_gpu.py does, per GPU)."""
+        return {r.pipeline.name: r.hist for r in self._runners if r.hist is not None}
+
     def placements(self) -> dict[str, Any]:
         """Each stream's :class:`~pygpukit_dsp.admission.Placement` (after run() admitted them)."""
         return {r.pipeline.name: r.placement for r in self._runners}

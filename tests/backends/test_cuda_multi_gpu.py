@@ -261,7 +261,7 @@ def test_fake_device_1_on_one_gpu_is_a_device_error_before_the_first_block(fake_
         assert "gk-stream devices" in text
     assert res["reads"] == 0
     assert "asks for GPU 3" in res["process"]
-    assert res["auto_one"] == [0, "GPU 0: auto: the only usable GPU (headroom 1.000)"]
+    assert res["auto_one"] == [0, "GPU 0: auto: the only usable GPU (headroom 1.0000)"]
 
 
 def test_fake_cli_device_override_and_devices_listing(fake_mapped_driver, tmp_path):  # noqa: F811
