@@ -124,7 +124,7 @@ def gpu_figures(gpu: dict[str, Any]) -> str:
         parts.append(f"PCI {gpu['pci_bus_id']}")
     if gpu.get("clock_mhz"):
         parts.append(f"{gpu['clock_mhz']} MHz")
-    if gpu.get("memory_bandwidth_gbs"):
+    if gpu.get("memory_bandwidth_gbs", 0) >= 1:
         parts.append(f"{gpu['memory_bandwidth_gbs']:.0f} GB/s")
     if gpu.get("l2_cache_bytes"):
         parts.append(f"{gpu['l2_cache_bytes'] / 2**20:.0f} MiB L2")

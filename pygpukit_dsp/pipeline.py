@@ -69,7 +69,7 @@ class Pipeline:
                  block_size: int = 1024, dtype: str | None = None, backend: str = "auto",
                  qos: QoS | dict | None = None, source: Source | None = None,
                  sink: Sink | None = None, where: str | None = None, path: Path | None = None,
-                 device: int | str | None = None):
+                 device: int | str | None = None, device_where: str | None = None):
         self.name = name
         self.stages: list[Stage] = list(stages)
         self.sample_rate = float(sample_rate) if sample_rate is not None else None
@@ -79,7 +79,8 @@ class Pipeline:
         self.backend = backend
         # The GPU of the cuda backend: None (GPU 0), an index, or "auto" (placed by the Session on
         # the GPU with the most admission headroom; docs/multi-gpu.md). The cpu backend ignores it.
-        self.device = check_device(device, where or f"pipeline '{name}'")
+        self.device = check_device(device, device_where or where or f"pipeline '{name}'")
+        self.device_where = device_where  # FILE:LINE:COL of a YAML device value
         if qos is None:
             qos = QoS()
         elif isinstance(qos, dict):
@@ -131,7 +132,7 @@ class Pipeline:
         return cls(cfg.stages, name=cfg.name, sample_rate=cfg.sample_rate, channels=cfg.channels,
                    block_size=cfg.block_size, dtype=cfg.dtype, backend=cfg.backend, qos=cfg.qos,
                    source=cfg.source, sink=cfg.sink, where=cfg.where, path=cfg.path,
-                   device=getattr(cfg, "device", None))
+                   device=getattr(cfg, "device", None), device_where=getattr(cfg, "device_where", None))
 
     @classmethod
     def load_all(cls, path: str | Path) -> list["Pipeline"]:
@@ -302,7 +303,7 @@ class Pipeline:
                           block_size=self.block_size, dtype=self.dtype, backend=self.backend, qos=self.qos,
                           source=source if source is not None else self.source,
                           sink=sink if sink is not None else self.sink, where=self.where, path=self.path,
-                          device=self.device)
+                          device=self.device, device_where=self.device_where)
         if tap is None:
             tap = run_as.sink is None
         return RunHandle(Session([run_as], backend=backend, device=device), blocks=blocks, duration=duration,

@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 
 
 def _named_gpu_error(pipeline: "Pipeline", device: int, why: str) -> DeviceError:
-    where = getattr(pipeline, "where", None)
-    at = f" (at {where})" if where and not where.startswith("pipeline '") else ""
+    # where the YAML names the GPU (the device value, else the pipeline), when it came from a file;
+    # an override (gk-stream run --device, Session(device=...)) is not in the file
+    if getattr(pipeline, "device", None) == device:
+        where = getattr(pipeline, "device_where", None) or getattr(pipeline, "where", None)
+        at = f" (at {where})" if where and not where.startswith("pipeline '") else ""
+    else:
+        at = " (the run's device override)"
     return DeviceError(f"pipeline '{pipeline.name}' asks for GPU {device} (device: {device}){at}, which cannot "
                        f"run it: {why}; `gk-stream devices` lists this machine's GPUs (or use device: auto)")
 

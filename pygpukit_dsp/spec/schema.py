@@ -61,6 +61,7 @@ class PipelineConfig:
     path: Path | None = None
     # the GPU of the cuda backend: None (not written: GPU 0), an index, or "auto" (docs/multi-gpu.md)
     device: int | str | None = None
+    device_where: str | None = None  # FILE:LINE:COL of the device value (a DeviceError points there)
 
     def to_document(self) -> dict[str, Any]:
         """The YAML document of this pipeline alone (see :func:`pygpukit_dsp.spec.pipeline_document`)."""
@@ -220,7 +221,8 @@ class _DocBuilder:
             if "name" not in entry:
                 self.err(f"pipelines[{i}] has no 'name'", m.where,
                          "each pipeline in 'pipelines:' needs a unique name")
-            cfg = self._pipeline(entry, m, defaults, default_name=f"pipeline{i + 1}")
+            cfg = self._pipeline(entry, m, defaults, default_name=f"pipeline{i + 1}",
+                                 device_where=marks.value_where("device") if "device" in doc else None)
             if cfg is not None:
                 configs.append(cfg)
         return configs
@@ -297,7 +299,8 @@ class _DocBuilder:
             return None
 
     # -- one pipeline -------------------------------------------------------
-    def _pipeline(self, d: dict, m: Marks, defaults: dict, *, default_name: str) -> PipelineConfig | None:
+    def _pipeline(self, d: dict, m: Marks, defaults: dict, *, default_name: str,
+                  device_where: str | None = None) -> PipelineConfig | None:
         n_errors = len(self.errors)
         settings = {**defaults, **self._settings(d, m, ("name",) + DEFAULT_KEYS)}
         qos = QoS()
@@ -321,7 +324,8 @@ class _DocBuilder:
             block_size=settings.get("block_size", DEFAULT_BLOCK_SIZE), channels=settings.get("channels"),
             dtype=settings.get("dtype"), backend=settings.get("backend", "auto"), qos=qos,
             source=source, stages=stages, sink=sink, where=m.where, path=self.path,
-            device=settings.get("device"))
+            device=settings.get("device"),
+            device_where=m.value_where("device") if "device" in d else device_where)
         self._name_where[id(cfg)] = m.value_where("name") if "name" in d else m.where
         return cfg
 

@@ -296,7 +296,13 @@ sink: {type: "null"}
     assert r.returncode == 0, r.stderr
     assert "  device GPU 3: requested (device: 3)" in r.stdout and "(cuda:3, drops 0)" in r.stdout
     r = gk("run", yaml, "--device", "4", "--duration", "0.05", "--quiet")
-    assert r.returncode == 1 and "asks for GPU 4" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "asks for GPU 4 (device: 4) (the run's device override)" in r.stderr
+    # a device in the file: the error points at its value
+    (tmp_path / "g7.yaml").write_text(yaml.read_text().replace("backend: cuda\n", "backend: cuda\ndevice: 7\n"))
+    r = gk("run", "g7.yaml", "--duration", "0.05", "--quiet")
+    assert r.returncode == 1 and "asks for GPU 7 (device: 7) (at g7.yaml:7:9)" in r.stderr, r.stderr
+    assert "GPU 7 does not exist: this machine has 4 GPU(s) (0..3)" in r.stderr
     r = gk("run", yaml, "--device", "x")
     assert r.returncode == 2 and "expected a GPU index >= 0 or auto" in r.stderr
 
