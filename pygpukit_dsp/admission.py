@@ -182,8 +182,9 @@ def admit(runners: list["StreamRunner"], *, u_max: float = 0.9,
             if gpus is None:
                 from .capabilities import usable_gpus
 
-                gpus = usable_gpus() or [gpu_of(device) or 0]
-            r.placement = _place(r, kw, schedulers, list(gpus), u_max, Scheduler)
+                gpus = usable_gpus()
+            candidates = list(gpus) or [gpu_of(device) or 0]  # none known: where its engine is
+            r.placement = _place(r, kw, schedulers, candidates, u_max, Scheduler)
             continue
         sched = schedulers.get(device)
         fresh = sched is None
