@@ -6,7 +6,7 @@
 #   3. runtime dependencies as cp312 / py3 manylinux wheels: pydantic, pydantic-core,
 #      annotated-types, typing-inspection, typing-extensions, soundfile, cffi, pycparser; and for the
 #      tests: sounddevice and JACK-Client (the live audio tests; scripts/jack_bundle.sh brings the
-#      JACK server and PortAudio into .jack/), hypothesis, attrs, sortedcontainers
+#      JACK server and PortAudio into .jack/), hypothesis, sortedcontainers
 # Then on the GPU machine: `source scripts/gpu_install.sh`.
 #
 # Usage: scripts/build_wheels.sh            (PYTHON312=/path/to/python3.12 to override)
@@ -15,8 +15,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/.wheels"
 PY312="${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3.12}"
+# (attrs is no longer listed: hypothesis stopped depending on it, so pip resolves no attrs wheel)
 DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser
-      sounddevice JACK_Client hypothesis attrs sortedcontainers)
+      sounddevice JACK_Client hypothesis sortedcontainers)
 
 if [[ ! -x "$PY312" ]]; then
     echo "error: Python 3.12 not found at $PY312 (set PYTHON312=...)" >&2
@@ -54,9 +55,12 @@ trap 'rm -rf "$resolved"' EXIT
 "$PY312" -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --dest "$resolved" pydantic soundfile sounddevice JACK-Client hypothesis
+shopt -s nullglob
 for name in "${DEPS[@]}"; do
-    found=("$resolved/${name}"-*.whl)
-    if [[ ! -e "${found[0]}" ]]; then
+    # pip may write the normalised (lower-case) name: JACK_Client -> jack_client-0.5.7-...
+    found=("$resolved/${name}"-*.whl "$resolved/${name,,}"-*.whl)
+    [[ "$name" == "${name,,}" ]] && found=("$resolved/${name}"-*.whl)
+    if [[ ${#found[@]} -eq 0 ]]; then
         echo "error: no wheel for $name was resolved" >&2
         exit 1
     fi
