@@ -15,6 +15,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/.wheels"
 PY312="${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3.12}"
+# (attrs is no longer listed: hypothesis stopped depending on it, so pip resolves no attrs wheel)
 DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser
       sounddevice JACK_Client hypothesis sortedcontainers)
 
