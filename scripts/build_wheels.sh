@@ -58,7 +58,7 @@ trap 'rm -rf "$resolved"' EXIT
 for name in "${DEPS[@]}"; do
     # wheel file names are normalised differently by different releases (JACK_Client, jack_client)
     found=($(find "$resolved" -maxdepth 1 -iname "${name}-*.whl"))
-    if [[ ! -e "${found[0]}" ]]; then
+    if [[ ${#found[@]} -eq 0 ]]; then
         echo "error: no wheel for $name was resolved" >&2
         exit 1
     fi
