@@ -304,6 +304,10 @@ class Dispatcher:
     def close(self) -> None: ...  # drain every handed-over block, then stop the worker
     @property
     def closed(self) -> bool: ...
+    @property
+    def device(self) -> Device: ...  # one dispatcher per GPU: the GPU whose engines it launches
+    @property
+    def device_index(self) -> int: ...
     def stats(self) -> dict[str, int]: ...
     @staticmethod
     def now_ns() -> int: ...  # the scheduler's clock (CLOCK_MONOTONIC), ns

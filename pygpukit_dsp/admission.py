@@ -1,10 +1,18 @@
 """Admission of a session's streams by the Rust scheduler, before any block flows.
 
 Every stream is registered under its QoS class with the scheduler of the device that runs its
-blocks: one ``pygpukit_dsp_core.Scheduler`` for the session's CUDA streams (GPU 0) and one for
-its CPU streams (the host's dispatcher thread, see backends/cpu_dispatch.py). The scheduler
-models one device as one queue, so CPU work never counts against the GPU's utilisation bound
-and each dispatcher only ever sees tasks of its own streams.
+blocks: one ``pygpukit_dsp_core.Scheduler`` per GPU in use (device keys ``"cuda"`` for GPU 0,
+``"cuda:1"``, ``"cuda:2"``, ... for the others) and one for its CPU streams (the host's
+dispatcher thread, see backends/cpu_dispatch.py). The scheduler models one device as one queue,
+so CPU work never counts against a GPU's utilisation bound, one GPU's streams never against
+another's, and each dispatcher only ever sees tasks of its own streams.
+
+A stream with ``device: auto`` is *placed* here: its cost is known (declared or measured on
+the GPU its engine was opened on), then the GPUs are tried in order of admission headroom (most
+first: see :func:`headroom`) and the first that admits it keeps it; when that is not the GPU
+its engine is on, the runner opens its engine again there (:meth:`StreamRunner.move_to_gpu`).
+Refused by every GPU: an AdmissionError with each GPU's reason. Each runner gets a
+:class:`Placement` saying where it runs and why (the run summary prints it).
 
 A realtime stream (and a throughput stream with ``min_rate``) needs its per-block cost: the
 declared ``qos.cost_us``, or one measured here by running a few blocks of zeros through the
@@ -18,7 +26,8 @@ shortest deadline), raised before the first block.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -47,15 +56,75 @@ def measure_block_cost_ns(runner: "StreamRunner", blocks: int = CALIBRATION_BLOC
     return max(1, worst)
 
 
+def device_key(gpu: int | None) -> str:
+    """A GPU's device key: ``"cuda"`` for GPU 0 (as before multi-GPU sessions), ``"cuda:N"``."""
+    return "cuda" if not gpu else f"cuda:{int(gpu)}"
+
+
+def gpu_of(key: str) -> int | None:
+    """The GPU index of a device key (None for "cpu")."""
+    if key == "cuda":
+        return 0
+    if key.startswith("cuda:"):
+        return int(key[5:])
+    return None
+
+
 def device_of(runner: "StreamRunner") -> str:
-    """The device whose dispatcher runs the runner's blocks: "cpu" or "cuda"."""
-    return runner.engine.choice.name
+    """The device whose dispatcher runs the runner's blocks: "cpu", "cuda" (GPU 0) or "cuda:N"."""
+    choice = runner.engine.choice
+    if choice.name != "cuda":
+        return choice.name
+    return device_key(getattr(choice, "device", None))
+
+
+def is_gpu(key: str) -> bool:
+    return key == "cuda" or key.startswith("cuda:")
+
+
+@dataclass
+class Placement:
+    """Where a stream runs and why (``RunSummary.placement`` carries ``reason``)."""
+
+    device: str                   # "cpu" | "cuda" | "cuda:N"
+    gpu: int | None               # the GPU index (None on cpu)
+    requested: Any                # the pipeline's device: None (GPU 0), an index, or "auto"
+    reason: str
+    headroom: dict[int, float] = field(default_factory=dict)  # auto: each GPU's, before it was placed
+    refused: dict[int, str] = field(default_factory=dict)     # auto: GPUs that refused it, and why
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "gpu": self.gpu, "requested": self.requested, "reason": self.reason,
+                "headroom": {str(k): v for k, v in self.headroom.items()},
+                "refused": {str(k): v for k, v in self.refused.items()}}
+
+
+def headroom(scheduler: "Scheduler | None", qos_class: str, u_max: float) -> float:
+    """What a device's scheduler can still admit, as a fraction of the device.
+
+    A realtime stream is bound by both admission checks, so its headroom is
+    ``min(U_max - realtime utilisation, 1 - realtime utilisation - reserved throughput)``; any
+    other stream's is the part of the device nobody reserved, ``1 - realtime - reserved``. A
+    device without a scheduler yet (nothing placed there) has all of it.
+    """
+    if scheduler is None:
+        rt = reserved = 0.0
+    else:
+        st = scheduler.stats()
+        rt, reserved = float(st["realtime_utilisation"]), float(st["throughput_reserved"])
+        u_max = float(st.get("u_max", u_max))
+    free = 1.0 - rt - reserved
+    return min(u_max - rt, free) if qos_class == "realtime" else free
+
+
+def _stream_count(scheduler: "Scheduler | None") -> int:
+    return 0 if scheduler is None else len(scheduler.stats()["streams"])
 
 
 def units_per_block(runner: "StreamRunner") -> int:
     """Units the scheduler may split a block into: the CUDA engine's units for throughput and
     best-effort streams (paced chunk by chunk); 1 (whole blocks) for realtime and CPU streams."""
-    if runner.pipeline.qos.cls == "realtime" or device_of(runner) != "cuda":
+    if runner.pipeline.qos.cls == "realtime" or not is_gpu(device_of(runner)):
         return 1
     return max(1, int(getattr(runner.engine, "units_per_block", 1)))
 
@@ -77,14 +146,23 @@ def stream_registration(runner: "StreamRunner") -> dict[str, Any]:
     return kw
 
 
-def admit(runners: list["StreamRunner"], *, u_max: float = 0.9) -> dict[str, "Scheduler"]:
-    """Register every runner's stream with its device's new scheduler, in order.
+def _requested(runner: "StreamRunner") -> Any:
+    return getattr(runner, "device_request", getattr(runner.pipeline, "device", None))
 
-    Returns ``{"cpu": Scheduler, "cuda": Scheduler}`` for the devices in use (a stream's id is
-    ``scheduler.stream_id(pipeline name)``). AdmissionError on the first refusal; ConfigError when
-    two pipelines share a name (the scheduler and the QoS lines tell streams apart by name).
+
+def admit(runners: list["StreamRunner"], *, u_max: float = 0.9,
+          gpus: Sequence[int] | None = None) -> dict[str, "Scheduler"]:
+    """Register every runner's stream with its device's new scheduler, in order; place
+    ``device: auto`` streams on the GPU with the most headroom that admits them.
+
+    Returns ``{"cpu": Scheduler, "cuda": Scheduler, "cuda:1": Scheduler, ...}`` for the devices in
+    use (a stream's id is ``scheduler.stream_id(pipeline name)``). ``gpus``: the GPUs auto may
+    use (default: every usable GPU, ``capabilities.usable_gpus()``). Each runner's
+    ``placement`` is set. AdmissionError on the first refusal (for an auto stream: refused by
+    every GPU); ConfigError when two pipelines share a name (the scheduler and the QoS lines tell
+    streams apart by name).
     """
-    from pygpukit_dsp_core import AdmissionRefused, Scheduler
+    from pygpukit_dsp_core import Scheduler
 
     seen: dict[str, "StreamRunner"] = {}
     for r in runners:
@@ -96,19 +174,110 @@ def admit(runners: list["StreamRunner"], *, u_max: float = 0.9) -> dict[str, "Sc
 
     schedulers: dict[str, Scheduler] = {}
     for r in runners:
-        p, q = r.pipeline, r.pipeline.qos
         device = device_of(r)
-        sched = schedulers.get(device)
-        if sched is None:
-            sched = schedulers[device] = Scheduler(u_max=u_max)
+        requested = _requested(r)
         kw = stream_registration(r)
         r.admitted_cost_ns = kw.get("cost_ns")
-        try:
-            sched.register_stream(p.name, q.cls, **kw)
-        except AdmissionRefused as e:
-            figures = dict(e.figures)
-            figures["cost_source"] = "declared (qos.cost_us)" if q.cost_us is not None else "measured"
+        if is_gpu(device) and requested == "auto":
+            if gpus is None:
+                from .capabilities import usable_gpus
+
+                gpus = usable_gpus()
+            candidates = list(gpus) or [gpu_of(device) or 0]  # none known: where its engine is
+            r.placement = _place(r, kw, schedulers, candidates, u_max, Scheduler)
+            continue
+        sched = schedulers.get(device)
+        fresh = sched is None
+        if fresh:
+            sched = Scheduler(u_max=u_max)
+        refusal = _register(sched, r, kw)
+        if refusal is not None:
+            message, figures = refusal
             figures["device"] = device
-            raise AdmissionError(p.name, str(e).removeprefix(f"stream '{p.name}' not admitted: "),
-                                 figures) from None
+            raise AdmissionError(r.pipeline.name, message, figures)
+        if fresh:
+            schedulers[device] = sched
+        gpu = gpu_of(device)
+        if gpu is None:
+            reason = f"backend {device}"
+        elif requested is None:
+            reason = f"GPU {gpu}: the default (the pipeline sets no device)"
+        else:
+            reason = f"GPU {gpu}: requested (device: {requested})"
+        r.placement = Placement(device, gpu, requested, reason)
     return schedulers
+
+
+def _register(sched: "Scheduler", r: "StreamRunner", kw: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """Register ``r``'s stream; None when admitted, else (the refusal's message, its figures)."""
+    from pygpukit_dsp_core import AdmissionRefused
+
+    p, q = r.pipeline, r.pipeline.qos
+    try:
+        sched.register_stream(p.name, q.cls, **kw)
+    except AdmissionRefused as e:
+        figures = dict(e.figures)
+        figures["cost_source"] = "declared (qos.cost_us)" if q.cost_us is not None else "measured"
+        return str(e).removeprefix(f"stream '{p.name}' not admitted: "), figures
+    return None
+
+
+def _place(r: "StreamRunner", kw: dict[str, Any], schedulers: dict[str, "Scheduler"], gpus: list[int],
+           u_max: float, Scheduler: Any) -> Placement:
+    """Admit an auto stream on the GPU with the most headroom that takes it; move its engine there."""
+    cls = r.pipeline.qos.cls
+    room = {g: headroom(schedulers.get(device_key(g)), cls, u_max) for g in gpus}
+    count = {g: _stream_count(schedulers.get(device_key(g))) for g in gpus}
+    # most headroom first; then the GPU with fewer streams (streams that reserve nothing leave the
+    # headroom alone: they spread by count); then the lower index
+    order = sorted(gpus, key=lambda g: (-round(room[g], 9), count[g], g))
+    refused: dict[int, str] = {}
+    first: tuple[str, dict[str, Any]] | None = None
+    for g in order:
+        key = device_key(g)
+        sched = schedulers.get(key)
+        fresh = sched is None
+        if fresh:
+            sched = Scheduler(u_max=u_max)
+        refusal = _register(sched, r, kw)
+        if refusal is not None:
+            refused[g] = refusal[0]
+            if first is None:
+                first = refusal
+            continue
+        if fresh:
+            schedulers[key] = sched
+        engine_gpu = gpu_of(device_of(r))
+        if engine_gpu != g:
+            try:
+                r.move_to_gpu(g)
+            except BaseException:
+                sched.unregister_stream(sched.stream_id(r.pipeline.name))
+                raise
+        why = _why(g, order, room, count, refused)
+        return Placement(key, g, "auto", f"GPU {g}: {why}", headroom=room, refused=refused)
+    assert first is not None
+    message, figures = first
+    figures["device"] = "auto"
+    figures["gpus_tried"] = ", ".join(f"GPU {g}" for g in order)
+    detail = "; ".join(f"GPU {g}: {refused[g]}" for g in order)
+    raise AdmissionError(r.pipeline.name, f"no GPU admits it (device: auto over {len(order)} GPU(s)): {detail}",
+                         figures)
+
+
+def _why(g: int, order: list[int], room: dict[int, float], count: dict[int, int],
+         refused: dict[int, str]) -> str:
+    """The placement reason of an auto stream admitted on GPU ``g`` (tried in ``order``)."""
+    listing = ", ".join(f"GPU {o} {room[o]:.4f}" for o in order)
+    if len(order) == 1:
+        return f"auto: the only usable GPU (headroom {room[g]:.4f})"
+    if refused:
+        tried = "; ".join(f"GPU {o} refused it ({refused[o]})" for o in refused)
+        return f"auto: {tried}; GPU {g} admitted it (headroom {listing})"
+    nxt = order[1]
+    if round(room[g], 9) > round(room[nxt], 9):
+        return f"auto: the most admission headroom ({listing})"
+    if count[g] < count[nxt]:
+        return (f"auto: headroom tied with GPU {nxt} ({room[g]:.4f}); fewer streams here "
+                f"({count[g]} vs {count[nxt]})")
+    return f"auto: headroom ({room[g]:.4f}) and stream count ({count[g]}) tied with GPU {nxt}; the lower index"

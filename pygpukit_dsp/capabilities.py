@@ -36,9 +36,10 @@ def capabilities(math_libraries: bool = True) -> dict[str, Any]:
 
     Keys: ``native``, ``driver``, ``nvrtc`` (plus ``archs``), ``cufft``, ``cublas``: each
     ``{found, path, version, reason}``; ``kernels``: the kernel images shipped in the wheel
-    (``{found, enabled, dir, nvrtc, archs, ptx, images, kernels, reason}``); ``gpus``:
-    ``[{index, name, sm, arch, memory_bytes, multiprocessors, usable, reason}]``; ``gpus_reason``:
-    why ``gpus`` is empty.
+    (``{found, enabled, dir, nvrtc, archs, ptx, images, kernels, reason}``); ``gpus``: one entry
+    per GPU of the host, ``[{index, name, sm, arch, memory_bytes, multiprocessors, pci_bus_id,
+    clock_mhz, memory_clock_mhz, memory_bus_width_bits, memory_bandwidth_gbs, l2_cache_bytes,
+    copy_engines, usable, reason}]``; ``gpus_reason``: why ``gpus`` is empty.
 
     ``math_libraries=False`` leaves cuFFT and cuBLAS unopened (no ``cufft``/``cublas`` keys):
     they are large libraries whose loading costs a first block that does not use them, and the
@@ -103,6 +104,13 @@ def shipped_image_for(kernels: dict[str, Any] | None, sm: int) -> str | None:
     return f"compute_{max(ptx)}" if ptx else None
 
 
+def usable_gpus(caps: dict[str, Any] | None = None) -> list[int]:
+    """Indices of the GPUs the cuda backend can use (driver, SM >= 8.0, NVRTC or kernels shipped
+    for it): where ``device: auto`` may place a stream. Empty without a usable CUDA."""
+    caps = capabilities(math_libraries=False) if caps is None else caps
+    return [g["index"] for g in caps.get("gpus", []) if usable_from(caps, g["index"])[0]]
+
+
 def cuda_usable(device: int = 0) -> tuple[bool, str]:
     """``(True, "GPU 0 (NVIDIA H100 ...), SM 9.0, driver 13.0, NVRTC 13.0")`` or ``(False, why)``.
 
@@ -143,7 +151,8 @@ def summary_lines(caps: dict[str, Any]) -> list[str]:
         major, minor = gpu["sm"]
         state = "usable" if gpu["usable"] else f"unusable: {gpu['reason']}"
         lines.append(f"GPU {gpu['index']}: {gpu['name']}, SM {major}.{minor}, "
-                     f"{gpu['memory_bytes'] / 2**30:.1f} GiB, {gpu['multiprocessors']} SMs ({state})")
+                     f"{gpu['memory_bytes'] / 2**30:.1f} GiB, {gpu['multiprocessors']} SMs{gpu_figures(gpu)} "
+                     f"({state})")
     if not caps.get("gpus") and caps.get("gpus_reason"):
         lines.append(f"GPUs: none ({caps['gpus_reason']})")
     return lines
@@ -160,5 +169,21 @@ def kernel_sources(caps: dict[str, Any]) -> dict[int, list[dict[str, str]]]:
             for gpu in caps.get("gpus", []) if gpu.get("usable")}
 
 
-__all__ = ["capabilities", "cuda_usable", "usable_from", "summary_lines", "shipped_image_for",
-           "kernels_text", "kernel_sources"]
+def gpu_figures(gpu: dict[str, Any]) -> str:
+    """", PCI 0000:1b:00.0, 1980 MHz, 3352 GB/s, 50 MiB L2, 3 copy engines" (what is known)."""
+    parts = []
+    if gpu.get("pci_bus_id"):
+        parts.append(f"PCI {gpu['pci_bus_id']}")
+    if gpu.get("clock_mhz"):
+        parts.append(f"{gpu['clock_mhz']} MHz")
+    if gpu.get("memory_bandwidth_gbs", 0) >= 1:
+        parts.append(f"{gpu['memory_bandwidth_gbs']:.0f} GB/s")
+    if gpu.get("l2_cache_bytes"):
+        parts.append(f"{gpu['l2_cache_bytes'] / 2**20:.0f} MiB L2")
+    if gpu.get("copy_engines"):
+        parts.append(f"{gpu['copy_engines']} copy engines")
+    return "".join(", " + p for p in parts)
+
+
+__all__ = ["capabilities", "cuda_usable", "usable_from", "usable_gpus", "summary_lines", "gpu_figures",
+           "shipped_image_for", "kernels_text", "kernel_sources"]

@@ -61,7 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipelines = _select(Pipeline.load_all(args.file), args.pipeline)
     draws = any(getattr(p.sink, "owns_terminal", False) for p in pipelines)  # a live view: no progress line
     live = _LiveLine(sys.stderr.isatty() and not args.quiet and not draws)
-    session = Session(pipelines, backend=args.backend)
+    session = Session(pipelines, backend=args.backend, device=args.device)
     restore = _stop_on_signals(session, live)
     try:
         summaries = session.run(blocks=args.blocks, duration=args.duration, progress=live)
@@ -186,16 +186,18 @@ def _type_name(ann: Any) -> str:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from .capabilities import capabilities, cuda_usable, kernel_sources, kernels_text
+    from .capabilities import capabilities, gpu_figures, kernel_sources, kernels_text, usable_from, usable_gpus
     from .io.portaudio import audio_devices
 
     caps = capabilities()
     sources = kernel_sources(caps)
     audio, audio_reason = audio_devices()
+    usable = usable_gpus(caps)
     if args.json:
-        ok, why = cuda_usable()
+        ok, why = usable_from(caps)
         print(json.dumps({"capabilities": caps, "kernel_sources": sources,
                           "auto": {"backend": "cuda" if ok else "cpu", "why": why},
+                          "device_auto": {"gpus": usable, "why": _device_auto_line(caps, usable)},
                           "audio": {"devices": audio, "reason": audio_reason}}, indent=2, default=str))
         return 0
     for lib in ("driver", "nvrtc", "cufft", "cublas"):
@@ -211,7 +213,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         mem = g.get("memory_bytes", 0) / 2**30
         state = "usable" if g.get("usable") else f"not usable: {g.get('reason', '')}"
         print(f"gpu {g.get('index')}   {g.get('name')}  SM {'.'.join(map(str, g.get('sm', ())))}  {mem:.1f} GiB  "
-              f"{g.get('multiprocessors', '?')} SMs  {state}")
+              f"{g.get('multiprocessors', '?')} SMs{gpu_figures(g).replace(', ', '  ')}  {state}")
     kernels = caps.get("kernels")
     if kernels is not None:
         where = f"  {kernels['dir']}" if kernels.get("found") else ""
@@ -237,9 +239,20 @@ def cmd_devices(args: argparse.Namespace) -> int:
             print(f"audio   {d['index']:>5}  {d['name']:<{width}}  {d['host_api']:<{api_width}}  "
                   f"{d['max_input_channels']:>3} {d['max_output_channels']:>3}  {d['default_samplerate']:g} Hz"
                   + (f"  ({', '.join(marks)})" if marks else ""))
-    ok, why = cuda_usable()
+    ok, why = usable_from(caps)
     print(f"auto    -> backend={'cuda' if ok else 'cpu'}: {why}")
+    print(f"device  auto -> {_device_auto_line(caps, usable)}")
     return 0
+
+
+def _device_auto_line(caps: dict, usable: list[int]) -> str:
+    """What ``device: auto`` does on this machine."""
+    if not usable:
+        return "no usable GPU: cuda streams cannot be placed"
+    if len(usable) == 1:
+        return f"GPU {usable[0]}, the only usable GPU"
+    return (f"each stream of a session on the GPU with the most admission headroom among "
+            f"{len(usable)} usable GPUs ({', '.join(map(str, usable))})")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -402,6 +415,18 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _device_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a GPU index >= 0 or auto, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a GPU index >= 0 or auto, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gk-stream", description="Real-time DSP streaming pipelines on NVIDIA GPUs (and CPUs).")
@@ -410,6 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the pipeline(s) of a YAML file")
     run.add_argument("file")
     run.add_argument("--backend", choices=["auto", "cuda", "cpu"], help="override the YAML's backend")
+    run.add_argument("--device", type=_device_arg, metavar="N|auto",
+                     help="override every pipeline's GPU: an index (gk-stream devices) or auto (each stream on the "
+                          "GPU with the most admission headroom)")
     limit = run.add_mutually_exclusive_group()
     limit.add_argument("--blocks", type=_positive_int, help="stop after N blocks")
     limit.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds of signal")

@@ -5,13 +5,15 @@ After admission (admission.py registered each stream with the scheduler of its d
 
 * CPU streams: :class:`~pygpukit_dsp.backends.cpu_dispatch.CpuDispatcher`, one Python thread
   that runs the blocks of all CPU streams one at a time in the scheduler's order;
-* CUDA streams: ``pygpukit_dsp.backends.cuda_dispatch.CudaDispatch`` on GPU 0, one native
-  worker thread that launches every block chunk by chunk in the scheduler's order.
+* CUDA streams: one ``pygpukit_dsp.backends.cuda_dispatch.CudaDispatch`` per GPU in use (device
+  keys "cuda" for GPU 0, "cuda:N"), each one native worker thread with that GPU's context, under
+  that GPU's scheduler, launching the blocks of that GPU's engines chunk by chunk in the
+  scheduler's order.
 
 The runners keep calling ``engine.process`` / ``submit`` / ``collect`` as before; the
 dispatchers decide when each block runs and the schedulers account latency (release to
 finish), misses, drops, chunks and busy time per stream. :meth:`Dispatch.close` drains and
-stops both; :meth:`Dispatch.stream_stats` reads a stream's figures, also after the close.
+stops them all; :meth:`Dispatch.stream_stats` reads a stream's figures, also after the close.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .admission import device_of
+from .admission import device_of, gpu_of, is_gpu
 from .errors import StreamFault
 
 if TYPE_CHECKING:
@@ -37,9 +39,25 @@ class Dispatch:
     def __init__(self, schedulers: Mapping[str, "Scheduler"]):
         self.schedulers = dict(schedulers)
         self.cpu: "CpuDispatcher | None" = None
-        self.cuda: Any = None  # CudaDispatch when the session has a CUDA stream
+        self.gpus: dict[int, Any] = {}  # GPU index -> its CudaDispatch, for the GPUs with a stream
         self._streams: dict[str, tuple[str, int]] = {}  # pipeline name -> (device, stream id)
         self._closed = False
+
+    @property
+    def cuda(self) -> Any:
+        """GPU 0's CudaDispatch (or the only GPU's), None without a CUDA stream; see ``gpus``."""
+        if 0 in self.gpus:
+            return self.gpus[0]
+        if len(self.gpus) == 1:
+            return next(iter(self.gpus.values()))
+        return None
+
+    def dispatcher(self, device: str) -> Any:
+        """The dispatcher of a device key ("cpu", "cuda", "cuda:N"), None when it has none."""
+        if device == "cpu":
+            return self.cpu
+        gpu = gpu_of(device)
+        return self.gpus.get(gpu) if gpu is not None else None
 
     @property
     def streams(self) -> dict[str, tuple[str, int]]:
@@ -59,19 +77,20 @@ class Dispatch:
     def stream_stats(self, name: str) -> dict[str, Any]:
         """The scheduler's figures of the stream ``name`` (see docs/scheduler.md, Accounting)."""
         device, sid = self._lookup(name)
-        if device == "cpu" and self.cpu is not None:
-            return self.cpu.stream_stats(sid)
-        if device == "cuda" and self.cuda is not None:
-            return self.cuda.stream_stats(sid)
+        disp = self.dispatcher(device)
+        if disp is not None:
+            return disp.stream_stats(sid)
         return dict(self.schedulers[device].stream_stats(sid))
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        """Each dispatcher's counters, by device."""
+        """Each dispatcher's counters, by device key ("cpu", "cuda", "cuda:1", ...)."""
+        from .admission import device_key
+
         out: dict[str, dict[str, Any]] = {}
         if self.cpu is not None:
             out["cpu"] = self.cpu.stats()
-        if self.cuda is not None:
-            out["cuda"] = dict(self.cuda.stats())
+        for gpu, disp in sorted(self.gpus.items()):
+            out[device_key(gpu)] = dict(disp.stats())
         return out
 
     def close(self) -> None:
@@ -81,7 +100,7 @@ class Dispatch:
         self._closed = True
         errors: list[str] = []
         first: BaseException | None = None
-        for disp in (self.cpu, self.cuda):
+        for disp in (self.cpu, *[d for _, d in sorted(self.gpus.items())]):
             if disp is None:
                 continue
             try:
@@ -105,14 +124,25 @@ def start_dispatch(runners: list["StreamRunner"],
 
     ``schedulers`` is what :func:`pygpukit_dsp.admission.admit` returned (device -> scheduler),
     or one scheduler when every runner is on one device. Each runner's stream must be
-    registered there under its pipeline's name. On failure nothing stays attached.
+    registered there under its pipeline's name. Every GPU with a stream gets its own
+    CudaDispatch (its own native thread and context, under its own scheduler). On failure
+    nothing stays attached.
     """
     devices = [device_of(r) for r in runners]
     if not isinstance(schedulers, Mapping):
         if len(set(devices)) > 1:
-            raise ValueError("these runners use both cpu and cuda: give one scheduler per device "
-                             "(as admit() returns); a dispatcher must see only its own device's tasks")
+            raise ValueError(f"these runners use several devices ({', '.join(sorted(set(devices)))}): give one "
+                             "scheduler per device (as admit() returns); a dispatcher must see only its own "
+                             "device's tasks")
         schedulers = {d: schedulers for d in devices}
+    owners: dict[int, str] = {}
+    for device in sorted(set(devices)):
+        sched = schedulers.get(device)
+        if sched is not None and id(sched) in owners:
+            raise ValueError(f"devices {owners[id(sched)]} and {device} share one scheduler: give each device its "
+                             "own (as admit() returns); a dispatcher must see only its own device's tasks")
+        if sched is not None:
+            owners[id(sched)] = device
     dispatch = Dispatch(schedulers)
     try:
         for r, device in zip(runners, devices):
@@ -127,12 +157,14 @@ def start_dispatch(runners: list["StreamRunner"],
 
                     dispatch.cpu = CpuDispatcher(sched)
                 dispatch.cpu.attach(r.engine, sid)
-            elif device == "cuda":
-                if dispatch.cuda is None:
+            elif is_gpu(device):
+                gpu = gpu_of(device)
+                assert gpu is not None
+                if gpu not in dispatch.gpus:
                     from .backends.cuda_dispatch import CudaDispatch  # only with a CUDA stream
 
-                    dispatch.cuda = CudaDispatch(sched, device_index=0)
-                dispatch.cuda.attach(r.engine, sid)
+                    dispatch.gpus[gpu] = CudaDispatch(sched, device_index=gpu)
+                dispatch.gpus[gpu].attach(r.engine, sid)
             else:
                 raise ValueError(f"runner '{r.pipeline.name}' runs on unknown device '{device}'")
             dispatch._streams[r.pipeline.name] = (device, sid)

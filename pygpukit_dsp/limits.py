@@ -83,15 +83,16 @@ def _gpu_free_memory(device: int = 0) -> int | None:
         return None
 
 
-def check_memory(pipeline: "Pipeline", chain: "SpecChain", backend: str) -> None:
+def check_memory(pipeline: "Pipeline", chain: "SpecChain", backend: str, *, device: int = 0) -> None:
     """Raise ConfigError before anything is allocated when a block of ``pipeline`` would need more
-    memory than the host has available (and, on ``cuda``, more than the GPU has free)."""
+    memory than the host has available (and, on ``cuda``, more than GPU ``device`` has free)."""
     items = block_memory(pipeline, chain)
     total = sum(n for n, _ in items)
     biggest_n, biggest = max(items)
     places = [("available memory", available_host_memory())]
     if backend == "cuda":
-        places.append(("free GPU memory", _gpu_free_memory()))
+        places.append((f"free GPU memory (GPU {device})" if device else "free GPU memory",
+                       _gpu_free_memory(device)))
     hint = ("lower that stage's size parameters (taps, delay, nfft...), block_size or channels"
             if biggest.endswith(" state") else "lower block_size or channels")
     for what, have in places:

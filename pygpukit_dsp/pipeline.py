@@ -22,6 +22,20 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "cuda", "cpu")
 
 
+def check_device(value: Any, where: str | None = None) -> int | str | None:
+    """A pipeline's ``device``: None (not set: GPU 0), a GPU index >= 0, or ``"auto"`` (a Session
+    places the stream on the GPU with the most admission headroom). ConfigError otherwise."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().lower().removeprefix("cuda:").isdigit():
+        hint = f"write the index alone: 'device: {int(value.strip().lower().removeprefix('cuda:'))}'"
+    else:
+        hint = "a GPU index (0, 1, ...: see gk-stream devices) or auto"
+    raise ConfigError(f"device must be a GPU index >= 0 or 'auto', got {value!r}", where=where, hint=hint)
+
+
 @dataclass(frozen=True)
 class SpecChain:
     """The spec of every edge: ``specs[0]`` is the input, ``specs[i+1]`` the output of stage i."""
@@ -54,7 +68,8 @@ class Pipeline:
                  sample_rate: float | None = None, channels: int | None = None,
                  block_size: int = 1024, dtype: str | None = None, backend: str = "auto",
                  qos: QoS | dict | None = None, source: Source | None = None,
-                 sink: Sink | None = None, where: str | None = None, path: Path | None = None):
+                 sink: Sink | None = None, where: str | None = None, path: Path | None = None,
+                 device: int | str | None = None, device_where: str | None = None):
         self.name = name
         self.stages: list[Stage] = list(stages)
         self.sample_rate = float(sample_rate) if sample_rate is not None else None
@@ -62,6 +77,10 @@ class Pipeline:
         self.block_size = int(block_size)
         self.dtype = dtype
         self.backend = backend
+        # The GPU of the cuda backend: None (GPU 0), an index, or "auto" (placed by the Session on
+        # the GPU with the most admission headroom; docs/multi-gpu.md). The cpu backend ignores it.
+        self.device = check_device(device, device_where or where or f"pipeline '{name}'")
+        self.device_where = device_where  # FILE:LINE:COL of a YAML device value
         if qos is None:
             qos = QoS()
         elif isinstance(qos, dict):
@@ -112,7 +131,8 @@ class Pipeline:
         """Build from a :class:`pygpukit_dsp.spec.PipelineConfig`."""
         return cls(cfg.stages, name=cfg.name, sample_rate=cfg.sample_rate, channels=cfg.channels,
                    block_size=cfg.block_size, dtype=cfg.dtype, backend=cfg.backend, qos=cfg.qos,
-                   source=cfg.source, sink=cfg.sink, where=cfg.where, path=cfg.path)
+                   source=cfg.source, sink=cfg.sink, where=cfg.where, path=cfg.path,
+                   device=getattr(cfg, "device", None), device_where=getattr(cfg, "device_where", None))
 
     @classmethod
     def load_all(cls, path: str | Path) -> list["Pipeline"]:
@@ -152,6 +172,8 @@ class Pipeline:
         if self.dtype is not None:
             doc["dtype"] = self.dtype
         doc["backend"] = self.backend
+        if self.device is not None:
+            doc["device"] = self.device
         qos = self.qos.to_config()
         if qos:
             doc["qos"] = qos
@@ -212,12 +234,14 @@ class Pipeline:
         return self.propagate(self.input_spec(fmt))
 
     # ------------------------------------------------------------------ running
-    def process(self, x: np.ndarray, *, backend: str | None = None) -> np.ndarray:
+    def process(self, x: np.ndarray, *, backend: str | None = None,
+                device: int | str | None = None) -> np.ndarray:
         """Stream ``x`` (channels, n) through the pipeline block by block and return the output.
 
         State is carried across blocks exactly as in a live stream; the last block may be
         partial. Time-domain outputs are concatenated along samples, frames along frames.
-        The pipeline's source and sink are not used.
+        The pipeline's source and sink are not used. ``device`` overrides the pipeline's GPU
+        (``auto`` is GPU 0 here: with no Session there is nothing to place against).
         """
         x = np.asarray(x)
         if x.ndim == 1:
@@ -232,7 +256,7 @@ class Pipeline:
         x = np.ascontiguousarray(x, dtype=chain.input.np_dtype)
         from .backends import open_backend
 
-        engine = open_backend(self, chain, backend or self.backend)
+        engine = open_backend(self, chain, backend or self.backend, device=device)
         try:
             outs = []
             n = x.shape[1]
@@ -247,19 +271,22 @@ class Pipeline:
             engine.close()
 
     def run(self, *, blocks: int | None = None, duration: float | None = None,
-            backend: str | None = None, progress: "ProgressFn | None" = None) -> "RunSummary":
+            backend: str | None = None, progress: "ProgressFn | None" = None,
+            device: int | str | None = None) -> "RunSummary":
         """Run source -> stages -> sink until the source ends or a limit is reached.
 
         Like every stream, it is first admitted by the scheduler under its QoS (a realtime
         stream whose per-block cost breaks the bound raises AdmissionError before any block).
+        ``device`` overrides the pipeline's GPU.
         """
         from .session import Session
 
-        return Session([self], backend=backend).run(blocks=blocks, duration=duration,
-                                                    progress=progress)[0]
+        return Session([self], backend=backend, device=device).run(blocks=blocks, duration=duration,
+                                                                   progress=progress)[0]
 
     def start(self, *, source: Source | None = None, sink: Sink | None = None, backend: str | None = None,
-              blocks: int | None = None, duration: float | None = None, tap: bool | None = None):
+              blocks: int | None = None, duration: float | None = None, tap: bool | None = None,
+              device: int | str | None = None):
         """Run on a background thread and return a :class:`~pygpukit_dsp.handle.RunHandle`.
 
         ``source``/``sink`` replace the pipeline's own for this run. Without a sink the output
@@ -275,10 +302,12 @@ class Pipeline:
         run_as = Pipeline(self.stages, name=self.name, sample_rate=self.sample_rate, channels=self.channels,
                           block_size=self.block_size, dtype=self.dtype, backend=self.backend, qos=self.qos,
                           source=source if source is not None else self.source,
-                          sink=sink if sink is not None else self.sink, where=self.where, path=self.path)
+                          sink=sink if sink is not None else self.sink, where=self.where, path=self.path,
+                          device=self.device, device_where=self.device_where)
         if tap is None:
             tap = run_as.sink is None
-        return RunHandle(Session([run_as], backend=backend), blocks=blocks, duration=duration, tap=tap)
+        return RunHandle(Session([run_as], backend=backend, device=device), blocks=blocks, duration=duration,
+                         tap=tap)
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={[s.name for s in self.stages]})"

@@ -89,7 +89,7 @@ class SchedulerAccounting:
     ``latency_us`` and ``deadline_misses``) also include the copy of the output to the caller.
     """
 
-    device: str                    # "cpu" | "cuda": the dispatcher that ran the blocks
+    device: str                    # "cpu" | "cuda" (GPU 0) | "cuda:N": the dispatcher that ran the blocks
     deadline_us: float | None      # relative deadline the misses are counted against
     latency_us: dict[str, float]   # count, min, mean, p50, p90, p99, p999, max
     submitted: int
@@ -150,6 +150,8 @@ class RunSummary:
     output_unit: str = "samples"  # "frames" when the output is in the frames domain
     scheduler: SchedulerAccounting | None = None  # set by Session after the dispatch drained
     audio: dict[str, Any] | None = None  # a sound card's figures (io/portaudio.py LiveAudio.report)
+    gpu: int | None = None        # cuda: the GPU the stream ran on (None on cpu)
+    placement: str | None = None  # cuda: why that GPU ("GPU 1: auto: the most admission headroom ...")
 
     @property
     def samples_per_s(self) -> float:
@@ -164,6 +166,7 @@ class RunSummary:
         lat = self.latency_us
         lines = [
             f"pipeline {self.pipeline}: backend={self.backend} ({self.backend_reason})",
+            *([f"  device {self.placement or f'GPU {self.gpu}'}"] if self.gpu is not None else []),
             f"  input  {self.input_spec}",
             f"  output {self.output_spec}",
             f"  blocks {self.blocks}, samples in {self.samples_in}, out {self.samples_out}"
@@ -208,12 +211,19 @@ def _samples(block: np.ndarray) -> int:
 class StreamRunner:
     """Opens a pipeline's source, engine and sink, and moves blocks through them."""
 
-    def __init__(self, pipeline: "Pipeline", *, backend: str | None = None):
+    def __init__(self, pipeline: "Pipeline", *, backend: str | None = None, device: int | str | None = None,
+                 gpu: int | None = None):
+        """``device`` overrides the pipeline's (None, an index or "auto"); ``gpu`` is where a
+        ``device: auto`` stream's engine opens until admission places it (Session passes it)."""
         if pipeline.source is None:
             raise ConfigError(f"pipeline '{pipeline.name}' has no source", where=pipeline.where,
                               hint="add a source (e.g. {type: synth}) or use Pipeline.process(array)")
+        from .pipeline import check_device
+
         self.pipeline = pipeline
         self.requested_backend = backend or pipeline.backend
+        self.device_request = check_device(device) if device is not None else pipeline.device
+        self.placement: Any = None  # admission.Placement, set by admission.admit
         self.source = pipeline.source
         self.sink = pipeline.sink
         self.engine = None
@@ -232,10 +242,21 @@ class StreamRunner:
                 self.sink.open(self.chain.output)
             from .backends import open_backend
 
-            self.engine = open_backend(pipeline, self.chain, self.requested_backend)
+            where = gpu if self.device_request == "auto" and gpu is not None else self.device_request
+            self.engine = open_backend(pipeline, self.chain, self.requested_backend, device=where)
         except BaseException:
             self._close(quiet=True)
             raise
+
+    def move_to_gpu(self, gpu: int) -> None:
+        """Open the engine again on GPU ``gpu`` (admission placed a ``device: auto`` stream
+        elsewhere than its engine was opened); before the first block, so no state is lost."""
+        from .backends import open_backend
+
+        old, self.engine = self.engine, None
+        if old is not None:
+            old.close()
+        self.engine = open_backend(self.pipeline, self.chain, self.requested_backend, device=gpu)
 
     def _read_block(self, bs: int, channels: int, dtype: np.dtype, index: int) -> np.ndarray:
         """Read exactly ``bs`` samples unless the source ends; check what the source delivers."""
@@ -393,11 +414,24 @@ class StreamRunner:
             engine_counters=self.engine.counters(), ended_by=ended_by,
             fault=str(fault) if fault is not None else None,
             output_unit="frames" if self.chain.output.domain == "frames" else "samples",
-            audio=_audio_report(self.source, self.sink))
+            audio=_audio_report(self.source, self.sink), **self._where())
         if fault is not None:
             fault.summary = summary  # type: ignore[attr-defined]
             raise fault
         return summary
+
+    def _where(self) -> dict[str, Any]:
+        """RunSummary's ``gpu`` and ``placement``: where the engine ran and why."""
+        choice = self.engine.choice
+        if choice.name != "cuda":
+            return {}
+        gpu = getattr(choice, "device", None) or 0
+        reason = getattr(self.placement, "reason", None)
+        if reason is None:
+            req = self.device_request
+            reason = (f"GPU {gpu}: the default (the pipeline sets no device)" if req is None
+                      else f"GPU {gpu}: requested (device: {req})")
+        return {"gpu": gpu, "placement": reason}
 
     def _close(self, quiet: bool = False) -> None:
         """Drain and finalise: the engine first, then the sink (flush), then the source."""

@@ -22,7 +22,12 @@ class Session:
     a configuration error in one stops all of them before they start. Then every stream is
     admitted by the scheduler of its device (AdmissionError with the figures on a refusal) and
     its engine attached to that device's dispatcher: the scheduler decides the order of all
-    blocks (realtime first, earliest deadline first; the others paced) and accounts them::
+    blocks (realtime first, earliest deadline first; the others paced) and accounts them.
+
+    Each GPU has its own scheduler and dispatcher. A pipeline's ``device`` picks its GPU
+    (default 0); with ``device: auto`` (or ``Session(..., device="auto")`` for all of them) the
+    session places each stream on the GPU with the most admission headroom that admits it, and
+    each summary says where it ran and why (``RunSummary.gpu``, ``.placement``)::
 
         s = Session([audio, spectrum])
         for summary in s.run():
@@ -30,14 +35,18 @@ class Session:
         s.stream_stats("audio")          # the scheduler's raw figures (ns)
     """
 
-    def __init__(self, pipelines: Sequence[Pipeline], *, backend: str | None = None):
+    def __init__(self, pipelines: Sequence[Pipeline], *, backend: str | None = None,
+                 device: int | str | None = None):
         if not pipelines:
             raise ValueError("a Session needs at least one pipeline")
+        from .pipeline import check_device
+
         self.pipelines = list(pipelines)
         self.backend = backend
+        self.device = check_device(device, "Session(device=...)")  # overrides every pipeline's
         self._stop = StopRequest()
         self._runners: list[StreamRunner] = []
-        self.schedulers: dict[str, "Scheduler"] = {}  # device ("cpu" | "cuda") -> its scheduler
+        self.schedulers: dict[str, "Scheduler"] = {}  # device ("cpu" | "cuda" | "cuda:N") -> its scheduler
         self.dispatch: "Dispatch | None" = None
 
     @property
@@ -47,8 +56,8 @@ class Session:
             return next(iter(self.schedulers.values()))
         if not self.schedulers:
             raise AttributeError("the session has no scheduler before run() admitted its streams")
-        raise AttributeError("this session runs streams on both cpu and cuda, each device with its "
-                             "own scheduler: use Session.schedulers['cpu'] or ['cuda']")
+        raise AttributeError(f"this session runs streams on several devices ({', '.join(self.schedulers)}), "
+                             "each with its own scheduler: use Session.schedulers[device]")
 
     def stream_stats(self, name: str) -> dict[str, Any]:
         """The scheduler's figures (ns) of the stream of pipeline ``name``, during or after run()."""
@@ -104,9 +113,11 @@ class Session:
         runners: list[StreamRunner] = []
         self._runners = runners
         try:
+            gpus = self._auto_gpus()
             for p in self.pipelines:
-                runners.append(StreamRunner(p, backend=self.backend))
-            self.schedulers = admit(runners)  # AdmissionError before the first block
+                runners.append(StreamRunner(p, backend=self.backend, device=self.device,
+                                            gpu=self._first_guess(runners, gpus)))
+            self.schedulers = admit(runners, gpus=gpus)  # AdmissionError before the first block
             self.dispatch = start_dispatch(runners, self.schedulers)
         except BaseException:
             for r in runners:
@@ -155,6 +166,37 @@ class Session:
         if close_error is not None:
             raise close_error
         return summaries
+
+    def latency_histograms(self) -> dict[str, Any]:
+        """Each stream's host latency histogram of the last run() (``LatencyHistogram``, ns): merge
+        them to aggregate streams (benchmarks/multi_gpu.py does, per GPU)."""
+        return {r.pipeline.name: r.hist for r in self._runners if r.hist is not None}
+
+    def placements(self) -> dict[str, Any]:
+        """Each stream's :class:`~pygpukit_dsp.admission.Placement` (after run() admitted them)."""
+        return {r.pipeline.name: r.placement for r in self._runners}
+
+    def _auto_gpus(self) -> list[int] | None:
+        """The GPUs ``device: auto`` may use, when a pipeline asks for it (else None: not needed)."""
+        wants = [self.device if self.device is not None else p.device for p in self.pipelines]
+        if "auto" not in wants or self.backend == "cpu":
+            return None
+        from .capabilities import usable_gpus
+
+        return usable_gpus()
+
+    @staticmethod
+    def _first_guess(runners: list[StreamRunner], gpus: list[int] | None) -> int | None:
+        """Where an auto stream's engine opens before admission places it: the GPU with the
+        fewest streams opened so far (then the lowest index), so that streams alike need no move."""
+        if not gpus:
+            return None
+        count = {g: 0 for g in gpus}
+        for r in runners:
+            choice = r.engine.choice if r.engine is not None else None
+            if choice is not None and choice.name == "cuda" and (choice.device or 0) in count:
+                count[choice.device or 0] += 1
+        return min(gpus, key=lambda g: (count[g], g))
 
     def _run_threads(self, runners: list[StreamRunner], work: Any) -> None:
         threads = [threading.Thread(target=work, args=(i, r), name=f"gk-{r.pipeline.name}", daemon=True)

@@ -20,6 +20,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/.wheels"
 PY312="${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3.12}"
+# (attrs is no longer listed: hypothesis stopped depending on it, so pip resolves no attrs wheel)
 DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser
       sounddevice JACK_Client hypothesis sortedcontainers)
 
@@ -73,7 +74,7 @@ trap 'rm -rf "$resolved"' EXIT
 for name in "${DEPS[@]}"; do
     # wheel file names are normalised differently by different releases (JACK_Client, jack_client)
     found=($(find "$resolved" -maxdepth 1 -iname "${name}-*.whl"))
-    if [[ ! -e "${found[0]}" ]]; then
+    if [[ ${#found[@]} -eq 0 ]]; then
         echo "error: no wheel for $name was resolved" >&2
         exit 1
     fi

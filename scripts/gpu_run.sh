@@ -11,6 +11,10 @@
 #   SECTIONS=bench-w3 BLOCKS_W3=500 PERIOD_MS_W3=1 bash scripts/gpu_run.sh     # a quick W3 (~15 s)
 #   SECTIONS=soak SOAK_MIN=5 bash scripts/gpu_run.sh    # W1 on cuda at its clock, memory sampled (a command's
 #                                                       # 10-minute limit: keep the soak alone or short)
+#   SECTIONS="multi-gpu gpu-tests" GK_REQUIRE_MULTI_GPU=1 bash scripts/gpu_run.sh   # several GPUs: W1 streams
+#       placed with device: auto + W2 per GPU (benchmarks/multi_gpu.py -> multi_gpu.json, multi_gpu.md; ~1 min),
+#       then pytest -m gpu with the multi_gpu tests required to run (fewer than 2 GPUs is then an error)
+#   MULTI_GPU_ARGS="--streams 16 --seconds 30" adds arguments to benchmarks/multi_gpu.py
 #   SECTIONS="first-block gpu-tests" bash scripts/gpu_run.sh   # W1/W2 first block cold/warm in fresh processes;
 #       with .wheels-before/ (BEFORE_REF=main scripts/build_wheels.sh) that build is measured as "before"
 set -uo pipefail
@@ -114,6 +118,16 @@ if has soak; then
     rc=$?
     summary+=("soak W1 cuda $SOAK_MIN min: rc=$rc")
     [[ -f "$OUT/soak.md" ]] && while IFS= read -r line; do summary+=("  $line"); done < <(grep '^\* ' "$OUT/soak.md")
+fi
+if has multi-gpu; then
+    # a Session of W1 streams with device: auto over every GPU (per-GPU p50/p99, misses), then W2 on
+    # each GPU alone and on all at once (Gsamples/s per GPU, aggregate ratio); docs/multi-gpu.md
+    section "bench multi-GPU"
+    nvidia-smi topo -m >> "$LOG" 2>&1
+    python3 benchmarks/multi_gpu.py --out "$OUT" ${MULTI_GPU_ARGS:-} >> "$LOG" 2>&1
+    summary+=("multi-GPU: rc=$?")
+    [[ -f "$OUT/multi_gpu.md" ]] && while IFS= read -r line; do summary+=("  $line"); done \
+        < <(grep -E '^aggregate |^\* ONE GPU' "$OUT/multi_gpu.md")
 fi
 if has profile; then
     section "profile W1"

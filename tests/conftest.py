@@ -2,6 +2,11 @@
 
 They are skipped, with the reason, only when ``cuda_usable()`` says no. On the GPU machine set
 ``GK_REQUIRE_GPU=1`` so that an unusable CUDA stops the run instead of skipping them.
+
+Tests marked ``multi_gpu`` (always also ``gpu``) need two or more usable GPUs: a one-GPU machine
+legitimately cannot run them, so there they are skipped with the count and the reason. On a
+machine lent with several GPUs set ``GK_REQUIRE_MULTI_GPU=1``: fewer than two usable GPUs then
+stops the run instead (as GK_REQUIRE_GPU does for one).
 """
 
 from __future__ import annotations
@@ -12,20 +17,38 @@ import pytest
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    multi_items = [item for item in items if item.get_closest_marker("multi_gpu")]
+    for item in multi_items:  # a multi-GPU test is a GPU test: `pytest -m gpu` runs it too
+        if not item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.gpu)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
-    from pygpukit_dsp.capabilities import cuda_usable
+    from pygpukit_dsp.capabilities import capabilities, usable_from, usable_gpus
 
-    usable, why = cuda_usable()
-    if usable:
+    caps = capabilities()
+    usable, why = usable_from(caps)
+    if not usable:
+        if os.environ.get("GK_REQUIRE_GPU") == "1" or (multi_items and os.environ.get("GK_REQUIRE_MULTI_GPU") == "1"):
+            raise pytest.UsageError(f"GK_REQUIRE_GPU=1 / GK_REQUIRE_MULTI_GPU=1 but CUDA is not usable: {why}")
+        skip = pytest.mark.skip(reason=f"CUDA not usable here: {why}")
+        for item in gpu_items:
+            item.add_marker(skip)
+        config._gk_gpu_skipped = (len(gpu_items), why)  # type: ignore[attr-defined]
         return
-    if os.environ.get("GK_REQUIRE_GPU") == "1":
-        raise pytest.UsageError(f"GK_REQUIRE_GPU=1 but CUDA is not usable: {why}")
-    skip = pytest.mark.skip(reason=f"CUDA not usable here: {why}")
-    for item in gpu_items:
+    if not multi_items:
+        return
+    gpus = usable_gpus(caps)
+    if len(gpus) >= 2:
+        return
+    why = (f"this machine has {len(gpus)} usable GPU ({', '.join(f'GPU {g}' for g in gpus)}) of "
+           f"{len(caps.get('gpus', []))}; the test needs two or more")
+    if os.environ.get("GK_REQUIRE_MULTI_GPU") == "1":
+        raise pytest.UsageError(f"GK_REQUIRE_MULTI_GPU=1 but {why}")
+    skip = pytest.mark.skip(reason=f"multi-GPU test: {why}")
+    for item in multi_items:
         item.add_marker(skip)
-    config._gk_gpu_skipped = (len(gpu_items), why)  # type: ignore[attr-defined]
+    config._gk_multi_gpu_skipped = (len(multi_items), why)  # type: ignore[attr-defined]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -33,6 +56,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if skipped:
         n, why = skipped
         terminalreporter.write_line(f"{n} tests marked gpu skipped: CUDA not usable here: {why}")
+    skipped = getattr(config, "_gk_multi_gpu_skipped", None)
+    if skipped:
+        n, why = skipped
+        terminalreporter.write_line(f"{n} tests marked multi_gpu skipped: {why} "
+                                    "(GK_REQUIRE_MULTI_GPU=1 makes this an error)")
 
 
 class GkProcess:

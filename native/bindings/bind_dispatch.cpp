@@ -27,6 +27,12 @@ void bind_dispatch(py::module_& m) {
         .def("close", &gk::Dispatcher::close, py::call_guard<py::gil_scoped_release>(),
              "Drain every handed-over block, then stop the worker.")
         .def_property_readonly("closed", &gk::Dispatcher::closed)
+        .def_property_readonly(
+            "device", [](const gk::Dispatcher& d) { return d.device(); },
+            "The Device (GPU) whose engines this dispatcher launches: one dispatcher per GPU.")
+        .def_property_readonly(
+            "device_index", [](const gk::Dispatcher& d) { return d.device()->index(); },
+            "Index of that GPU.")
         .def("stats", [](const gk::Dispatcher& d) {
             gk::DispatcherStats s = d.stats();
             py::dict out;

@@ -131,6 +131,13 @@ PYBIND11_MODULE(_native, m) {
                 d["arch"] = "sm_" + std::to_string(g.sm_major) + std::to_string(g.sm_minor);
                 d["memory_bytes"] = g.memory_bytes;
                 d["multiprocessors"] = g.multiprocessors;
+                d["pci_bus_id"] = g.pci_bus_id;
+                d["clock_mhz"] = g.clock_mhz;
+                d["memory_clock_mhz"] = g.memory_clock_mhz;
+                d["memory_bus_width_bits"] = g.memory_bus_width_bits;
+                d["memory_bandwidth_gbs"] = g.memory_bandwidth_gbs;
+                d["l2_cache_bytes"] = g.l2_cache_bytes;
+                d["copy_engines"] = g.copy_engines;
                 d["usable"] = g.usable;
                 d["reason"] = g.reason;
                 gpus.append(d);

@@ -8,6 +8,11 @@ The policy (DESIGN.md, "Backends and the fallback policy"):
   block*. Never a silent detour through the host.
 * ``auto``: chosen once, at start: cuda when a usable GPU is found and every stage has a
   CUDA implementation, else cpu. :class:`BackendChoice` says which and why.
+
+On cuda the engine runs on one GPU: the pipeline's ``device`` (default 0), or the index a
+Session placed a ``device: auto`` stream on (docs/multi-gpu.md). A GPU that does not exist or
+cannot be used is a DeviceError before the first block, also under ``auto`` when CUDA itself is
+usable (an explicitly named GPU is never swapped for the CPU).
 """
 
 from __future__ import annotations
@@ -27,6 +32,16 @@ if TYPE_CHECKING:
 class BackendChoice:
     name: str     # "cpu" | "cuda"
     reason: str   # why, e.g. "requested", "auto: CUDA driver not detected (...)"
+    device: int | None = None  # cuda: the GPU index the engine runs on; None on cpu
+
+
+def requested_gpu(pipeline: "Pipeline", device: int | str | None = None) -> int:
+    """The GPU index a pipeline asks for: ``device`` (an override) else ``pipeline.device``;
+    unset is GPU 0, and so is ``auto`` outside a Session (nothing to place it against)."""
+    from ..pipeline import check_device
+
+    want = check_device(device) if device is not None else getattr(pipeline, "device", None)
+    return want if isinstance(want, int) else 0
 
 
 class Engine(Protocol):
@@ -47,33 +62,41 @@ class Engine(Protocol):
         """Release every resource; further process() calls are errors."""
 
 
-def choose_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str) -> BackendChoice:
-    """Decide the backend once, before the first block, and say why."""
+def choose_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str,
+                   device: int | str | None = None) -> BackendChoice:
+    """Decide the backend once, before the first block, and say why.
+
+    ``device`` (a GPU index, overriding the pipeline's ``device``) is where a cuda engine runs.
+    """
     if requested == "cpu":
         return BackendChoice("cpu", "requested")
     if requested not in ("cuda", "auto"):
         raise ConfigError(f"unknown backend '{requested}'", hint="use auto, cuda or cpu")
     from . import cuda
 
+    gpu = requested_gpu(pipeline, device)
     if requested == "cuda":
-        cuda.check_supported(pipeline, chain)  # raises DeviceError / UnsupportedError
-        return BackendChoice("cuda", "requested")
-    ok, why = cuda.usable_for(pipeline, chain)
+        cuda.check_supported(pipeline, chain, gpu)  # raises DeviceError / UnsupportedError
+        return BackendChoice("cuda", "requested", gpu)
+    ok, why = cuda.usable_for(pipeline, chain, gpu)  # DeviceError for a named GPU that cannot run
     if ok:
-        return BackendChoice("cuda", f"auto: {why}")
+        return BackendChoice("cuda", f"auto: {why}", gpu)
     return BackendChoice("cpu", f"auto: {why}")
 
 
-def open_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str) -> Engine:
+def open_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str,
+                 device: int | str | None = None) -> Engine:
+    """The pipeline's engine on the chosen backend (on cuda: on GPU ``device``, default the
+    pipeline's ``device``); every check that can fail before the first block runs here."""
     from ..limits import check_memory
 
-    choice = choose_backend(pipeline, chain, requested)
+    choice = choose_backend(pipeline, chain, requested, device)
     # every engine is opened here: a block that cannot fit is refused before anything is allocated
-    check_memory(pipeline, chain, choice.name)
+    check_memory(pipeline, chain, choice.name, device=choice.device or 0)
     if choice.name == "cuda":
         from .cuda import CudaEngine
 
-        return CudaEngine(pipeline, chain, choice)
+        return CudaEngine(pipeline, chain, choice, device=choice.device or 0)
     from .cpu import CpuEngine
 
     try:

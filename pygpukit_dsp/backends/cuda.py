@@ -16,24 +16,47 @@ if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
 
 
-def check_supported(pipeline: "Pipeline", chain: "SpecChain") -> None:
-    """Raise DeviceError (no usable GPU) or UnsupportedError (a stage) unless every stage can run on CUDA."""
-    from ..capabilities import cuda_usable
+def _named_gpu_error(pipeline: "Pipeline", device: int, why: str) -> DeviceError:
+    # where the YAML names the GPU (the device value, else the pipeline), when it came from a file;
+    # an override (gk-stream run --device, Session(device=...)) is not in the file
+    if getattr(pipeline, "device", None) == device:
+        where = getattr(pipeline, "device_where", None) or getattr(pipeline, "where", None)
+        at = f" (at {where})" if where and not where.startswith("pipeline '") else ""
+    else:
+        at = " (the run's device override)"
+    return DeviceError(f"pipeline '{pipeline.name}' asks for GPU {device} (device: {device}){at}, which cannot "
+                       f"run it: {why}; `gk-stream devices` lists this machine's GPUs (or use device: auto)")
+
+
+def check_supported(pipeline: "Pipeline", chain: "SpecChain", device: int = 0) -> None:
+    """Raise DeviceError (no usable GPU ``device``) or UnsupportedError (a stage) unless every
+    stage can run on CUDA there."""
+    from ..capabilities import capabilities, usable_from
     from .cuda_lowering import lower_pipeline
 
-    ok, why = cuda_usable()
+    caps = capabilities(math_libraries=False)  # cuFFT/cuBLAS: checked by the ops that use them
+    ok, why = usable_from(caps, device)
     if not ok:
+        if device != 0 and usable_from(caps, 0)[0]:
+            raise _named_gpu_error(pipeline, device, why)
         raise DeviceError(f"backend 'cuda' cannot run: {why}")
     lower_pipeline(pipeline, chain)
 
 
-def usable_for(pipeline: "Pipeline", chain: "SpecChain") -> tuple[bool, str]:
-    """For ``backend: auto``: (True, GPU description) or (False, the reason cpu is chosen)."""
-    from ..capabilities import cuda_usable
+def usable_for(pipeline: "Pipeline", chain: "SpecChain", device: int = 0) -> tuple[bool, str]:
+    """For ``backend: auto``: (True, GPU description) or (False, the reason cpu is chosen).
+
+    CUDA usable but GPU ``device`` missing or unusable is a DeviceError, not a reason to run on
+    the CPU: the pipeline named that GPU.
+    """
+    from ..capabilities import capabilities, usable_from
     from .cuda_lowering import lower_pipeline
 
-    ok, why = cuda_usable()
+    caps = capabilities(math_libraries=False)  # cuFFT/cuBLAS: checked by the ops that use them
+    ok, why = usable_from(caps, device)
     if not ok:
+        if device != 0 and usable_from(caps, 0)[0]:
+            raise _named_gpu_error(pipeline, device, why)
         return False, why
     try:
         lower_pipeline(pipeline, chain)

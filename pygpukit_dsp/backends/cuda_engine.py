@@ -49,7 +49,8 @@ def op_dict(op: OpDesc) -> dict[str, Any]:
 
 
 class CudaEngine:
-    """A pipeline's stages on GPU 0, fed block by block through pinned slots (see module doc)."""
+    """A pipeline's stages on one GPU (``device``, default 0), fed block by block through pinned
+    slots (see module doc)."""
 
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
                  slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int | None = None,

@@ -494,12 +494,14 @@ def run_soak(pipeline: "Pipeline", *, backend: str | None = None, minutes: float
     soaked = Pipeline(pipeline.stages, name=pipeline.name, sample_rate=pipeline.sample_rate,
                       channels=pipeline.channels, block_size=pipeline.block_size, dtype=pipeline.dtype,
                       backend=name, qos=pipeline.qos, source=source, sink=pipeline.sink,
-                      where=pipeline.where, path=pipeline.path)
+                      where=pipeline.where, path=pipeline.path, device=pipeline.device,
+                      device_where=pipeline.device_where)
     device = None
     if name == "cuda":
         from .. import _native
+        from ..backends import requested_gpu
 
-        device = _native.Device(0)
+        device = _native.Device(requested_gpu(pipeline))  # one stream: auto is GPU 0 (all empty)
     session = Session([soaked], backend=name)
     sampler = _Sampler(session, paced, spec.block_period, warmup, device, track_python, progress)
     if track_python:

@@ -28,10 +28,10 @@ DEFAULT_BLOCK_SIZE = 1024
 BACKENDS = ("auto", "cuda", "cpu")
 
 # keys of one pipeline (the single form's top level, or one entry of 'pipelines:')
-PIPELINE_KEYS = ("name", "sample_rate", "block_size", "channels", "dtype", "backend", "qos",
+PIPELINE_KEYS = ("name", "sample_rate", "block_size", "channels", "dtype", "backend", "device", "qos",
                  "source", "stages", "sink")
 # top-level keys of the multi form that act as defaults for every pipeline
-DEFAULT_KEYS = ("sample_rate", "block_size", "channels", "dtype", "backend")
+DEFAULT_KEYS = ("sample_rate", "block_size", "channels", "dtype", "backend", "device")
 # 'bench': settings read by `gk-stream bench` (e.g. benchmarks/w3.yaml, pygpukit_dsp/bench/
 # contention.py validates them); the pipeline loader, run and validate pass over it.
 TOP_SINGLE_KEYS = ("version",) + PIPELINE_KEYS + ("bench",)
@@ -59,6 +59,9 @@ class PipelineConfig:
     sink: Any = None  # pygpukit_dsp.io.base.Sink | None
     where: str = "<python>"
     path: Path | None = None
+    # the GPU of the cuda backend: None (not written: GPU 0), an index, or "auto" (docs/multi-gpu.md)
+    device: int | str | None = None
+    device_where: str | None = None  # FILE:LINE:COL of the device value (a DeviceError points there)
 
     def to_document(self) -> dict[str, Any]:
         """The YAML document of this pipeline alone (see :func:`pygpukit_dsp.spec.pipeline_document`)."""
@@ -218,7 +221,8 @@ class _DocBuilder:
             if "name" not in entry:
                 self.err(f"pipelines[{i}] has no 'name'", m.where,
                          "each pipeline in 'pipelines:' needs a unique name")
-            cfg = self._pipeline(entry, m, defaults, default_name=f"pipeline{i + 1}")
+            cfg = self._pipeline(entry, m, defaults, default_name=f"pipeline{i + 1}",
+                                 device_where=marks.value_where("device") if "device" in doc else None)
             if cfg is not None:
                 configs.append(cfg)
         return configs
@@ -281,8 +285,22 @@ class _DocBuilder:
             return None
         return v
 
+    def _check_device(self, v: Any, where: str) -> int | str | None:
+        from ..pipeline import check_device
+
+        if v is None:
+            self.err("device must be a GPU index >= 0 or 'auto', got null", where,
+                     "e.g. 'device: 1' or 'device: auto'; remove the key for GPU 0")
+            return None
+        try:
+            return check_device(v, where)
+        except ConfigError as exc:
+            self.errors.append(exc)
+            return None
+
     # -- one pipeline -------------------------------------------------------
-    def _pipeline(self, d: dict, m: Marks, defaults: dict, *, default_name: str) -> PipelineConfig | None:
+    def _pipeline(self, d: dict, m: Marks, defaults: dict, *, default_name: str,
+                  device_where: str | None = None) -> PipelineConfig | None:
         n_errors = len(self.errors)
         settings = {**defaults, **self._settings(d, m, ("name",) + DEFAULT_KEYS)}
         qos = QoS()
@@ -305,7 +323,9 @@ class _DocBuilder:
             name=settings.get("name", default_name), sample_rate=settings.get("sample_rate"),
             block_size=settings.get("block_size", DEFAULT_BLOCK_SIZE), channels=settings.get("channels"),
             dtype=settings.get("dtype"), backend=settings.get("backend", "auto"), qos=qos,
-            source=source, stages=stages, sink=sink, where=m.where, path=self.path)
+            source=source, stages=stages, sink=sink, where=m.where, path=self.path,
+            device=settings.get("device"),
+            device_where=m.value_where("device") if "device" in d else device_where)
         self._name_where[id(cfg)] = m.value_where("name") if "name" in d else m.where
         return cfg
 

@@ -2,9 +2,15 @@
  * without a GPU (CI). "Device memory" is host memory, copies are memcpy, kernels cannot run.
  * Built by tests/native/conftest.py and selected through GK_LIBCUDA=<path>.
  *
- * Environment knobs: FAKE_CUDA_DEVICES (default 1), FAKE_CUDA_SM ("9.0"), FAKE_CUDA_NAME
- * ("Fake GPU"), FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns), FAKE_CUDA_ALLOC_LIMIT (bytes
- * cuMemAlloc may hold before CUDA_ERROR_OUT_OF_MEMORY).
+ * Environment knobs: FAKE_CUDA_DEVICES (default 1, at most 16), FAKE_CUDA_SM ("9.0"),
+ * FAKE_CUDA_NAME ("Fake GPU"), FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns),
+ * FAKE_CUDA_ALLOC_LIMIT (bytes cuMemAlloc may hold on one GPU before CUDA_ERROR_OUT_OF_MEMORY).
+ *
+ * Several GPUs: each has its own primary context (a distinct token), and device memory, streams
+ * and events remember the context that was current when they were made. Allocations are counted
+ * per GPU, and a launch, async copy or event record on a stream of another GPU's context than
+ * the current one fails with CUDA_ERROR_INVALID_HANDLE (as the real driver refuses it) and is
+ * counted (fake_cuda_context_mismatches), so a multi-GPU bug shows on a machine without a GPU.
  * fake_cuda_*() report what is live, for leak checks from ctypes. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,11 +32,33 @@ static long g_live_streams = 0;
 static long g_live_events = 0;
 static long g_retained_contexts = 0;
 static size_t g_device_bytes = 0;
-static char g_context_token[16];
+#define FAKE_MAX_DEVICES 16
+static char g_context_tokens[FAKE_MAX_DEVICES][16];
+static long g_retained_by_device[FAKE_MAX_DEVICES];
+static size_t g_bytes_by_device[FAKE_MAX_DEVICES];
+static long g_allocs_by_device[FAKE_MAX_DEVICES];
+static long g_launches_by_device[FAKE_MAX_DEVICES];
+static long g_context_mismatches = 0;
 static __thread void* g_current = 0;
 
-struct fake_stream { int priority; };
-struct fake_event { double t; int recorded; unsigned flags; };
+struct fake_stream { int priority; void* ctx; };
+struct fake_event { double t; int recorded; unsigned flags; void* ctx; };
+
+/* The GPU of a context token (-1: none current). */
+static int ctx_device(void* ctx) {
+    for (int i = 0; i < FAKE_MAX_DEVICES; ++i)
+        if (ctx == (void*)g_context_tokens[i]) return i;
+    return -1;
+}
+
+/* A stream (or event) of one context used while another is current. A null stream (the legacy
+ * default stream of the current context) or no current context is left alone. */
+static int wrong_context(void* object_ctx) {
+    if (!object_ctx || !g_current || object_ctx == g_current) return 0;
+    ++g_context_mismatches;
+    return 1;
+}
+static void* stream_ctx(void* s) { return s ? ((struct fake_stream*)s)->ctx : 0; }
 
 static long env_long(const char* name, long fallback) {
     const char* v = getenv(name);
@@ -43,7 +71,10 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int device_count(void) { return (int)env_long("FAKE_CUDA_DEVICES", 1); }
+static int device_count(void) {
+    long n = env_long("FAKE_CUDA_DEVICES", 1);
+    return (int)(n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n);
+}
 
 static void sm_version(int* major, int* minor) {
     const char* v = getenv("FAKE_CUDA_SM");
@@ -61,6 +92,12 @@ long fake_cuda_live_host_allocs(void) { return g_live_host_allocs; }
 long fake_cuda_live_streams(void) { return g_live_streams; }
 long fake_cuda_live_events(void) { return g_live_events; }
 long fake_cuda_retained_contexts(void) { return g_retained_contexts; }
+long fake_cuda_device_retained(int dev) { return dev >= 0 && dev < FAKE_MAX_DEVICES ? g_retained_by_device[dev] : -1; }
+long fake_cuda_device_bytes(int dev) { return dev >= 0 && dev < FAKE_MAX_DEVICES ? (long)g_bytes_by_device[dev] : -1; }
+long fake_cuda_device_allocs(int dev) { return dev >= 0 && dev < FAKE_MAX_DEVICES ? g_allocs_by_device[dev] : -1; }
+long fake_cuda_device_launches(int dev) { return dev >= 0 && dev < FAKE_MAX_DEVICES ? g_launches_by_device[dev] : -1; }
+long fake_cuda_context_mismatches(void) { return g_context_mismatches; }
+int fake_cuda_current_device(void) { return ctx_device(g_current); }
 
 CUresult cuGetErrorName(CUresult e, const char** s) {
     switch (e) {
@@ -119,7 +156,6 @@ CUresult cuDeviceGetName(char* name, int len, int dev) {
 }
 
 CUresult cuDeviceGetAttribute(int* value, int attribute, int dev) {
-    (void)dev;
     int major, minor;
     sm_version(&major, &minor);
     switch (attribute) {
@@ -133,6 +169,9 @@ CUresult cuDeviceGetAttribute(int* value, int attribute, int dev) {
     case 81: *value = 228 * 1024; break;
     case 10: *value = 32; break;
     case 78: *value = 1; break;
+    case 33: *value = 0x18 + 0x10 * dev; break; /* PCI bus: 0000:18:00.0, 0000:28:00.0, ... */
+    case 34: *value = 0; break;               /* PCI device */
+    case 50: *value = 0; break;               /* PCI domain */
     default: *value = 1; break;
     }
     return OK;
@@ -145,15 +184,17 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(void** ctx, int dev) {
-    (void)dev;
+    if (dev < 0 || dev >= device_count()) return INVALID_VALUE;
     ++g_retained_contexts;
-    *ctx = g_context_token;
+    ++g_retained_by_device[dev];
+    *ctx = g_context_tokens[dev];
     return OK;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
-    (void)dev;
+    if (dev < 0 || dev >= device_count()) return INVALID_VALUE;
     --g_retained_contexts;
+    --g_retained_by_device[dev];
     return OK;
 }
 
@@ -168,21 +209,29 @@ CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+    int dev = ctx_device(g_current);
+    if (dev < 0) return INVALID_CONTEXT;
     *total = (size_t)80 << 30;
-    *free_bytes = *total - g_device_bytes;
+    *free_bytes = *total - g_bytes_by_device[dev];
     return OK;
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
     if (!g_current) return INVALID_CONTEXT;
+    int dev = ctx_device(g_current);
+    if (dev < 0) return INVALID_CONTEXT;
     long limit = env_long("FAKE_CUDA_ALLOC_LIMIT", 0);
-    if (limit && g_device_bytes + n > (size_t)limit) return OUT_OF_MEMORY;
-    /* 256 bytes of header in front keep the size for cuMemFree and the block 256-aligned. */
+    if (limit && g_bytes_by_device[dev] + n > (size_t)limit) return OUT_OF_MEMORY;
+    /* 256 bytes of header in front keep the size and the GPU for cuMemFree and the block
+     * 256-aligned. */
     char* mem = aligned_alloc(256, 256 + (n + 255) / 256 * 256);
     if (!mem) return OUT_OF_MEMORY;
     memcpy(mem, &n, sizeof n);
+    memcpy(mem + sizeof n, &dev, sizeof dev);
     ++g_live_device_allocs;
+    ++g_allocs_by_device[dev];
     g_device_bytes += n;
+    g_bytes_by_device[dev] += n;
     *p = (CUdeviceptr)(uintptr_t)(mem + 256);
     return OK;
 }
@@ -191,8 +240,12 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
     if (!g_current) return INVALID_CONTEXT;
     char* mem = (char*)(uintptr_t)p - 256;
     size_t n;
+    int dev;
     memcpy(&n, mem, sizeof n);
+    memcpy(&dev, mem + sizeof n, sizeof dev);
     g_device_bytes -= n;
+    g_bytes_by_device[dev] -= n;
+    --g_allocs_by_device[dev];
     free(mem);
     --g_live_device_allocs;
     return OK;
@@ -222,20 +275,20 @@ CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) {
     return OK;
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, void* st) {
-    (void)st;
+    if (wrong_context(stream_ctx(st))) return INVALID_HANDLE;
     return cuMemcpyHtoD_v2(d, s, n);
 }
 CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr s, size_t n, void* st) {
-    (void)st;
+    if (wrong_context(stream_ctx(st))) return INVALID_HANDLE;
     return cuMemcpyDtoH_v2(d, s, n);
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void* st) {
-    (void)st;
+    if (wrong_context(stream_ctx(st))) return INVALID_HANDLE;
     memmove((void*)(uintptr_t)d, (const void*)(uintptr_t)s, n);
     return OK;
 }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void* st) {
-    (void)st;
+    if (wrong_context(stream_ctx(st))) return INVALID_HANDLE;
     memset((void*)(uintptr_t)d, v, n);
     return OK;
 }
@@ -244,6 +297,7 @@ CUresult cuStreamCreateWithPriority(void** s, unsigned flags, int priority) {
     (void)flags;
     struct fake_stream* fs = malloc(sizeof *fs);
     fs->priority = priority;
+    fs->ctx = g_current;
     *s = fs;
     ++g_live_streams;
     return OK;
@@ -257,13 +311,20 @@ CUresult cuStreamWaitEvent(void* s, void* e, unsigned f) { (void)s; (void)e; (vo
 CUresult cuEventCreate(void** e, unsigned flags) {
     struct fake_event* fe = calloc(1, sizeof *fe);
     fe->flags = flags;
+    fe->ctx = g_current;
     *e = fe;
     ++g_live_events;
     return OK;
 }
 CUresult cuEventDestroy_v2(void* e) { free(e); --g_live_events; return OK; }
 CUresult cuEventRecord(void* e, void* s) {
-    (void)s;
+    if (wrong_context(stream_ctx(s))) return INVALID_HANDLE;
+    void* ectx = ((struct fake_event*)e)->ctx;
+    void* sctx = stream_ctx(s);
+    if (ectx && sctx && ectx != sctx) {  /* the event and the stream of different GPUs */
+        ++g_context_mismatches;
+        return INVALID_HANDLE;
+    }
     ((struct fake_event*)e)->t = now_ms();
     ((struct fake_event*)e)->recorded = 1;
     return OK;
@@ -336,8 +397,13 @@ void fake_cuda_last_param(int i, unsigned char* out) { memcpy(out, g_last_params
 
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned smem, void* s, void** params, void** extra) {
-    (void)f; (void)s; (void)extra;
+    (void)f; (void)extra;
     if (env_long("FAKE_CUDA_LAUNCH_ERROR", 0)) return NOT_SUPPORTED;
+    if (wrong_context(stream_ctx(s))) return INVALID_HANDLE;
+    {
+        int dev = ctx_device(s ? stream_ctx(s) : g_current);
+        if (dev >= 0) ++g_launches_by_device[dev];
+    }
     unsigned dims[7] = {gx, gy, gz, bx, by, bz, smem};
     memcpy(g_last_dims, dims, sizeof dims);
     long count = env_long("FAKE_CUDA_PARAM_COUNT", 0);

@@ -16,6 +16,14 @@ struct GpuInfo {
     int sm_minor = 0;
     size_t memory_bytes = 0;
     int multiprocessors = 0;
+    // Figures read without a context (cuDeviceGetAttribute): a multi-GPU host's GPUs side by side.
+    std::string pci_bus_id;        // "0000:1b:00.0" (domain:bus:device.function)
+    int clock_mhz = 0;             // SM clock
+    int memory_clock_mhz = 0;
+    int memory_bus_width_bits = 0;
+    double memory_bandwidth_gbs = 0.0;  // peak: 2 * memory clock * bus width / 8 (DDR/HBM)
+    int l2_cache_bytes = 0;
+    int copy_engines = 0;          // CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT
     bool usable = false;
     std::string reason;  // why it is not usable; "" when usable
 };
