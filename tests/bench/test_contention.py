@@ -230,9 +230,9 @@ def test_paced_loop_keeps_the_period_times_each_block_and_keeps_the_last_outputs
     period = 2_000_000
     run = contention._paced_w1(process, inputs, warmup=3, blocks=9, period_ns=period)
     assert len(calls) == 12 and run.lat_ns.shape == (9,) and (run.lat_ns > 0).all()
-    # never faster than one block per period on average (a single late wake-up shortens the
-    # gap to the next block, which still goes at its own arrival time)
-    assert (calls[-1] - calls[0]) / (len(calls) - 1) >= period * 0.95
+    # blocks go at their own arrival times: the typical gap is one period (a late wake-up
+    # shortens the gap after it, so neither the mean nor the shortest gap shows the clock)
+    assert np.median(np.diff(calls)) >= period * 0.95
     assert [float(o[0, 0]) for o in run.outputs] == [2 * (i % 4) for i in range(6, 12)]
     assert 0 <= calls[3] - run.t_start < period and run.t_end >= calls[-1]
 
