@@ -139,13 +139,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     pipelines = Pipeline.load_all(args.file)
     for p in pipelines:
         fmt = StreamFormat()
+        details: list[str] = []
         if p.source is not None:
             fmt = p.source.open(StreamFormat(p.sample_rate, p.channels, p.dtype))
+            info = getattr(p.source, "info", None)  # what a recording holds (sigmf: datatype, captures)
+            details = list(info()) if callable(info) else []
             p.source.close()
         chain = p.specs(fmt)
         print(f"pipeline {p.name}: ok")
         src = p.source.type if p.source is not None else "(none)"
         print(f"  source {src:<12} -> {chain.input.describe()}")
+        for line in details:
+            print(f"         {line}")
         for st, spec in zip(p.stages, chain.specs[1:]):
             print(f"  {st.name:<12} ({st.type}) -> {spec.describe()}")
         snk = p.sink.type if p.sink is not None else "(none)"
@@ -187,14 +192,18 @@ def _type_name(ann: Any) -> str:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     from .capabilities import capabilities, cuda_usable
+    from .io.net import net_report
     from .io.portaudio import audio_devices
+    from .io.sigmf_io import sigmf_report
 
     caps = capabilities()
     audio, audio_reason = audio_devices()
+    net, sigmf = net_report(), sigmf_report()
     if args.json:
         ok, why = cuda_usable()
         print(json.dumps({"capabilities": caps, "auto": {"backend": "cuda" if ok else "cpu", "why": why},
-                          "audio": {"devices": audio, "reason": audio_reason}}, indent=2, default=str))
+                          "audio": {"devices": audio, "reason": audio_reason},
+                          "io": {"zmq": net, "sigmf": sigmf}}, indent=2, default=str))
         return 0
     for lib in ("driver", "nvrtc", "cufft", "cublas"):
         info = caps.get(lib, {})
@@ -224,6 +233,14 @@ def cmd_devices(args: argparse.Namespace) -> int:
             print(f"audio   {d['index']:>5}  {d['name']:<{width}}  {d['host_api']:<{api_width}}  "
                   f"{d['max_input_channels']:>3} {d['max_output_channels']:>3}  {d['default_samplerate']:g} Hz"
                   + (f"  ({', '.join(marks)})" if marks else ""))
+    if net["found"]:
+        print(f"zmq     pyzmq {net['pyzmq']}, libzmq {net['libzmq']} (source/sink type 'zmq')")
+    else:
+        print(f"zmq     unavailable: {net['reason']}")
+    if sigmf["found"]:
+        print(f"sigmf   sigmf {sigmf['sigmf']}, SigMF {sigmf['specification']} (source/sink type 'sigmf')")
+    else:
+        print(f"sigmf   unavailable: {sigmf['reason']}")
     ok, why = cuda_usable()
     print(f"auto    -> backend={'cuda' if ok else 'cpu'}: {why}")
     return 0

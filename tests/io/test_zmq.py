@@ -568,3 +568,35 @@ def test_the_config_round_trips_through_yaml():
                                       "hwm": 4, "gaps": "zeros"}
     assert cfg.sink.to_config() == {"type": "zmq", "endpoint": "ipc:///tmp/x.ipc", "pattern": "pub",
                                     "subscribers": 2, "mode": "raw"}
+
+
+def test_drops_on_the_link_become_annotations_of_a_sigmf_recording(push, tmp_path):
+    sigmf = pytest.importorskip("sigmf")
+    from sigmf.sigmffile import fromfile
+
+    s, ep = push()
+    blocks = {0: 1.0, 1: 2.0, 4: 5.0, 5: 6.0}  # blocks 2 and 3 are lost on the way
+
+    def send():
+        for seq, v in blocks.items():
+            _send_block(s, seq, 4 * seq, np.full((1, 4), v, np.complex64), dtype="complex64", rate=1e3)
+        s.send_multipart([_header(6, 24, 0, kind=wire.KIND_END, dtype="complex64"), wire.end_note("source end", None)])
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    (tmp_path / "r.yaml").write_text(
+        f"version: 1\nsample_rate: 1000\nblock_size: 4\ndtype: complex64\nbackend: cpu\n"
+        f"source: {{type: zmq, endpoint: '{ep}', gaps: zeros, timeout_s: 5}}\n"
+        "stages: [{type: resample, up: 2, down: 1}]\nsink: {type: sigmf, path: rec}\n")
+    summary = Pipeline.from_yaml(tmp_path / "r.yaml").run()
+    t.join(10)
+    assert summary.source_stats["dropped"] == 8 and summary.source_stats["dropped_blocks"] == 2
+    assert summary.events == [{"sample": 8, "dropped_samples": 8, "dropped_blocks": 2, "sequence": [2, 3],
+                               "why": "lost on the link"}]
+    rec = fromfile(str(tmp_path / "rec"))
+    rec.validate()
+    run, drop = rec.get_annotations()
+    assert run["gk:dropped_samples"] == 8 and run["gk:dropped_blocks"] == 2 and run["gk:stages"] == ["resample"]
+    assert run["core:sample_count"] == 48  # 24 samples (zeros filled in) at twice the rate
+    assert drop["core:label"] == "dropped" and drop["core:sample_start"] == 16  # input sample 8, output rate x2
+    assert drop["gk:dropped_samples"] == 8 and "(blocks 2..3)" in drop["core:comment"]
