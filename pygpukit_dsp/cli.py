@@ -257,6 +257,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_soak(args, loaded)
     if args.interval is not None:
         raise ConfigError("--interval applies to a soak only", hint="add --soak MINUTES")
+    from .bench.link import load_link
+
+    link = load_link(args.file, loaded)  # a file with 'bench: {kind: link}': two processes over zmq
+    if link is not None:
+        return _bench_link(args, link)
     contention = load_contention(args.file, loaded)  # a file with 'bench: {kind: contention}' (W3)
     if contention is not None:
         return _bench_contention(args, contention)
@@ -313,6 +318,36 @@ def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
         _write_json(args.json, report.to_dict())
     if args.markdown:
         Path(args.markdown).write_text(report.markdown() + "\n")
+    return 0
+
+
+def _bench_link(args: argparse.Namespace, bench: Any) -> int:
+    """A stream across two processes over zmq against a bare pyzmq loop (bench/link.py)."""
+    from .bench.link import run_link
+    from .errors import ConfigError
+
+    given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
+                                      ("--pipeline", args.pipeline), ("--plot", args.plot),
+                                      ("--schedule", args.schedule), ("--period-ms", args.period_ms),
+                                      ("--backend", args.backend)) if value]
+    if given:
+        raise ConfigError(f"{given[0]} does not apply to a link bench file ({args.file})",
+                          hint="it runs its sender and receiver pipelines and a bare pyzmq loop; "
+                               "see docs/scale-out.md, Throughput")
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    report = run_link(bench, blocks=args.blocks, warmup=args.warmup, progress=None if args.quiet else say)
+    print(report.markdown())
+    if args.json:
+        _write_json(args.json, report.to_dict())
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown() + "\n")
+    failed = [r.label for r in report.rows if r.status != "ok"]
+    if failed:
+        _err(f"error: the link bench failed: {'; '.join(failed)}")
+        return 1
     return 0
 
 
@@ -436,7 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(fn=cmd_devices)
 
     b = sub.add_parser("bench", help="benchmark against NumPy/CuPy/PyTorch baselines (latency, throughput; "
-                                     "a file with 'bench: {kind: contention}': W3)")
+                                     "a file with 'bench: {kind: contention}': W3; 'bench: {kind: link}': a "
+                                     "stream across two processes over zmq)")
     b.add_argument("file")
     b.add_argument("--backend", choices=["auto", "cuda", "cpu"])
     b.add_argument("--blocks", type=_positive_int,
