@@ -467,6 +467,8 @@ class ZmqSink(_ZmqComponent, Sink):
         if not self._started:
             self._wait_for_peer()
             self._started = True
+        if self._stop.is_set():
+            raise KeyboardInterrupt  # the run is stopping: the runner ends it as stopped (this block unsent)
         m = int(block.shape[1])
         data = self._payload(block)
         frames: list[Any] = [data]
@@ -543,6 +545,10 @@ class ZmqSink(_ZmqComponent, Sink):
 
     def _send_end(self) -> None:
         p, zmq = self.params, self._zmq
+        if p.pattern == "pub":
+            self._subscriptions()
+        if self._count_peers() == 0 and (p.pattern == "push" or self._subscribers == 0):
+            return  # nobody connected to tell (a receiver that comes later times out instead)
         frames: list[Any] = [b""]
         if p.mode == "framed":
             spec = self._spec

@@ -456,8 +456,45 @@ def test_a_push_sink_without_a_receiver_times_out(ipc_dir):
     sink.open(_spec())
     with pytest.raises(StreamFault, match=r"no receiver within 0.3 s \(start_timeout_s\)"):
         sink.write(np.zeros((1, 4), np.float32))
-    with pytest.raises(StreamFault, match="the end of the stream could not be sent"):
-        sink.close()
+    t0 = time.monotonic()
+    sink.close()  # nobody connected: no end of stream to send, nothing to wait for
+    assert time.monotonic() - t0 < 2
+
+
+def test_a_receiver_that_never_hangs_up_is_a_fault_after_end_timeout(ipc_dir):
+    ep = f"ipc://{ipc_dir}/h.ipc"
+    pull = zmq.Context.instance().socket(zmq.PULL)
+    pull.linger = 0
+    pull.connect(ep)
+    try:
+        sink = ZmqSink(endpoint=ep, start_timeout_s=5, timeout_s=5, end_timeout_s=0.5)
+        sink.open(_spec())
+        sink.write(np.zeros((1, 4), np.float32))
+        with pytest.raises(StreamFault, match=r"1 receiver\(s\) still connected 0.5 s \(end_timeout_s\) after the "
+                                              "end of the stream"):
+            sink.close()
+        assert len(pull.recv_multipart()) == 2 and len(pull.recv_multipart()) == 2  # the block, then the end
+    finally:
+        pull.close(linger=0)
+
+
+def test_sigint_ends_a_waiting_receiver_and_a_waiting_sender(tmp_path, procs, ipc_dir):
+    send_yaml, recv_yaml = write_pair(
+        tmp_path, send_source="{type: synth, duration_s: 1}",
+        send_sink=f"{{type: zmq, endpoint: 'ipc://{ipc_dir}/a.ipc'}}",  # nobody receives on a.ipc
+        recv_source=f"{{type: zmq, endpoint: 'ipc://{ipc_dir}/b.ipc', bind: true}}")  # nobody sends on b.ipc
+    recv, send = procs.start("run", recv_yaml), procs.start("run", send_yaml)
+    deadline = time.monotonic() + 90
+    while not ((ipc_dir / "a.ipc").exists() and (ipc_dir / "b.ipc").exists()):  # bound: running, and waiting
+        assert time.monotonic() < deadline and recv.poll() is None and send.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)
+    for p in (recv, send):
+        p.send_signal(signal.SIGINT)
+    for p in (recv, send):
+        procs.finish(p, timeout=30)
+        assert p.returncode == 130, p.stderr_text
+        assert "ended by SIGINT" in p.stdout_text and "Traceback" not in p.stderr_text
 
 
 # ---------------------------------------------------------------- configuration
