@@ -32,6 +32,7 @@ from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_
 
 INSTALL_HINT = "install it with: pip install 'pygpukit-dsp[net]'"
 ZERO_COPY_BYTES = 65536   # blocks this large are sent from their own memory (pyzmq's copy threshold)
+MAX_EVENTS = 10000        # gaps listed in a source's events (all of them are counted)
 _SLICE_S = 0.05           # a wait returns to Python this often (stop requests, timeouts)
 MAX_ID = 2**32 - 1
 
@@ -344,9 +345,10 @@ class ZmqSource(_ZmqComponent, Source):
         self._counts["dropped_blocks"] += blocks
         self._counts["dropped"] += samples
         self._counts["gaps"] += 1
-        self.events.append({"sample": self._delivered, "dropped_samples": samples, "dropped_blocks": blocks,
-                            "sequence": [self._seq, h.sequence - 1],
-                            "why": "joined after the stream began" if first else "lost on the link"})
+        if len(self.events) < MAX_EVENTS:
+            self.events.append({"sample": self._delivered, "dropped_samples": samples, "dropped_blocks": blocks,
+                                "sequence": [self._seq, h.sequence - 1],
+                                "why": "joined after the stream began" if first else "lost on the link"})
         if self.params.gaps == "zeros" and not first:
             self._zeros += samples
         self._seq, self._offset = h.sequence, h.offset
@@ -385,6 +387,7 @@ class ZmqSink(_ZmqComponent, Sink):
     def _configure(self, sock: Any) -> None:
         zmq = self._zmq
         sock.sndhwm = self.params.hwm
+        sock.copy_threshold = ZERO_COPY_BYTES  # pyzmq copies smaller frames even with copy=False
         # who is connected: the end of the stream waits for every receiver to hang up (_drain)
         self._peers = 0
         self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
