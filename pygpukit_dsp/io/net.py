@@ -203,7 +203,9 @@ class ZmqSource(_ZmqComponent, Source):
         self._sock = self._open_socket(zmq.PULL if p.pattern == "pull" else zmq.SUB, what)
         sr, channels, dtype = float(request.sample_rate), int(request.channels or 1), request.dtype or "float32"
         self._fmt = StreamFormat(sample_rate=sr, channels=channels, dtype=dtype, length=None)
-        self._np_dtype = np.dtype(dtype).newbyteorder("<")
+        # the wire is little-endian: the native dtype itself on such a host (numpy's own descriptor, which
+        # the native engine's checks expect), an explicit little-endian one elsewhere
+        self._np_dtype = np.dtype(dtype) if sys.byteorder == "little" else np.dtype(dtype).newbyteorder("<")
         self._declared = (dtype, "time", channels, 0, sr)
         self._rest: np.ndarray | None = None
         self._zeros = 0          # samples of zeros owed for lost blocks (gaps: zeros)

@@ -642,3 +642,22 @@ def test_drops_on_the_link_become_annotations_of_a_sigmf_recording(push, tmp_pat
     assert run["core:sample_count"] == 48  # 24 samples (zeros filled in) at twice the rate
     assert drop["core:label"] == "dropped" and drop["core:sample_start"] == 16  # input sample 8, output rate x2
     assert drop["gk:dropped_samples"] == 8 and "(blocks 2..3)" in drop["core:comment"]
+
+
+@pytest.mark.gpu
+def test_two_processes_on_the_cuda_backend(tmp_path, procs, ipc_dir):
+    """The receiver's blocks are views of ZeroMQ's frames (read-only): the CUDA engine takes them as they are."""
+    ep = f"ipc://{ipc_dir}/g.ipc"
+    send_yaml, recv_yaml = write_pair(
+        tmp_path, send_source="{type: synth, signal: multitone, freqs_hz: [440, 3000], noise_std: 0.01, seed: 4, "
+                              "duration_s: 1.01}",
+        send_sink=f"{{type: zmq, endpoint: '{ep}'}}", recv_source=f"{{type: zmq, endpoint: '{ep}'}}")
+    for path in (send_yaml, recv_yaml):
+        path.write_text(path.read_text().replace("backend: cpu", "backend: cuda"))
+    send, recv = run_pair(procs, send_yaml, recv_yaml)
+    assert (send.returncode, recv.returncode) == (0, 0), send.stderr_text + recv.stderr_text
+    y, _ = sf.read(tmp_path / "out.wav", dtype="float32", always_2d=True)
+    p = Pipeline([stages.Gain(db=-3), stages.Fir(design={"numtaps": 63, "cutoff_hz": 4000})],
+                 sample_rate=48000, block_size=1024)
+    want = p.process(synth_input(48480), backend="cuda")
+    np.testing.assert_allclose(y.T, want, rtol=0, atol=1e-5)
