@@ -32,8 +32,9 @@ def gk(*args, timeout=300):
 
 @pytest.fixture
 def small(tmp_path):
-    """benchmarks/w2_zmq.yaml with 65536-sample blocks."""
-    text = (ROOT / "benchmarks" / "w2_zmq.yaml").read_text().replace("block_size: 16777216", "block_size: 65536")
+    """benchmarks/w2_zmq.yaml with 65536-sample blocks, 2 rounds."""
+    text = (ROOT / "benchmarks" / "w2_zmq.yaml").read_text().replace("block_size: 16777216", "block_size: 65536") \
+        .replace("rounds: 4 ", "rounds: 2 ")
     (tmp_path / "link.yaml").write_text(text)
     shutil.copy(ROOT / "benchmarks" / "w2_link.py", tmp_path)
     return tmp_path / "link.yaml"
@@ -66,7 +67,7 @@ def test_the_w2_link_file_loads_and_bad_settings_are_located(tmp_path):
     bench = load_link(path, Pipeline.load_all(path))
     assert (bench.sender.name, bench.receiver.name, bench.settings.blocks) == ("w2_send", "w2_recv", 20)
     bad = tmp_path / "bad.yaml"
-    bad.write_text(path.read_text().replace("receiver: w2_recv", "receiver: w2_send").replace("rounds: 2", "rounds: 0"))
+    bad.write_text(path.read_text().replace("receiver: w2_recv", "receiver: w2_send").replace("rounds: 4", "rounds: 0"))
     shutil.copy(ROOT / "benchmarks" / "w2_link.py", tmp_path)
     with pytest.raises(ConfigError, match=r"bad.yaml:\d+:\d+: bench: rounds: .*greater than or equal to 1"):
         load_link(bad, Pipeline.load_all(bad))
