@@ -139,13 +139,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     pipelines = Pipeline.load_all(args.file)
     for p in pipelines:
         fmt = StreamFormat()
+        details: list[str] = []
         if p.source is not None:
             fmt = p.source.open(StreamFormat(p.sample_rate, p.channels, p.dtype))
+            info = getattr(p.source, "info", None)  # what a recording holds (sigmf: datatype, captures)
+            details = list(info()) if callable(info) else []
             p.source.close()
         chain = p.specs(fmt)
         print(f"pipeline {p.name}: ok")
         src = p.source.type if p.source is not None else "(none)"
         print(f"  source {src:<12} -> {chain.input.describe()}")
+        for line in details:
+            print(f"         {line}")
         for st, spec in zip(p.stages, chain.specs[1:]):
             print(f"  {st.name:<12} ({st.type}) -> {spec.describe()}")
         snk = p.sink.type if p.sink is not None else "(none)"
@@ -187,18 +192,22 @@ def _type_name(ann: Any) -> str:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     from .capabilities import capabilities, gpu_figures, kernel_sources, kernels_text, usable_from, usable_gpus
+    from .io.net import net_report
     from .io.portaudio import audio_devices
+    from .io.sigmf_io import sigmf_report
 
     caps = capabilities()
     sources = kernel_sources(caps)
     audio, audio_reason = audio_devices()
     usable = usable_gpus(caps)
+    net, sigmf = net_report(), sigmf_report()
     if args.json:
         ok, why = usable_from(caps)
         print(json.dumps({"capabilities": caps, "kernel_sources": sources,
                           "auto": {"backend": "cuda" if ok else "cpu", "why": why},
                           "device_auto": {"gpus": usable, "why": _device_auto_line(caps, usable)},
-                          "audio": {"devices": audio, "reason": audio_reason}}, indent=2, default=str))
+                          "audio": {"devices": audio, "reason": audio_reason},
+                          "io": {"zmq": net, "sigmf": sigmf}}, indent=2, default=str))
         return 0
     for lib in ("driver", "nvrtc", "cufft", "cublas"):
         info = caps.get(lib, {})
@@ -239,6 +248,14 @@ def cmd_devices(args: argparse.Namespace) -> int:
             print(f"audio   {d['index']:>5}  {d['name']:<{width}}  {d['host_api']:<{api_width}}  "
                   f"{d['max_input_channels']:>3} {d['max_output_channels']:>3}  {d['default_samplerate']:g} Hz"
                   + (f"  ({', '.join(marks)})" if marks else ""))
+    if net["found"]:
+        print(f"zmq     pyzmq {net['pyzmq']}, libzmq {net['libzmq']} (source/sink type 'zmq')")
+    else:
+        print(f"zmq     unavailable: {net['reason']}")
+    if sigmf["found"]:
+        print(f"sigmf   sigmf {sigmf['sigmf']}, SigMF {sigmf['specification']} (source/sink type 'sigmf')")
+    else:
+        print(f"sigmf   unavailable: {sigmf['reason']}")
     ok, why = usable_from(caps)
     print(f"auto    -> backend={'cuda' if ok else 'cpu'}: {why}")
     print(f"device  auto -> {_device_auto_line(caps, usable)}")
@@ -266,6 +283,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_soak(args, loaded)
     if args.interval is not None:
         raise ConfigError("--interval applies to a soak only", hint="add --soak MINUTES")
+    from .bench.link import load_link
+
+    link = load_link(args.file, loaded)  # a file with 'bench: {kind: link}': two processes over zmq
+    if link is not None:
+        return _bench_link(args, link)
     contention = load_contention(args.file, loaded)  # a file with 'bench: {kind: contention}' (W3)
     if contention is not None:
         return _bench_contention(args, contention)
@@ -322,6 +344,36 @@ def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
         _write_json(args.json, report.to_dict())
     if args.markdown:
         Path(args.markdown).write_text(report.markdown() + "\n")
+    return 0
+
+
+def _bench_link(args: argparse.Namespace, bench: Any) -> int:
+    """A stream across two processes over zmq against a bare pyzmq loop (bench/link.py)."""
+    from .bench.link import run_link
+    from .errors import ConfigError
+
+    given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
+                                      ("--pipeline", args.pipeline), ("--plot", args.plot),
+                                      ("--schedule", args.schedule), ("--period-ms", args.period_ms),
+                                      ("--backend", args.backend)) if value]
+    if given:
+        raise ConfigError(f"{given[0]} does not apply to a link bench file ({args.file})",
+                          hint="it runs its sender and receiver pipelines and a bare pyzmq loop; "
+                               "see docs/scale-out.md, Throughput")
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    report = run_link(bench, blocks=args.blocks, warmup=args.warmup, progress=None if args.quiet else say)
+    print(report.markdown())
+    if args.json:
+        _write_json(args.json, report.to_dict())
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown() + "\n")
+    failed = [r.label for r in report.rows if r.status != "ok"]
+    if failed:
+        _err(f"error: the link bench failed: {'; '.join(failed)}")
+        return 1
     return 0
 
 
@@ -460,7 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(fn=cmd_devices)
 
     b = sub.add_parser("bench", help="benchmark against NumPy/CuPy/PyTorch baselines (latency, throughput; "
-                                     "a file with 'bench: {kind: contention}': W3)")
+                                     "a file with 'bench: {kind: contention}': W3; 'bench: {kind: link}': a "
+                                     "stream across two processes over zmq)")
     b.add_argument("file")
     b.add_argument("--backend", choices=["auto", "cuda", "cpu"])
     b.add_argument("--blocks", type=_positive_int,

@@ -152,6 +152,9 @@ class RunSummary:
     audio: dict[str, Any] | None = None  # a sound card's figures (io/portaudio.py LiveAudio.report)
     gpu: int | None = None        # cuda: the GPU the stream ran on (None on cpu)
     placement: str | None = None  # cuda: why that GPU ("GPU 1: auto: the most admission headroom ...")
+    # what the source saw happen on the way, in order: e.g. a zmq source's lost blocks, each
+    # {"sample": samples delivered before it, "dropped_samples", "dropped_blocks", "sequence", "why"}
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def samples_per_s(self) -> float:
@@ -183,8 +186,8 @@ class RunSummary:
                 f"  scheduler ({sa.device} dispatcher): latency p50 {sl.get('p50', 0):.1f}  "
                 f"p99 {sl.get('p99', 0):.1f}  p99.9 {sl.get('p999', 0):.1f}  max {sl.get('max', 0):.1f} us; "
                 f"misses {sa.missed}, drops {sa.dropped}, chunks {sa.chunks}, busy {sa.busy_us / 1e3:.3f} ms")
-        issues = {f"source {k}": v for k, v in self.source_stats.items() if v and k != "samples"}
-        issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k != "samples"})
+        issues = {f"source {k}": v for k, v in self.source_stats.items() if v and k not in INFO_COUNTERS}
+        issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k not in INFO_COUNTERS})
         if issues:
             lines.append("  " + ", ".join(f"{k} {v}" for k, v in issues.items()))
         if self.audio:
@@ -194,6 +197,10 @@ class RunSummary:
         if self.fault:
             lines.append(f"  FAULT: {self.fault}")
         return "\n".join(lines)
+
+
+INFO_COUNTERS = ("samples", "messages")
+"""Counters that report what went through, not what went wrong: the summary's problem line skips them."""
 
 
 def _hist_us(hist) -> dict[str, float]:
@@ -335,6 +342,7 @@ class StreamRunner:
         misses = 0
         n_blocks = samples_in = samples_out = 0
         fault: StreamFault | None = None
+        crash: Exception | None = None
         t_start = time.perf_counter()
         next_report = t_start + progress_interval_s
         engine, sink = self.engine, self.sink
@@ -396,11 +404,18 @@ class StreamRunner:
         except StreamFault as exc:
             fault = exc
             ended_by = "fault"
+        except Exception as exc:
+            crash = exc
+            raise
         finally:
             self.closing = True  # from here on nothing may interrupt: the sink finalises its file
             wall = time.perf_counter() - t_start
             if getattr(stop, "abort", False):
                 self.interrupt(abort=True)
+            if crash is not None:  # anything else raised in the loop (a bug) still ends the run as a fault
+                self._report_to_sink("fault", f"{type(crash).__name__}: {crash}", n_blocks, samples_in, samples_out)
+            else:
+                self._report_to_sink(ended_by, fault, n_blocks, samples_in, samples_out)
             self._close()  # a second Ctrl-C during the drain in here cuts it short
             if getattr(stop, "abort", False):
                 ended_by += " (aborted)"
@@ -414,7 +429,7 @@ class StreamRunner:
             engine_counters=self.engine.counters(), ended_by=ended_by,
             fault=str(fault) if fault is not None else None,
             output_unit="frames" if self.chain.output.domain == "frames" else "samples",
-            audio=_audio_report(self.source, self.sink), **self._where())
+            audio=_audio_report(self.source, self.sink), events=_events(self.source), **self._where())
         if fault is not None:
             fault.summary = summary  # type: ignore[attr-defined]
             raise fault
@@ -433,6 +448,27 @@ class StreamRunner:
                       else f"GPU {gpu}: requested (device: {req})")
         return {"gpu": gpu, "placement": reason}
 
+    def _report_to_sink(self, ended_by: str, fault: StreamFault | str | None, blocks: int, samples_in: int,
+                        samples_out: int) -> None:
+        """Tell a sink that records the run (sigmf annotations, a zmq sink's end of stream) how it went,
+        before it is closed. A sink without ``run_report`` is not told."""
+        fn = getattr(self.sink, "run_report", None)
+        if not callable(fn):
+            return
+        report = {
+            "pipeline": self.pipeline.name, "backend": self.engine.choice.name,
+            "backend_reason": self.engine.choice.reason,
+            "stages": [{"name": st.name, "type": st.type} for st in self.pipeline.stages],
+            "source": self.source.describe(), "source_stats": _stats(self.source), "events": _events(self.source),
+            "input_rate": self.chain.input.sample_rate, "output_rate": self.chain.output.sample_rate,
+            "blocks": blocks, "samples_in": samples_in, "samples_out": samples_out,
+            "ended_by": ended_by, "fault": str(fault) if fault is not None else None,
+        }
+        try:
+            fn(report)
+        except Exception:  # the report is a courtesy: closing the sink says what went wrong, if anything
+            pass
+
     def _close(self, quiet: bool = False) -> None:
         """Drain and finalise: the engine first, then the sink (flush), then the source."""
         errors = []
@@ -450,6 +486,10 @@ class StreamRunner:
 def _stats(obj: Any) -> dict[str, int]:
     fn = getattr(obj, "stats", None)
     return dict(fn()) if callable(fn) else {}
+
+
+def _events(source: Any) -> list[dict[str, Any]]:
+    return [dict(e) for e in getattr(source, "events", None) or ()]
 
 
 def _audio_report(*parts: Any) -> dict[str, Any] | None:

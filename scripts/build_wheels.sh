@@ -9,7 +9,10 @@
 #   3. runtime dependencies as cp312 / py3 manylinux wheels: pydantic, pydantic-core,
 #      annotated-types, typing-inspection, typing-extensions, soundfile, cffi, pycparser; and for the
 #      tests: sounddevice and JACK-Client (the live audio tests; scripts/jack_bundle.sh brings the
-#      JACK server and PortAudio into .jack/), hypothesis, sortedcontainers
+#      JACK server and PortAudio into .jack/), hypothesis, sortedcontainers; the 'net' and 'sigmf'
+#      extras (also in the test extra): pyzmq (its wheel bundles libzmq), sigmf and what sigmf needs:
+#      jsonschema, jsonschema-specifications, referencing, rpds-py, defusedxml, attrs (typing-extensions
+#      and numpy are already there)
 # Then on the GPU machine: `source scripts/gpu_install.sh`.
 #
 # Usage: scripts/build_wheels.sh            (PYTHON312=/path/to/python3.12 to override)
@@ -22,7 +25,8 @@ OUT="$ROOT/.wheels"
 PY312="${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3.12}"
 # (attrs is no longer listed: hypothesis stopped depending on it, so pip resolves no attrs wheel)
 DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser
-      sounddevice JACK_Client hypothesis sortedcontainers)
+      sounddevice JACK_Client hypothesis attrs sortedcontainers
+      pyzmq sigmf jsonschema jsonschema_specifications referencing rpds_py defusedxml)
 
 if [[ ! -x "$PY312" ]]; then
     echo "error: Python 3.12 not found at $PY312 (set PYTHON312=...)" >&2
@@ -70,7 +74,9 @@ trap 'rm -rf "$resolved"' EXIT
 # the packages the GPU machine lacks are kept (numpy, which soundfile pulls in, is not).
 "$PY312" -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 --dest "$resolved" pydantic soundfile sounddevice JACK-Client hypothesis
+    --platform manylinux2014_x86_64 --dest "$resolved" pydantic soundfile sounddevice JACK-Client hypothesis \
+    pyzmq sigmf
+shopt -s nocaseglob  # wheel names are normalised to lower case by newer tools (jack_client-0.5.7-...)
 for name in "${DEPS[@]}"; do
     # wheel file names are normalised differently by different releases (JACK_Client, jack_client)
     found=($(find "$resolved" -maxdepth 1 -iname "${name}-*.whl"))

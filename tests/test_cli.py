@@ -113,6 +113,10 @@ def test_devices_reports_auto_choice():
     r = gk("devices", "--json", env=NO_DRIVER)
     data = json.loads(r.stdout)
     assert data["auto"]["backend"] == "cpu" and data["capabilities"]["driver"]["found"] is False
+    # the network and recording types: found here (the test extra installs pyzmq and sigmf)
+    assert data["io"]["zmq"]["found"] and data["io"]["sigmf"]["found"]
+    assert re.search(r"^zmq     pyzmq \S+, libzmq \S+ \(source/sink type 'zmq'\)$", gk("devices", env=NO_DRIVER).stdout,
+                     re.M)
 
 
 def test_bench_w1_cpu_against_numpy(tmp_path):

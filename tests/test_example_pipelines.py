@@ -11,7 +11,8 @@ from pygpukit_dsp import Pipeline, Session
 
 ROOT = Path(__file__).resolve().parents[1]
 LIVE = ["live_eq.yaml", "live_spectrum.yaml"]  # need an audio server: tests/io/test_audio_live.py runs them
-EXAMPLES = sorted(p.name for p in (ROOT / "pipelines").glob("*.yaml") if p.name not in LIVE)
+NET = ["zmq_recv.yaml", "zmq_send.yaml"]  # a pair: test_the_zmq_pair_runs_as_two_processes runs them together
+EXAMPLES = sorted(p.name for p in (ROOT / "pipelines").glob("*.yaml") if p.name not in LIVE + NET)
 
 
 @pytest.fixture
@@ -23,8 +24,9 @@ def workdir(tmp_path):
 
 
 def test_the_examples_exist():
-    assert EXAMPLES == ["beamformer.yaml", "demo.yaml", "file_filter.yaml", "multi.yaml", "sdr_channelizer.yaml"]
-    assert all((ROOT / "pipelines" / name).exists() for name in LIVE)
+    assert EXAMPLES == ["beamformer.yaml", "demo.yaml", "file_filter.yaml", "multi.yaml", "sdr_channelizer.yaml",
+                        "sdr_to_sigmf.yaml"]
+    assert all((ROOT / "pipelines" / name).exists() for name in LIVE + NET)
 
 
 def _run(workdir, name, backend):
@@ -45,6 +47,17 @@ def _check_outputs(workdir, name, summaries):
         # carriers at -200, +64, +300 kHz land in channels (k * 64 kHz, FFT order): 13, 1, 5 (nearest)
         strongest = set(np.argsort(y.mean(axis=1))[-3:])
         assert strongest == {13, 1, 5}
+    elif name == "sdr_to_sigmf.yaml":
+        from sigmf.sigmffile import fromfile
+
+        rec = fromfile(str(workdir / "out" / "channels"))  # the sigmf package checks schema and SHA-512
+        rec.validate()
+        g = rec.get_global_info()
+        assert g["core:num_channels"] == 16 and g["core:sample_rate"] == 64000 and g["core:datatype"] == "cf32_le"
+        run = rec.get_annotations()[0]
+        assert run["gk:stages"] == ["channelizer"] and run["gk:backend"] == summary.backend
+        power = (np.abs(rec.read_samples()) ** 2).mean(axis=0)
+        assert set(np.argsort(power)[-3:]) == {13, 1, 5}  # the same channels as sdr_channelizer.yaml
     elif name == "beamformer.yaml":
         y = np.load(workdir / "out" / "beams.npy")
         assert y.shape == (5, 2 * 48000) and y.dtype == np.complex64
@@ -92,3 +105,38 @@ def test_file_to_file_resample_keeps_rate_change(tmp_path):
     y, fs = sf.read(tmp_path / "out.wav", dtype="float32")
     assert fs == 32000 and y.shape == (-(-10001 * 2 // 3), 2)
     assert s.samples_out == y.shape[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_the_zmq_pair_runs_as_two_processes(workdir, gk_process):
+    """zmq_send.yaml and zmq_recv.yaml in two gk-stream processes (on a free loopback port instead of
+    5555): the receiver's output equals sdr_channelizer.yaml's, run in one process."""
+    pytest.importorskip("zmq")
+    port = _free_port()
+    for name in NET:
+        path = workdir / name
+        path.write_text(path.read_text().replace('"tcp://*:5555"', f'"tcp://127.0.0.1:{port}"')
+                        .replace(":5555", f":{port}").replace("backend: auto", "backend: cpu"))
+    gk_process.cwd = str(workdir)
+    recv = gk_process.start("run", "zmq_recv.yaml")
+    send = gk_process.start("run", "zmq_send.yaml")
+    try:
+        out_s, err_s = send.communicate(timeout=120)
+        out_r, err_r = recv.communicate(timeout=120)
+    finally:
+        for p in (send, recv):
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=30)
+    assert send.returncode == 0 and recv.returncode == 0, err_s + err_r
+    assert "ended by source end" in out_r
+    got = np.load(workdir / "out" / "channel_power.npy")
+    _run(workdir, "sdr_channelizer.yaml", "cpu")
+    np.testing.assert_array_equal(got, np.load(workdir / "out" / "channel_power.npy"))

@@ -141,7 +141,8 @@ def contention_from_document(section: Any, bm: "Marks", pipelines: list["Pipelin
                           hint="e.g. 'bench: {kind: contention, realtime: w1, throughput: w2}'")
     if "kind" in section and section["kind"] != "contention":
         raise ConfigError(f"unknown bench kind {section['kind']!r}", where=bm.value_where("kind"),
-                          hint="the kinds are: contention (W3: a realtime pipeline under a throughput one)")
+                          hint="the kinds are: contention (W3: a realtime pipeline under a throughput one), "
+                               "link (a stream across two processes over zmq)")
     try:
         settings = validate_params(ContentionSettings, section, what="bench")
     except ConfigError as exc:

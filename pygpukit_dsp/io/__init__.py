@@ -9,10 +9,13 @@ from .null import NullSink, NullSource
 from .callback import CallbackSink, CallbackSource
 from .audio_device import AudioDeviceSink, AudioDeviceSource, DuplexSink, DuplexSource
 from .spectrum_view import SpectrumView
+from .net import ZmqSink, ZmqSource
+from .sigmf_io import SigmfSink, SigmfSource
 
 __all__ = [
     "SINKS", "SOURCES", "Sink", "Source", "StreamFormat", "sink_class", "source_class",
     "SynthSource", "AudioFileSource", "AudioFileSink", "RawIqSource", "RawIqSink",
     "NumpySource", "NumpySink", "NullSource", "NullSink", "CallbackSource", "CallbackSink",
-    "AudioDeviceSource", "AudioDeviceSink", "DuplexSource", "DuplexSink", "SpectrumView",
+    "AudioDeviceSource", "AudioDeviceSink", "DuplexSource", "DuplexSink", "SpectrumView", "ZmqSource", "ZmqSink",
+    "SigmfSource", "SigmfSink",
 ]

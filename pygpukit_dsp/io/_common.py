@@ -69,14 +69,14 @@ def need_time_domain(spec: SignalSpec, what: str, *, dtype: str | None, where: s
     if spec.domain != "time":
         raise ConfigError(
             f"{what} needs time-domain samples, got frames ({spec.bins} bins per frame)", where=where,
-            hint="add an 'ifft'/'irfft' stage to go back to samples, or use the 'numpy' sink "
+            hint="add an 'ifft'/'irfft' stage to go back to samples, or use the 'numpy' (or 'zmq') sink "
                  "to keep frames")
     if dtype is not None and spec.dtype != dtype:
         if dtype == "float32":
-            hint = "add a 'magnitude' stage before this sink, or use the 'rawiq' or 'numpy' sink " \
+            hint = "add a 'magnitude' stage before this sink, or use the 'rawiq', 'sigmf' or 'numpy' sink " \
                    "for complex samples"
         else:
-            hint = "use the 'file' or 'numpy' sink for real samples"
+            hint = "use the 'file', 'sigmf' or 'numpy' sink for real samples"
         raise ConfigError(f"{what} needs {dtype} samples, got {spec.dtype}", where=where, hint=hint)
 
 

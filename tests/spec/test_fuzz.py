@@ -92,8 +92,13 @@ SOURCE_SEEDS = [
     {"type": "synth", "signal": "chirp", "f0_hz": 10, "f1_hz": 1000, "sweep_s": 0.5},
     {"type": "null", "duration_s": 0.01},
     {"type": "numpy", "array": [[0.0, 1.0, -1.0, 0.5]]},
+    # loaded only (never opened here: they need a peer or a recording)
+    {"type": "zmq", "endpoint": "tcp://127.0.0.1:5555", "pattern": "sub", "timeout_s": 1, "gaps": "zeros"},
+    {"type": "zmq", "endpoint": "ipc://gk.ipc", "bind": True, "mode": "raw", "hwm": 2},
 ]
-SINK_SEEDS = [{"type": "null"}, {"type": "numpy"}]
+SINK_SEEDS = [{"type": "null"}, {"type": "numpy"},
+              {"type": "zmq", "endpoint": "tcp://*:5555", "pattern": "pub", "subscribers": 2},
+              {"type": "sigmf", "path": "out/rec", "datatype": "ci16_le", "frequency_hz": 1.0e8}]
 
 
 @st.composite
