@@ -103,7 +103,9 @@ def test_gpu_w1_and_w2_with_an_empty_disk_cache_load_shipped_cubins_and_make_no_
     assert stats["compiles"] == 0 and stats["shipped_hits"] >= 2 and stats["shipped_load_errors"] == 0
     assert res["loads"], "no kernel module was loaded"
     assert {(x["source"], x["image"]) for x in res["loads"]} == {("shipped", res["arch"])}, res["loads"]
-    assert {"fir_mix", "stft"} <= {x["kernel"] for x in res["loads"]}
+    kernels = {x["kernel"] for x in res["loads"]}
+    # W2's STFT, and W1's fused FIR + mix in the variant this GPU runs (fir_mix_cluster on Hopper)
+    assert "stft" in kernels and kernels & {"fir_mix", "fir_mix_cluster"}, kernels
     assert not cache.exists() or not any(cache.iterdir())
 
 
