@@ -21,17 +21,19 @@ from pygpukit_dsp import Pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_EQ = ROOT / "pipelines" / "live_eq.yaml"
+# run from "/": `-m` puts the working directory first on sys.path, and the checkout's package has
+# no built native module when the project is installed (not editable), as in CI
 GK = [sys.executable, "-m", "pygpukit_dsp.cli"]
 
 
 def gk(*args, env=None, timeout=120):
     return subprocess.run(GK + [str(a) for a in args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**os.environ, **(env or {})}, cwd=ROOT.anchor)
 
 
 def start_gk(*args, env=None):
     return subprocess.Popen(GK + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **(env or {})})
+                            text=True, env={**os.environ, **(env or {})}, cwd=ROOT.anchor)
 
 
 def _no_xruns(audio):
