@@ -302,7 +302,7 @@ class ClusterRun:
                 f"asked num_cpus={pl.get('num_cpus')}, num_gpus={pl.get('num_gpus')}: {pl.get('why', '')}")
 
     def header(self) -> str:
-        res = ", ".join(f"{k} {v:g}" for k, v in sorted(self.resources.items()) if k in ("CPU", "GPU"))
+        res = ", ".join(f"{k} {self.resources.get(k, 0):g}" for k in ("CPU", "GPU"))
         return f"cluster: ray ({self.how}), {self.nodes} node(s), {res}"
 
 
@@ -336,10 +336,8 @@ def run_cluster(path: str | Path, target: str, *, pipeline: str | None = None, b
         def on_signal(signum: int, frame: Any) -> None:
             name = signal.Signals(signum).name
             stopped.append(name)
-            if len(stopped) >= 3:
-                for a in actors.values():
-                    ray.kill(a)
-                os._exit(128 + signum)
+            if len(stopped) >= 3:  # leave now: the finally below kills the actors and shuts Ray down
+                raise KeyboardInterrupt
             for a in actors.values():
                 a.stop.remote(name, len(stopped) > 1)
             if say:

@@ -40,6 +40,7 @@ backend: cpu
 pipelines:
   - name: {a}
     sample_rate: 8000
+    channels: 1
     source: {{type: synth, signal: noise, seed: 1, duration_s: 0.1}}
     sink: {{type: zmq, endpoint: "cluster://{link}", bind: true}}
   - name: {b}
