@@ -230,3 +230,69 @@ def test_two_pipelines_on_ray_actors_equal_the_single_process_run(tmp_path):
     info = sf.info(work / "out" / "on_ray.wav")
     tol = 0 if info.subtype in ("FLOAT", "DOUBLE") else 2.0 ** -15
     np.testing.assert_allclose(y, ref[0], atol=tol + 1e-6)
+
+
+LONG = TWO.replace("duration_s: 0.1}", "duration_s: 60, rate: realtime}")
+
+
+def _gk_cluster(tmp_path, yaml_text, *extra):
+    """Start `gk-stream run FILE --cluster ray` on a local Ray instance in its own folder."""
+    pytest.importorskip("ray", reason="the 'cluster' extra: pip install '.[cluster]'")
+    (tmp_path / "c.yaml").write_text(yaml_text)
+    ray_dir = tempfile.mkdtemp(prefix="gkray", dir="/tmp")
+    env = {**os.environ, "RAY_TMPDIR": ray_dir, "GK_LIBCUDA": "/nonexistent/libcuda.so.1"}
+    with open(tmp_path / "err.txt", "w") as err:  # a file: the test reads it while the run goes on
+        proc = subprocess.Popen([sys.executable, "-m", "pygpukit_dsp.cli", "run", str(tmp_path / "c.yaml"),
+                                 "--cluster", "ray", *extra], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=err, text=True)
+    return proc, ray_dir
+
+
+def _finish(proc, ray_dir, timeout=RAY_TIMEOUT):
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"--cluster ray ran over {timeout} s:\n{out}")
+    finally:
+        leftover = _stop_instance(ray_dir)
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    assert leftover == [], "the run left processes of its Ray instance behind"
+    return out
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_fault_in_one_actor_is_exit_1_naming_the_pipeline_and_node(tmp_path):
+    text = TWO.format(a="tx", b="rx", link="iq", link2="iq")
+    i = text.rindex("channels: 1")
+    proc, ray_dir = _gk_cluster(tmp_path, text[:i] + "channels: 2" + text[i + len("channels: 1"):], "--quiet")
+    out = _finish(proc, ray_dir)
+    err = (tmp_path / "err.txt").read_text()
+    assert proc.returncode == 1, f"{out}\n{err}"
+    # the sender sends 2 channels, the receiver declares 1: its run fails, and the driver says where
+    assert "gk-stream: error: pipeline 'rx' (ray node " in err and "channels 2 != 1" in err
+    assert "Traceback" not in err and "ended by fault" in out
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_sigint_on_the_driver_drains_every_actor(tmp_path):
+    proc, ray_dir = _gk_cluster(tmp_path, LONG.format(a="tx", b="rx", link="iq", link2="iq"))
+    try:
+        deadline = time.monotonic() + RAY_TIMEOUT
+        while "[rx] on" not in (tmp_path / "err.txt").read_text() and time.monotonic() < deadline \
+                and proc.poll() is None:
+            time.sleep(0.2)
+        assert "[rx] on" in (tmp_path / "err.txt").read_text()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+    except BaseException:
+        proc.kill()
+        _finish(proc, ray_dir, timeout=60)
+        raise
+    out = _finish(proc, ray_dir, timeout=120)
+    err = (tmp_path / "err.txt").read_text()
+    assert proc.returncode == 130, f"{out}\n{err}"
+    assert out.count("ended by SIGINT") == 2 and "Traceback" not in err
