@@ -55,6 +55,14 @@ class _LiveLine:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.cluster:
+        from .cluster import cmd_run_cluster
+
+        return cmd_run_cluster(args)
+    if args.cluster_cpus is not None:
+        from .errors import ConfigError
+
+        raise ConfigError("--cluster-cpus applies to a run with --cluster", hint="add --cluster ray")
     from .pipeline import Pipeline
     from .session import Session
 
@@ -467,6 +475,16 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _positive_number(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+    return v
+
+
 def _device_arg(text: str) -> int | str:
     if text == "auto":
         return text
@@ -497,6 +515,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stats-json", "--json", dest="stats_json", metavar="PATH",
                      help="write the run summary as JSON (host figures, and the scheduler's under 'scheduler')")
     run.add_argument("--quiet", action="store_true", help="no live progress line")
+    run.add_argument("--cluster", metavar="ray|auto|ray://HOST:PORT",
+                     help="run each pipeline as a Ray actor (the 'cluster' extra): 'ray' starts a local Ray "
+                          "instance (or joins RAY_ADDRESS / one started with 'ray start'), 'auto' joins the running "
+                          "cluster, 'ray://HOST:PORT' connects through Ray Client; pipelines joined by "
+                          "cluster://NAME endpoints meet on the actors' node addresses (docs/scale-out.md)")
+    run.add_argument("--cluster-cpus", type=_positive_number, metavar="N",
+                     help="CPUs each pipeline's actor asks Ray for (default 0.5)")
     run.set_defaults(fn=cmd_run)
 
     val = sub.add_parser("validate", help="check a YAML file and print each pipeline's specs")

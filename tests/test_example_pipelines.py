@@ -24,7 +24,7 @@ def workdir(tmp_path):
 
 
 def test_the_examples_exist():
-    assert EXAMPLES == ["beamformer.yaml", "demo.yaml", "file_filter.yaml", "multi.yaml", "sdr_channelizer.yaml",
+    assert EXAMPLES == ["beamformer.yaml", "cluster.yaml", "demo.yaml", "file_filter.yaml", "multi.yaml", "sdr_channelizer.yaml",
                         "sdr_to_sigmf.yaml"]
     assert all((ROOT / "pipelines" / name).exists() for name in LIVE + NET)
 
@@ -41,6 +41,13 @@ def _check_outputs(workdir, name, summaries):
         y, fs_out = sf.read(workdir / "out" / "chirp_filtered.wav", dtype="float32")
         assert fs_out == fs_in and y.shape == x.shape  # every sample, last partial block included
         assert summary.samples_out == summary.samples_in == x.shape[0]
+    elif name == "cluster.yaml":  # file_filter.yaml split in two pipelines joined by cluster://audio
+        reader, filt = summaries
+        y, fs = sf.read(workdir / "out" / "chirp_filtered_cluster.wav", dtype="float32")
+        _run(workdir, "file_filter.yaml", summary.backend)
+        ref, fs_ref = sf.read(workdir / "out" / "chirp_filtered.wav", dtype="float32")
+        assert fs == fs_ref and reader.samples_in == filt.samples_out == ref.shape[0]
+        np.testing.assert_array_equal(y, ref)
     elif name == "sdr_channelizer.yaml":
         y = np.load(workdir / "out" / "channel_power.npy")
         assert y.shape == (16, 32768 // 16) and y.dtype == np.float32

@@ -9,11 +9,22 @@ endpoint. That is where placement (e.g. Ray actors whose endpoints become node a
 in: the YAML names a logical endpoint, and the address is known only when the stream starts.
 After opening, the component's ``endpoint_bound`` holds the address a bound socket really got
 (the port the OS picked for ``*``), to hand to its peers.
+
+One such scheme is registered here: ``cluster://NAME``, a logical link between pipelines. Run in
+one process (``gk-stream run FILE``, a ``Session``), every ``cluster://NAME`` resolves to the
+same ipc socket in a folder of this process (removed at exit), so the pipelines of one file meet;
+``gk-stream run FILE --cluster ray`` replaces it in each Ray actor by one that binds on the
+actor's node address and connects to the address the binding actor reported
+(:mod:`pygpukit_dsp.cluster`).
 """
 
 from __future__ import annotations
 
+import atexit
 import re
+import shutil
+import tempfile
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -70,6 +81,9 @@ def check(text: str, *, bind: bool) -> str:
         if not rest or rest.endswith("/"):
             raise ValueError(f"'{text}': an ipc endpoint needs a socket file path, e.g. 'ipc:///tmp/stream.ipc'")
         return text
+    if scheme == CLUSTER_SCHEME and scheme in _RESOLVERS:
+        link_name(text)
+        return text
     if scheme in _RESOLVERS:
         return text
     raise ValueError(f"'{text}': unknown scheme '{scheme}'; endpoints are {', '.join(s + '://' for s in schemes())}")
@@ -93,3 +107,41 @@ def resolve(text: str, *, bind: bool, base_dir: Path) -> str:
                              f"at most {IPC_PATH_MAX} (use a shorter path, e.g. under /tmp)")
         return f"ipc://{path}"
     return text
+
+
+# ----------------------------------------------------------------------------- cluster://NAME
+
+CLUSTER_SCHEME = "cluster"
+_LINK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_local_dir: Path | None = None
+_local_lock = threading.Lock()
+
+
+def link_name(text: str) -> str | None:
+    """NAME of a ``cluster://NAME`` endpoint (ValueError for a bad name); None for other schemes."""
+    if not isinstance(text, str) or not text.startswith(CLUSTER_SCHEME + "://"):
+        return None
+    name = text[len(CLUSTER_SCHEME) + 3:]
+    if not _LINK_NAME.match(name):
+        raise ValueError(f"'{text}': a cluster link is named with letters, digits, '_', '.' and '-' "
+                         "(at most 64), e.g. 'cluster://iq'")
+    return name
+
+
+def _local_cluster_dir() -> Path:
+    global _local_dir
+    with _local_lock:
+        if _local_dir is None:
+            _local_dir = Path(tempfile.mkdtemp(prefix="gkc", dir="/tmp" if Path("/tmp").is_dir() else None))
+            atexit.register(shutil.rmtree, _local_dir, True)
+        return _local_dir
+
+
+def local_cluster_resolver(text: str, bind: bool) -> str:
+    """``cluster://NAME`` in one process: an ipc socket in this process's folder (both sides alike)."""
+    name = link_name(text)
+    assert name is not None
+    return f"ipc://{_local_cluster_dir() / name}.ipc"
+
+
+_RESOLVERS[CLUSTER_SCHEME] = local_cluster_resolver
