@@ -262,6 +262,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.cadence is not None:
         return _bench_cadence(args, loaded)
     paced_only = [flag for flag, value in (("--block-size", args.block_size), ("--spin-us", args.spin_us),
+                                           ("--warm-us", args.warm_us),
                                            ("--no-prewarm", args.no_prewarm or None),
                                            ("--settings", args.settings or None)) if value is not None]
     if paced_only:
@@ -288,7 +289,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _bench_cadence(args: argparse.Namespace, loaded: list) -> int:
     """--cadence realtime: blocks released on a clock at the stream's period (bench/cadence.py)."""
-    from .bench.cadence import DEFAULT_SPIN_US, run_cadence
+    from .bench.cadence import DEFAULT_SPIN_US, DEFAULT_WARM_US, run_cadence
     from .errors import ConfigError
 
     given = [flag for flag, value in (("--mode", args.mode), ("--schedule", args.schedule), ("--plot", args.plot))
@@ -309,7 +310,8 @@ def _bench_cadence(args: argparse.Namespace, loaded: list) -> int:
     report = run_cadence(pipelines[0], backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
                          warmup=BENCH_WARMUP if args.warmup is None else args.warmup, compare=compare,
                          block_size=args.block_size, spin_us=DEFAULT_SPIN_US if args.spin_us is None else args.spin_us,
-                         prewarm=not args.no_prewarm, settings=args.settings, progress=None if args.quiet else say)
+                         prewarm=not args.no_prewarm, warm_us=DEFAULT_WARM_US if args.warm_us is None else args.warm_us,
+                         settings=args.settings, progress=None if args.quiet else say)
     print(report.markdown())
     if args.json:
         _write_json(args.json, report.to_dict())
@@ -514,6 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--cadence: run the pipeline with this block size (e.g. 64: W1 every 1.33 ms)")
     b.add_argument("--spin-us", type=_count, metavar="US",
                    help="--cadence: sleep until this long before each release, then spin (default 200)")
+    b.add_argument("--warm-us", type=_count, metavar="US",
+                   help="--cadence: come back to Python this long before each release (inside the spin "
+                        "window; default 100; 0: one native call)")
     b.add_argument("--no-prewarm", action="store_true",
                    help="--cadence: no prewarm of the project's slot at the start of the spin")
     b.add_argument("--settings", action="store_true",

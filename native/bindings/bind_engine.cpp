@@ -355,6 +355,20 @@ void bind_engine(py::module_& m) {
             "the GIL (sleep until spin_us before it, then spin; prewarm: touch the slot's pages, on the "
             "host and from the GPU, when the spin starts).")
         .def(
+            "wait_release",
+            [](gk::StreamEngine& e, int slot, uint64_t release_ns, int spin_us, bool prewarm, uint64_t return_at_ns) {
+                if (spin_us < 0) throw py::value_error("spin_us must be >= 0");
+                gk::ReleaseWait rw;
+                rw.release_ns = release_ns;
+                rw.spin_us = spin_us;
+                rw.prewarm = prewarm;
+                py::gil_scoped_release release;
+                e.wait_release(slot, rw, return_at_ns);
+            },
+            py::arg("slot"), py::arg("release_ns"), py::arg("spin_us"), py::arg("prewarm"), py::arg("return_at_ns"),
+            "The first half of a paced wait: sleep until spin_us before release_ns, prewarm the slot, spin "
+            "until return_at_ns, return (no GIL held meanwhile).")
+        .def(
             "try_wait",
             [](gk::StreamEngine& e, int slot) -> py::object {
                 int64_t n = 0;

@@ -841,7 +841,7 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final, v
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
-    if (release && release->release_ns) wait_release(s, *release);
+    if (release && release->release_ns) wait_release(s, *release, release->release_ns);
     const bool tracing = tracing_.load(std::memory_order_relaxed);
     BlockTrace t;
     if (tracing) t.call = now_ns();
@@ -879,13 +879,17 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final, v
     return n_out;
 }
 
-void StreamEngine::wait_release(int s, const ReleaseWait& r) {
+void StreamEngine::wait_release(int s, const ReleaseWait& r, uint64_t return_at_ns) {
+    if (s < 0 || s >= slots())
+        throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
+                                    std::to_string(slots() - 1) + ")");
     const uint64_t spin_ns = r.spin_us > 0 ? static_cast<uint64_t>(r.spin_us) * 1000ULL : 0;
+    const uint64_t until = std::min(return_at_ns, r.release_ns);
     const uint64_t now = now_ns();
-    if (now >= r.release_ns) return;  // late already: no prewarm, the block goes at once
+    if (now >= until) return;  // late already: no prewarm, the block goes at once
     if (r.release_ns - now > spin_ns) sleep_until_monotonic(r.release_ns - spin_ns);
-    if (r.prewarm) prewarm_slot(s, r.release_ns);
-    while (now_ns() < r.release_ns) cpu_relax();
+    if (r.prewarm) prewarm_slot(s, until);
+    while (now_ns() < until) cpu_relax();
 }
 
 void StreamEngine::prewarm_slot(int s, uint64_t until_ns) {

@@ -191,6 +191,11 @@ public:
     // slot's block is done; false while it runs. A realtime stream under a dispatcher runs one
     // polling turn of the dispatcher first (help). Errors as wait().
     bool try_wait(int slot, int64_t* n_out);
+    // The first half of a paced block's wait, for a caller that goes back to Python before the
+    // release (so that the interpreter's path is warm when the block is due): sleep until
+    // spin_us before release_ns, prewarm the slot (ReleaseWait::prewarm), then spin until
+    // return_at_ns (<= release_ns) and return. process() with the release then spins the rest.
+    void wait_release(int slot, const ReleaseWait& release, uint64_t return_at_ns);
     // Copies the slot's n_out valid output items into `dst`, channel rows of `row_items` items
     // (row_items >= n_out; n_out for a compact (channels, n_out) array).
     void copy_output(int slot, int64_t n_out, void* dst, int64_t row_items) const;
@@ -304,7 +309,6 @@ private:
     CUfunction io_touch_ = nullptr;           // prewarm (ReleaseWait::prewarm)
     CUevent prewarm_event_ = nullptr;         // created on the first prewarm
     // ReleaseWait: sleep / prewarm / spin up to the release (process()).
-    void wait_release(int slot, const ReleaseWait& release);
     void prewarm_slot(int slot, uint64_t until_ns);
     std::unique_ptr<PinnedBuffer> io_flag_;   // flag_wait: one mapped host word the push writes
     std::unique_ptr<DeviceBuffer> io_state_;  // flag_wait: {push CTAs arrived, flagged pushes}

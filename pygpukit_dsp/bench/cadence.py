@@ -10,8 +10,9 @@ previous block still running, the block itself).
 Every implementation is paced the same way in the same run: the project (the pipeline's engine)
 and each baseline (NumPy, CuPy eager, PyTorch eager, PyTorch + CUDA graph). Waiting for a release
 never holds the GIL: the project's engine waits inside its own call (``CudaEngine.process(...,
-release_ns=...)``: sleep until ``spin_us`` before the release, spin from there, ``prewarm`` at the
-start of the spin), a baseline in ``_native.wait_until`` (the same sleep-then-spin) before its
+release_ns=...)``: sleep until ``spin_us`` before the release, ``prewarm`` the slot, spin, come
+back to Python ``warm_us`` before the release and spin the rest in the block's own call), a
+baseline in ``_native.wait_until`` (the same sleep-then-spin, in the same two steps) before its
 call. The project also runs *back to back* (W1's own method) in the same run, for the ratio of
 paced to back-to-back latency.
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 CADENCES = ("realtime",)
 DEFAULT_SPIN_US = 200        # the spin window before a release (QoS.spin_us's default)
 DEFAULT_PREWARM = True
+DEFAULT_WARM_US = 100        # back to Python this long before the release (CudaEngine.process's warm_us)
 SEGMENT_BLOCKS = 250         # timed blocks per turn of an implementation
 SETTLE_BLOCKS = 10           # untimed paced blocks at the start of every turn
 POOL = 32                    # distinct input blocks, cycled
@@ -106,6 +108,7 @@ class CadenceReport:
     spin_us: int
     prewarm: bool
     machine: str
+    warm_us: int = 0
     rows: list[CadenceRow] = field(default_factory=list)
     settings: list[CadenceRow] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
@@ -144,7 +147,8 @@ class CadenceReport:
             f"{self.spec}; backend={self.backend}; {self.blocks} timed blocks per implementation after {self.warmup} "
             f"warm-up, in turns of {SEGMENT_BLOCKS} ({SETTLE_BLOCKS} untimed paced blocks first); deadline "
             f"{self.deadline_us:.0f} us; waits: sleep until {self.spin_us} us before the release, then spin"
-            f"{' (project: prewarm at the start of the spin)' if self.prewarm else ''}; {self.machine}",
+            f"{' (project: prewarm at the start of the spin)' if self.prewarm else ''}"
+            f"{f', back in Python {self.warm_us} us before the release' if self.warm_us else ''}; {self.machine}",
             "",
             "| implementation | p50 us | p90 us | p99 us | p99.9 us | max us | misses | overruns | CPU s / audio s | check |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
@@ -380,11 +384,15 @@ def with_block_size(pipeline: "Pipeline", block_size: int | None) -> "Pipeline":
     return p
 
 
-def _waiter(spin_us: int) -> Callable[[int | None], None]:
+def _waiter(spin_us: int, warm_us: int = 0) -> Callable[[int | None], None]:
+    """A baseline's wait: natively to ``warm_us`` before the release (sleep, then spin), back in
+    Python, natively again to the release: the same two steps as the project's."""
     from .. import _native
 
     def wait(release: int | None) -> None:
         if release is not None:
+            if warm_us > 0:
+                _native.wait_until(int(release) - warm_us * 1000, int(spin_us))
             _native.wait_until(int(release), int(spin_us))
     return wait
 
@@ -396,19 +404,21 @@ def _baseline_call(impl: Any, wait: Callable[[int | None], None]) -> Callable[[n
     return call
 
 
-def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool) -> Callable[[np.ndarray, int | None], Any]:
+def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
+                  warm_us: int = 0) -> Callable[[np.ndarray, int | None], Any]:
     if native:  # CudaEngine: the wait inside its own call
         def call(x: np.ndarray, release: int | None) -> Any:
             if release is None:
                 return engine.process(x)
-            return engine.process(x, release_ns=release, spin_us=spin_us, prewarm=prewarm)
+            return engine.process(x, release_ns=release, spin_us=spin_us, prewarm=prewarm, warm_us=warm_us)
         return call
-    return _baseline_call(engine, _waiter(spin_us))
+    return _baseline_call(engine, _waiter(spin_us, warm_us))
 
 
 def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int = 2000, warmup: int = 200,
                 compare: list[str] | None = None, block_size: int | None = None, spin_us: int = DEFAULT_SPIN_US,
-                prewarm: bool = DEFAULT_PREWARM, settings: bool = False, settings_blocks: int | None = None,
+                prewarm: bool = DEFAULT_PREWARM, warm_us: int = DEFAULT_WARM_US, settings: bool = False,
+                settings_blocks: int | None = None,
                 progress: Callable[[str], None] | None = None) -> CadenceReport:
     """Paced latency of the pipeline and the ``compare`` baselines (module doc); with
     ``settings``, also :func:`run_settings` (``settings_blocks`` each, default ``blocks // 2``)."""
@@ -427,6 +437,8 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
         raise ConfigError(f"blocks must be >= 1, got {blocks}")
     if spin_us < 0:
         raise ConfigError(f"--spin-us must be >= 0, got {spin_us}")
+    if not 0 <= warm_us <= spin_us:
+        warm_us = min(max(0, warm_us), spin_us)  # the Python round trip happens inside the spin window
     say = progress or (lambda _line: None)
     p = with_block_size(pipeline, block_size)
     chain = p.specs(_source_format(p))
@@ -438,13 +450,13 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
     report = CadenceReport(pipeline=p.name, spec=f"{spec.describe()} -> {chain.output.describe()}", backend=choice.name,
                            period_us=period_ns / 1e3, deadline_us=deadline_ns / 1e3, blocks=blocks, warmup=warmup,
                            spin_us=spin_us, prewarm=prewarm and choice.name == "cuda", machine=machine_description(),
-                           host=host_facts())
+                           host=host_facts(), warm_us=warm_us)
     engine = open_backend(p, chain, choice.name)
     native = choice.name == "cuda"
     opened: list[Any] = [engine]
     try:
         proj = _Impl(CadenceRow("project", f"pygpukit-dsp ({choice.name}), paced", "project"),
-                     _project_call(engine, spin_us, prewarm, native), traced=engine if native else None)
+                     _project_call(engine, spin_us, prewarm, native, warm_us), traced=engine if native else None)
         b2b = _Impl(CadenceRow("back_to_back", f"pygpukit-dsp ({choice.name}), back to back", "back_to_back"),
                     _project_call(engine, spin_us, prewarm, native), paced=False, traced=engine if native else None)
         impls = [proj, b2b]
@@ -463,7 +475,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             opened.append(base)
             res = ImplResult(name=name, kind="baseline")
             checked.append((res, base))
-            impls.append(_Impl(row, _baseline_call(base, _waiter(spin_us))))
+            impls.append(_Impl(row, _baseline_call(base, _waiter(spin_us, warm_us))))
         say(f"cadence: {p.name} every {period_ns / 1e3:.1f} us; checking outputs")
         _check_outputs(checked, inputs)
         for res, _ in checked[1:]:
@@ -513,30 +525,31 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
         rows.append(_Impl(CadenceRow(key, label, "setting", reason=note), call, setup=setup,
                           traced=engine if native else None))
 
-    d = DEFAULT_SPIN_US
+    d, w = DEFAULT_SPIN_US, DEFAULT_WARM_US
+    default = _project_call(engine, d, native, native, w)
     add("sleep_python", "Python time.sleep to the release, then process()", python_sleep,
         note="what a plain paced loop does")
     add("native_sleep", "native sleep to the release (spin 0)", _project_call(engine, 0, False, native))
     add("spin50", "spin 50 us before the release", _project_call(engine, 50, False, native))
-    add("spin200", f"spin {d} us before the release", _project_call(engine, d, False, native))
+    add("spin200", f"spin {d} us before the release, one native call", _project_call(engine, d, False, native))
     if native:
-        add("spin200_prewarm", f"spin {d} us + prewarm (default)", _project_call(engine, d, True, native))
-    add("pinned", f"default + caller pinned to CPU {pin_cpu}", _project_call(engine, d, native, native),
-        setup=lambda: pinned(pin_cpu))
+        add("spin200_prewarm", f"spin {d} us + prewarm, one native call", _project_call(engine, d, True, native))
+    add("spin200_warm", f"spin {d} us{' + prewarm' if native else ''}, back in Python {w} us before (default)",
+        default, note="the default")
+    add("pinned", f"default + caller pinned to CPU {pin_cpu}", default, setup=lambda: pinned(pin_cpu))
     if sched_fifo_allowed():
-        add("fifo", "default + SCHED_FIFO (priority 10)", _project_call(engine, d, native, native), setup=fifo)
+        add("fifo", "default + SCHED_FIFO (priority 10)", default, setup=fifo)
     else:
         rows.append(_Impl(CadenceRow("fifo", "default + SCHED_FIFO", "setting", status="skipped",
                                      reason="this process may not use SCHED_FIFO (EPERM)"), lambda x, r: None))
     why = mlockall()
     if why is None:
         ctypes.CDLL(None).munlockall()
-        add("mlockall", "default + mlockall (current and future pages)", _project_call(engine, d, native, native),
-            setup=locked)
+        add("mlockall", "default + mlockall (current and future pages)", default, setup=locked)
     else:
         rows.append(_Impl(CadenceRow("mlockall", "default + mlockall", "setting", status="skipped",
                                      reason=f"mlockall failed: {why}"), lambda x, r: None))
-    add("spin_period", "spin the whole period (one busy core)", _project_call(engine, period_us, native, native))
+    add("spin_period", "spin the whole period (one busy core)", _project_call(engine, period_us, native, native, w))
     if native:
         from ..backends.cuda_engine import CudaEngine
 
@@ -548,7 +561,7 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
         def nospin_call(x: np.ndarray, release: int | None) -> Any:
             if release is None:
                 return nospin.process(x)
-            return nospin.process(x, release_ns=release, spin_us=d, prewarm=True)
+            return nospin.process(x, release_ns=release, spin_us=d, prewarm=True, warm_us=w)
         rows.append(_Impl(CadenceRow("completion_no_spin", "default, completion wait without spin (blocks at once)",
                                      "setting"), nospin_call, traced=nospin))
     try:

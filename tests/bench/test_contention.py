@@ -285,7 +285,14 @@ class _FakeEngine:
 
     _processed = 0
 
-    def process(self, x):
+    released = 0  # blocks handed over with a release time (issue 13's native wait)
+
+    def process(self, x, *, release_ns=None, spin_us=0, prewarm=False, warm_us=0):
+        if release_ns is not None:  # as CudaEngine: wait for the release inside the call
+            from pygpukit_dsp import _native
+
+            _native.wait_until(int(release_ns), int(spin_us))
+            self.released += 1
         t = time.perf_counter_ns()
         y = self.cpu.process(x)
         self._processed += 1
@@ -393,6 +400,19 @@ def test_run_w3_orchestrates_the_project_runs(tmp_path, fake_gpu):
     # ... and lists the blocks over W1's deadline (none here), with the deadline it used
     assert solo.extra["w1_breakdown"].deadline_us == load.extra["w1_breakdown"].deadline_us == 1000.0
     assert rep.markdown().count("Blocks over the 1000 us deadline: 0") == 2
+
+
+def test_w1_waits_for_its_release_inside_its_call_by_default(tmp_path, fake_gpu):
+    # issue 13: W1's blocks are handed over before their release and wait natively (latency from
+    # the release); wait=None keeps the earlier method (a Python wait, latency from the hand-over)
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, segments: 1}\n"))
+    rep = run_w3(bench, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False)
+    w1 = fake_gpu[1]  # the interleaved run's W1 engine
+    assert w1.released == 2 + 2 * SETTLE_BLOCKS + 2 * 8
+    assert rep.settings["release_wait"] == {"spin_us": 200, "prewarm": True, "warm_us": 100}
+    fake_gpu.clear()
+    rep = run_w3(bench, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False, wait=None)
+    assert fake_gpu[1].released == 0 and rep.settings["release_wait"] is None
 
 
 @pytest.mark.parametrize("blocks,segments,parts", [(12, 3, [4, 4, 4]), (10, 3, [4, 3, 3]), (2, 5, [1, 1])])
