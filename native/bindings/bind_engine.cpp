@@ -186,6 +186,31 @@ void bind_engine(py::module_& m) {
         py::arg("t_ns"), py::arg("spin_us") = 0,
         "Sleep (without the GIL) until spin_us before t_ns (CLOCK_MONOTONIC ns), then spin up to it; the "
         "thread's timer slack is set to 1 ns the first time.");
+    py::class_<gk::StallProbe>(m, "StallProbe",
+                               "A thread that only reads the clock and records the gaps (time it did not run) "
+                               "longer than threshold_us: host stalls beside a benchmark.")
+        .def(py::init([](double threshold_us, int cpu) {
+                 if (!(threshold_us > 0)) throw py::value_error("threshold_us must be > 0");
+                 return std::make_unique<gk::StallProbe>(static_cast<uint64_t>(threshold_us * 1000.0), cpu);
+             }),
+             py::arg("threshold_us") = 50.0, py::arg("cpu") = -1)
+        .def("start", &gk::StallProbe::start)
+        .def(
+            "stop",
+            [](gk::StallProbe& p) {
+                std::vector<std::pair<uint64_t, uint64_t>> gaps;
+                {
+                    py::gil_scoped_release release;
+                    gaps = p.stop();
+                }
+                py::array_t<uint64_t> starts(static_cast<py::ssize_t>(gaps.size())), lengths(static_cast<py::ssize_t>(gaps.size()));
+                for (size_t i = 0; i < gaps.size(); ++i) {
+                    starts.mutable_data()[i] = gaps[i].first;
+                    lengths.mutable_data()[i] = gaps[i].second;
+                }
+                return py::make_tuple(starts, lengths);
+            },
+            "Stop; (starts, lengths) of the gaps in ns (CLOCK_MONOTONIC).");
     m.def(
         "run_paced",
         [](py::list engines, std::vector<uint64_t> periods_ns, std::vector<uint64_t> phases_ns, py::list inputs,

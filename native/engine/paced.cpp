@@ -11,6 +11,11 @@
 
 #include "stream_engine.h"
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 namespace gk {
 namespace {
 
@@ -127,6 +132,40 @@ PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s,
     for (const std::exception_ptr& e : errors)
         if (e) std::rethrow_exception(e);
     return run;
+}
+
+StallProbe::StallProbe(uint64_t threshold_ns, int cpu) : threshold_ns_(threshold_ns), cpu_(cpu) {}
+
+StallProbe::~StallProbe() {
+    if (running_.load()) stop();
+}
+
+void StallProbe::start() {
+    if (running_.exchange(true)) throw std::invalid_argument("the stall probe is already running");
+    gaps_.clear();
+    gaps_.reserve(1 << 16);
+    thread_ = std::thread([this] {
+#if defined(__linux__)
+        if (cpu_ >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu_, &set);
+            pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        }
+#endif
+        uint64_t last = monotonic_ns();
+        while (running_.load(std::memory_order_relaxed)) {
+            const uint64_t now = monotonic_ns();
+            if (now - last > threshold_ns_ && gaps_.size() < (1u << 20)) gaps_.emplace_back(last, now - last);
+            last = now;
+        }
+    });
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> StallProbe::stop() {
+    running_.store(false);
+    if (thread_.joinable()) thread_.join();
+    return gaps_;
 }
 
 }  // namespace gk

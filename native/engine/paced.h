@@ -9,7 +9,10 @@
 // the next release, then spins (wait_until_ns). No Python runs during the run.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace gk {
@@ -39,5 +42,27 @@ struct PacedRun {
 // driver thread stops sleeping. Throws the first error of any stream (DeviceError etc.).
 PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s, double seconds, int threads,
                    int spin_us);
+
+// A thread that does nothing but read the clock and records every gap between two reads longer
+// than threshold_ns (time it did not run: the host took its CPU). Run beside a benchmark, it tells
+// a host stall (the probe stalled at the same time as a late block) from a late block that the
+// process itself made (benchmarks W3; benchmarks/host_jitter.py measures the same alone).
+class StallProbe {
+public:
+    StallProbe(uint64_t threshold_ns, int cpu);  // cpu < 0: not pinned
+    ~StallProbe();
+    StallProbe(const StallProbe&) = delete;
+    StallProbe& operator=(const StallProbe&) = delete;
+    void start();
+    // Stops the thread; returns (start of the gap, its length) in ns, CLOCK_MONOTONIC.
+    std::vector<std::pair<uint64_t, uint64_t>> stop();
+
+private:
+    uint64_t threshold_ns_;
+    int cpu_;
+    std::vector<std::pair<uint64_t, uint64_t>> gaps_;
+    std::atomic<bool> running_{false};
+    std::thread thread_;
+};
 
 }  // namespace gk

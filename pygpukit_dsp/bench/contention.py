@@ -76,6 +76,8 @@ W2_WARM_S = 0.3             # W2 runs this long before its solo window opens
 SPIN_NS = 150_000           # the host sleeps until this close to an arrival, then spins
 SETTLE_BLOCKS = 20          # untimed W1 blocks after W2 is switched on or off
 PUMP_START_TIMEOUT_S = 120.0
+PROBE_THRESHOLD_US = 50.0   # the stall probe records its gaps from this long (miss_causes)
+HOST_STALL_US = 100.0       # a probe gap this long during a late block: the host stalled (not the process)
 
 Progress = Callable[[str], None]
 
@@ -339,6 +341,20 @@ class ContentionReport:
         for t in self.targets():
             verdict = "not measured" if t.met is None else ("**met**" if t.met else "**not met**")
             lines.append(f"- {t.name}: {verdict} ({t.detail})")
+        causes = [(r, r.extra.get("miss_causes")) for r in self.rows if r.status == "ok" and r.extra.get("miss_causes")]
+        if causes:
+            lines += ["", f"W1's misses by cause (a stall probe, a thread on another CPU that only reads the clock, ran "
+                          f"beside pygpukit-dsp's W1; a miss during which it stopped >= {HOST_STALL_US:g} us is the "
+                          "host's, the others the process's):"]
+            for r, c in causes:
+                lines.append(f"- {r.label}: {c['misses']} misses: {c['host_stall']} host stalls, {c['process']} the "
+                             f"process's" + (f" (probe gaps >= {HOST_STALL_US:g} us in the run: {c.get('probe_gaps', 0)})"
+                                             if "probe_gaps" in c else " (no probe)"))
+            load = self.row("project_load")
+            lc = load.extra.get("miss_causes") if load is not None else None
+            if lc is not None:
+                lines.append(f"- issue 13: zero W1 misses under load that the process can be blamed for: "
+                             f"{'**met**' if lc['process'] == 0 else '**not met**'} ({lc['process']} of {lc['misses']})")
         lines += ["", "Outputs: " + ("all checks passed" if self.checks_passed else "**CHECK FAILED**")]
         for c in self.checks:
             err = f"rel err {c.max_rel_err:.1e}" if c.max_rel_err is not None else c.reason
@@ -663,6 +679,7 @@ class _ProjectRun:
                         lambda x, r: feed.at(x, r, wait.spin_us, wait.prewarm, wait.warm_us))  # noqa: E731
                     _paced_w1(feed, w1_inputs, warmup=warmup, blocks=0, period_ns=self.period_ns, release_call=at)
                     out = _Interleaved(w2_outputs=w2_outputs)
+                    probe = _start_probe()
                     for seg, n in enumerate(_split(blocks, segments)):
                         for loaded in ((False, True) if seg % 2 == 0 else (True, False)):
                             pump = _start_pump(_resident_pump(w2)) if loaded else None
@@ -681,6 +698,7 @@ class _ProjectRun:
                             if pump is not None:
                                 out.w2_done += pump.count(run.t_start, run.t_end)
                                 out.w2_seconds += (run.t_end - run.t_start) / 1e9
+                    out.stalls = _stop_probe(probe)
                     out.w1_blocks, out.w1_last = feed.count, list(feed.last)
                     out.extra = {"scheduler_w1": sched.stream_stats(sid1), "scheduler_w2": sched.stream_stats(sid2),
                                  "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns,
@@ -765,6 +783,7 @@ class _Timed:
 
 @dataclass
 class _Interleaved:
+    stalls: tuple[np.ndarray, np.ndarray] | None = None  # the stall probe's (starts, lengths), ns
     solo: _Timed = field(default_factory=_Timed)
     load: _Timed = field(default_factory=_Timed)
     w2_outputs: list[np.ndarray] = field(default_factory=list)
@@ -774,6 +793,51 @@ class _Interleaved:
     w1_blocks: int = 0           # W1 blocks from reset to the end of the run
     w1_last: list[np.ndarray] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _start_probe() -> Any:
+    """A native thread that only reads the clock, recording its gaps >= PROBE_THRESHOLD_US (the
+    host took its CPU) while W1 runs; None where the native module has no probe."""
+    try:
+        from .. import _native
+
+        probe = _native.StallProbe(PROBE_THRESHOLD_US)
+        probe.start()
+        return probe
+    except (ImportError, AttributeError):
+        return None
+
+
+def _stop_probe(probe: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    if probe is None:
+        return None
+    starts, lengths = probe.stop()
+    return np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+
+
+def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+    """Each W1 block over the deadline: a *host stall* when the stall probe (a thread on another
+    CPU that only reads the clock) stopped for >= HOST_STALL_US while the block ran (the whole
+    guest or its CPUs were held: nothing in the process can fix that), else the *process*'s."""
+    out: dict[str, Any] = {"misses": len(bd.over), "host_stall": 0, "process": 0, "blocks": []}
+    if stalls is None:
+        out["probe"] = "none"
+        return out
+    g0, glen = stalls
+    big = glen >= HOST_STALL_US * 1000
+    g0, g1 = g0[big], g0[big] + glen[big]
+    starts = np.concatenate([r.starts for r in timed.runs])
+    ends = np.concatenate([r.ends for r in timed.runs])
+    out["probe_gaps"] = int(big.sum())
+    for o in bd.over:
+        a, b = int(starts[o.index]), int(ends[o.index])
+        hit = (g0 < b) & (g1 > a)
+        stalled = int(glen[big][hit].max()) / 1e3 if hit.any() else 0.0
+        cause = "host_stall" if hit.any() else "process"
+        out[cause] += 1
+        out["blocks"].append({"index": o.index, "total_us": o.total_us, "largest": o.largest,
+                              "cause": cause, "probe_stall_us": stalled})
+    return out
 
 
 def _resident_pump(engine: Any) -> PumpBody:
@@ -877,6 +941,11 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     load.w1 = LatencyFigures.from_ns(run.load.lat_ns, deadline_ns, run.load.overruns)
     solo.extra["w1_breakdown"] = run.solo.breakdown(deadline_ns)
     load.extra = {**run.extra, "w1_breakdown": run.load.breakdown(deadline_ns)}
+    solo.extra["miss_causes"] = miss_causes(run.solo, solo.extra["w1_breakdown"], run.stalls)
+    load.extra["miss_causes"] = miss_causes(run.load, load.extra["w1_breakdown"], run.stalls)
+    if run.stalls is not None:
+        solo.extra["probe_gaps_over_100us"] = int((run.stalls[1] >= HOST_STALL_US * 1000).sum())
+        solo.extra["probe_max_gap_us"] = float(run.stalls[1].max()) / 1e3 if run.stalls[1].size else 0.0
     load.w2_samples_per_s = run.w2_samples_per_s
     say(f"w3:   alone: {_w1_line(solo.w1)}")
     say(f"w3:   loaded: {_w1_line(load.w1)}; {w2p.name} {load.w2_samples_per_s / 1e9:.1f} Gsamples/s")
