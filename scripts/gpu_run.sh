@@ -155,7 +155,9 @@ for k, v in cap.items():
 w3 = d.get("w3", {})
 for r in w3.get("rows", []):
     if r.get("w1"):
-        print(f"w3 {r['key']}: W1 p99 {r['w1']['p99']:.1f} us, misses {r['w1']['misses']} of {r['w1']['blocks']}")
+        c = r.get("extra", {}).get("miss_causes") or {}
+        why = f" ({c.get('host_stall')} host stalls, {c.get('process')} the process's)" if c else ""
+        print(f"w3 {r['key']}: W1 p99 {r['w1']['p99']:.1f} us, misses {r['w1']['misses']} of {r['w1']['blocks']}{why}")
 if d.get("skipped"):
     print("left out: " + "; ".join(f"{k} ({v})" for k, v in d["skipped"].items()))
 PY
