@@ -207,23 +207,38 @@ def _figures(point: CapacityPoint, lat_ns: np.ndarray, deadlines_ms: tuple[float
     point.misses = {_key(d): int((us > d * 1e3).sum()) for d in deadlines_ms}
 
 
+PREDICT_REGISTER_MAX = 2000   # register at most this many streams in the scratch scheduler (each holds a
+                              # ~270 KB latency histogram); beyond it the documented rule is applied
+
+
 def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list[float], how: str,
-            limit: int = 100_000) -> Prediction:
-    """Streams of this cost and period a fresh scheduler admits at each deadline (its defaults)."""
+            u_max: float = 0.9, margin_ns: int = 50_000) -> Prediction:
+    """Streams of this cost and period a fresh scheduler admits at each deadline (its defaults).
+
+    The documented admission rule (docs/scheduler.md: n C / P <= U_max and n C + margin <= the
+    shortest deadline) gives the count; when it is at most PREDICT_REGISTER_MAX the scheduler itself
+    confirms it (streams registered until it refuses, its answer kept)."""
     from pygpukit_dsp_core import AdmissionRefused, Scheduler
 
     pred = Prediction(cost_us=cost_ns / 1e3, how=how)
+    c = max(1, int(cost_ns))
     for d in deadlines_ms:
-        sched = Scheduler()
+        deadline_ns = int(d * 1e6)
+        rule = max(0, min(int(u_max * period_ns // c), int((deadline_ns - margin_ns) // c)))
+        if rule > PREDICT_REGISTER_MAX:
+            pred.streams[_key(d)] = rule
+            pred.reason[_key(d)] = "the documented rule (not registered: too many streams)"
+            continue
+        sched = Scheduler(u_max=u_max, safety_margin_ns=margin_ns)
         n = 0
         try:
-            while n < limit:
-                sched.register_stream(f"s{n}", "realtime", period_ns=period_ns, deadline_ns=int(d * 1e6),
-                                      cost_ns=max(1, int(cost_ns)))
+            while n <= PREDICT_REGISTER_MAX:
+                sched.register_stream(f"s{n}", "realtime", period_ns=period_ns, deadline_ns=deadline_ns, cost_ns=c)
                 n += 1
         except AdmissionRefused as exc:
             pred.reason[_key(d)] = f"{exc.reason}"
         pred.streams[_key(d)] = n
+        del sched
     return pred
 
 
