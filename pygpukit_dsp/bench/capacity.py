@@ -277,9 +277,9 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
         for n in candidates:
             pt = confirmed.get(n)
             if pt is None:
-                if not fits(confirm_s):
+                if not fits(confirm_s):  # and no later one would: time only runs out
                     points.append(CapacityPoint(impl, n, confirm_s, "confirm", status="skipped", reason="time budget"))
-                    break
+                    return
                 pt = run_one(n, confirm_s, "confirm")
                 points.append(pt)
                 confirmed[n] = pt
