@@ -302,6 +302,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.period_ms is not None:
         raise ConfigError("--period-ms applies to contention bench files only (e.g. benchmarks/w3.yaml)",
                           hint="a latency bench hands each block over as soon as the previous one is done")
+    if args.cadence is not None:
+        return _bench_cadence(args, loaded)
+    paced_only = [flag for flag, value in (("--block-size", args.block_size), ("--spin-us", args.spin_us),
+                                           ("--warm-us", args.warm_us),
+                                           ("--no-prewarm", args.no_prewarm or None),
+                                           ("--settings", args.settings or None)) if value is not None]
+    if paced_only:
+        raise ConfigError(f"{paced_only[0]} applies to a paced bench only", hint="add --cadence realtime")
     if args.schedule and args.mode not in (None, "latency"):
         raise ConfigError(f"--schedule applies to the latency mode, not --mode {args.mode}",
                           hint="throughput modes time each implementation on its own")
@@ -322,6 +330,39 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_cadence(args: argparse.Namespace, loaded: list) -> int:
+    """--cadence realtime: blocks released on a clock at the stream's period (bench/cadence.py)."""
+    from .bench.cadence import DEFAULT_SPIN_US, DEFAULT_WARM_US, run_cadence
+    from .errors import ConfigError
+
+    given = [flag for flag, value in (("--mode", args.mode), ("--schedule", args.schedule), ("--plot", args.plot))
+             if value is not None]
+    if given:
+        raise ConfigError(f"{given[0]} does not apply to a paced bench (--cadence)",
+                          hint="a paced bench times every implementation at the stream's period, latency from "
+                               "each block's release; see docs/benchmarks.md, Paced W1")
+    pipelines = _select(loaded, args.pipeline)
+    if len(pipelines) != 1:
+        raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; bench takes one",
+                          hint="pick one with --pipeline NAME")
+    compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else []
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    report = run_cadence(pipelines[0], backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
+                         warmup=BENCH_WARMUP if args.warmup is None else args.warmup, compare=compare,
+                         block_size=args.block_size, spin_us=DEFAULT_SPIN_US if args.spin_us is None else args.spin_us,
+                         prewarm=not args.no_prewarm, warm_us=DEFAULT_WARM_US if args.warm_us is None else args.warm_us,
+                         settings=args.settings, progress=None if args.quiet else say)
+    print(report.markdown())
+    if args.json:
+        _write_json(args.json, report.to_dict())
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown() + "\n")
+    return 0
+
+
 def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
     """--soak: one pipeline at its sample clock for MINUTES, memory sampled (bench/soak.py)."""
     from .bench.soak import format_sample, run_soak
@@ -330,7 +371,9 @@ def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
     given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
                                       ("--schedule", args.schedule), ("--blocks", args.blocks),
                                       ("--warmup", args.warmup), ("--plot", args.plot),
-                                      ("--period-ms", args.period_ms)) if value is not None]
+                                      ("--period-ms", args.period_ms), ("--cadence", args.cadence),
+                                      ("--block-size", args.block_size), ("--spin-us", args.spin_us),
+                                      ("--settings", args.settings or None)) if value is not None]
     if given:
         raise ConfigError(f"{given[0]} does not apply to a soak",
                           hint="a soak runs the pipeline alone at its sample clock for --soak MINUTES; "
@@ -392,7 +435,8 @@ def _bench_contention(args: argparse.Namespace, bench: Any) -> int:
 
     given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
                                       ("--pipeline", args.pipeline), ("--plot", args.plot),
-                                      ("--schedule", args.schedule)) if value]
+                                      ("--schedule", args.schedule), ("--cadence", args.cadence),
+                                      ("--block-size", args.block_size), ("--settings", args.settings)) if value]
     if given:
         raise ConfigError(f"{given[0]} does not apply to a contention bench file ({args.file})",
                           hint="it runs both of its pipelines and its own PyTorch baseline; "
@@ -556,6 +600,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--period-ms", type=_milliseconds, metavar="MS",
                    help="contention files (W3): the realtime pipeline's arrival period "
                         "(default: the file's period_ms, else its block period)")
+    b.add_argument("--cadence", choices=["realtime"],
+                   help="realtime: release each block on a clock at the stream's period and time it from its "
+                        "release, every implementation paced the same way (and the project back to back)")
+    b.add_argument("--block-size", type=_positive_int, metavar="N",
+                   help="--cadence: run the pipeline with this block size (e.g. 64: W1 every 1.33 ms)")
+    b.add_argument("--spin-us", type=_count, metavar="US",
+                   help="--cadence: sleep until this long before each release, then spin (default 200)")
+    b.add_argument("--warm-us", type=_count, metavar="US",
+                   help="--cadence: come back to Python this long before each release (inside the spin "
+                        "window; default 100; 0: one native call)")
+    b.add_argument("--no-prewarm", action="store_true",
+                   help="--cadence: no prewarm of the project's slot at the start of the spin")
+    b.add_argument("--settings", action="store_true",
+                   help="--cadence: also compare host settings (sleep, spin windows, prewarm, a pinned core, "
+                        "SCHED_FIFO, mlockall, spinning the whole period) on the project alone")
     b.add_argument("--pipeline", metavar="NAME")
     b.add_argument("--soak", type=float, metavar="MINUTES",
                    help="soak: run the pipeline at its sample clock for MINUTES and sample RSS (and GPU "

@@ -8,6 +8,8 @@ from pydantic import Field, model_validator
 
 from .stages.base import StageParams
 
+DEFAULT_REALTIME_SPIN_US = 200  # the paced wait's spin window of a realtime stream (bench/cadence.py's default)
+
 
 class QoS(StageParams):
     """``class``: realtime | throughput | best_effort.
@@ -18,6 +20,13 @@ class QoS(StageParams):
     * best_effort: whatever is left.
 
     Every class reports deadline misses against ``deadline_ms`` (or the block period).
+
+    ``spin_us``: a stream whose source is paced by a clock (``rate: realtime``) sleeps until this
+    long before each block is due and spins from there (natively, without the GIL), instead of
+    sleeping to the due time: the thread is running, not waking, when the block arrives. Default:
+    200 us for realtime streams (about 4% of one core at 5.33 ms blocks: sensible on a laptop),
+    0 (sleep) for the others; a value of one block period or more spins through every period
+    (one busy core per stream). docs/benchmarks.md, "Paced W1", measures the choices.
     """
 
     class_: Literal["realtime", "throughput", "best_effort"] = Field(
@@ -25,6 +34,9 @@ class QoS(StageParams):
     deadline_ms: float | None = Field(None, gt=0, description="per-block deadline (default: block period)")
     min_rate: float | None = Field(None, gt=0, description="throughput: minimum samples/s")
     cost_us: float | None = Field(None, gt=0, description="declared GPU cost of one block (else measured)")
+    spin_us: int | None = Field(None, ge=0, le=1_000_000,
+                                description="paced sources: spin this long before each block is due instead "
+                                "of sleeping (default: 200 for realtime, 0 otherwise)")
 
     model_config = {**StageParams.model_config, "populate_by_name": True}
 
@@ -37,6 +49,12 @@ class QoS(StageParams):
     @property
     def cls(self) -> str:
         return self.class_
+
+    def spin_window_us(self) -> int:
+        """``spin_us``, or its default for the class (200 us realtime, 0 otherwise)."""
+        if self.spin_us is not None:
+            return int(self.spin_us)
+        return DEFAULT_REALTIME_SPIN_US if self.class_ == "realtime" else 0
 
     def deadline_s(self, block_period_s: float) -> float:
         return self.deadline_ms / 1e3 if self.deadline_ms else block_period_s

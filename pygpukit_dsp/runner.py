@@ -244,6 +244,10 @@ class StreamRunner:
                 pair(self.source)
             fmt = self.source.open(StreamFormat(pipeline.sample_rate, pipeline.channels, pipeline.dtype))
             self.source_format = fmt
+            from .io._common import set_pacer_spin
+
+            # a clock-paced source: spin the last qos.spin_us before each block instead of sleeping
+            set_pacer_spin(self.source, pipeline.qos.spin_window_us())
             self.chain = pipeline.specs(fmt)
             if self.sink is not None:
                 self.sink.open(self.chain.output)

@@ -17,6 +17,15 @@
 #   MULTI_GPU_ARGS="--streams 16 --seconds 30" adds arguments to benchmarks/multi_gpu.py
 #   SECTIONS="first-block gpu-tests" bash scripts/gpu_run.sh   # W1/W2 first block cold/warm in fresh processes;
 #       with .wheels-before/ (BEFORE_REF=main scripts/build_wheels.sh) that build is measured as "before"
+#   SECTIONS=cadence bash scripts/gpu_run.sh    # issue 13 in one call (~8 min on one H100): the GPU tests of
+#       the ops' new units and paced blocks (pytest_cadence.log), then benchmarks/cadence.py within what is
+#       left of CADENCE_TOTAL_S (default 470 s): W1 paced at 256 and 64 samples with every baseline paced the
+#       same way and back to back, the host settings compared, the capacity sweep of pygpukit-dsp and
+#       PyTorch + graph (coarse, then 30 s confirmations near the knee), W3 and host_jitter if time is left.
+#       Writes cadence.md, cadence.json, capacity.png (+ run.log, pytest_cadence.log: 5 files). Knobs:
+#       CADENCE_TOTAL_S, CADENCE_PARTS (w1,w1_64,settings,capacity,w3), CADENCE_BLOCKS (1000), SETTINGS_BLOCKS
+#       (400), CAPACITY_COARSE_S (2), CAPACITY_CONFIRM_S (30), CAPACITY_LADDER, CAPACITY_TORCH_LADDER,
+#       W3_BLOCKS (3000, fewer when the budget is short), CADENCE_TESTS=0 (no tests)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out/gpu}"
@@ -128,6 +137,53 @@ if has multi-gpu; then
     summary+=("multi-GPU: rc=$?")
     [[ -f "$OUT/multi_gpu.md" ]] && while IFS= read -r line; do summary+=("  $line"); done \
         < <(grep -E '^aggregate |^\* ONE GPU' "$OUT/multi_gpu.md")
+fi
+if has cadence; then
+    # issue 13: paced W1, host settings, capacity, W3 (benchmarks/cadence.py; docs/benchmarks.md)
+    section "cadence"
+    cadence_t0=$(date +%s)
+    if [[ "${CADENCE_TESTS:-1}" == "1" ]]; then
+        # the split tests of the ops that gained units, the realtime-beside-heavy-stream test, and the
+        # ops' own tests (their whole-block kernels changed too)
+        timeout "${CADENCE_TESTS_TIMEOUT:-200}" $PYTEST -m gpu tests/backends/test_op_units.py \
+            tests/backends/test_cuda_chunked.py tests/backends/test_cuda_sos.py tests/backends/test_cuda_resample.py \
+            tests/backends/test_cuda_channelizer.py tests/backends/test_cuda_fir_mix.py tests/backends/test_cuda_delay.py \
+            tests/backends/test_cuda_gain.py tests/backends/test_cuda_kernel.py \
+            -k "not test_cuda_chunked or gain or delay or sos or resample or channelizer or custom_kernel or fir_mix" \
+            > "$OUT/pytest_cadence.log" 2>&1
+        summary+=("pytest cadence (units): $(tail -1 "$OUT/pytest_cadence.log")")
+    fi
+    left=$(( ${CADENCE_TOTAL_S:-470} - ($(date +%s) - cadence_t0) ))
+    (( left < 60 )) && left=60
+    CADENCE_BUDGET_S="${CADENCE_BUDGET_S:-$left}" python3 benchmarks/cadence.py --out "$OUT" >> "$LOG" 2>&1
+    summary+=("cadence: rc=$? in $(( $(date +%s) - cadence_t0 )) s (budget ${CADENCE_BUDGET_S:-$left} s)")
+    if [[ -f "$OUT/cadence.json" ]]; then
+        while IFS= read -r line; do summary+=("  $line"); done < <(python3 - "$OUT/cadence.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def fig(part, key):
+    r = next((r for r in d.get(part, {}).get("rows", []) if r["key"] == key and r.get("figures")), None)
+    return f"{r['figures']['p50']:.1f} / {r['figures']['p99']:.1f} us" if r else "-"
+for part in ("w1", "w1_64"):
+    if part in d and "rows" in d[part]:
+        print(f"{part}: paced {fig(part, 'project')}, back to back {fig(part, 'back_to_back')}, "
+              f"torch-graph paced {fig(part, 'torch-graph')}; ratios " +
+              ", ".join(f"{k} {v:.2f}" for k, v in d[part]["ratios"].items()))
+cap = d.get("capacity", {}).get("headline", {})
+for k, v in cap.items():
+    print(f"capacity @ {k} ms: pygpukit-dsp {v.get('pygpukit-dsp')} (coarse {v.get('pygpukit-dsp_coarse')}), "
+          f"torch-graph {v.get('torch-graph')} (coarse {v.get('torch-graph_coarse')}), ratio {v.get('ratio')}")
+w3 = d.get("w3", {})
+for r in w3.get("rows", []):
+    if r.get("w1"):
+        c = r.get("extra", {}).get("miss_causes") or {}
+        why = f" ({c.get('host_stall')} host stalls, {c.get('process')} the process's)" if c else ""
+        print(f"w3 {r['key']}: W1 p99 {r['w1']['p99']:.1f} us, misses {r['w1']['misses']} of {r['w1']['blocks']}{why}")
+if d.get("skipped"):
+    print("left out: " + "; ".join(f"{k} ({v})" for k, v in d["skipped"].items()))
+PY
+)
+    fi
 fi
 if has profile; then
     section "profile W1"

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "../engine/dispatcher.h"
+#include "../engine/paced.h"
 #include "../engine/stream_engine.h"
 #include "bindings.h"
 #include "gk/device.h"
@@ -174,6 +175,95 @@ void bind_engine(py::module_& m) {
     using EnginePtr = std::shared_ptr<gk::StreamEngine>;
 
     m.def("registered_ops", &gk::registered_ops, "Op kinds this build implements on CUDA (sorted).");
+    m.def("monotonic_ns", &gk::monotonic_ns, "CLOCK_MONOTONIC ns (the clock of time.perf_counter_ns).");
+    m.def(
+        "wait_until",
+        [](uint64_t t_ns, int spin_us) {
+            if (spin_us < 0) throw py::value_error("spin_us must be >= 0");
+            py::gil_scoped_release release;
+            gk::wait_until_ns(t_ns, spin_us);
+        },
+        py::arg("t_ns"), py::arg("spin_us") = 0,
+        "Sleep (without the GIL) until spin_us before t_ns (CLOCK_MONOTONIC ns), then spin up to it; the "
+        "thread's timer slack is set to 1 ns the first time.");
+    py::class_<gk::StallProbe>(m, "StallProbe",
+                               "A thread that only reads the clock and records the gaps (time it did not run) "
+                               "longer than threshold_us: host stalls beside a benchmark.")
+        .def(py::init([](double threshold_us, int cpu) {
+                 if (!(threshold_us > 0)) throw py::value_error("threshold_us must be > 0");
+                 return std::make_unique<gk::StallProbe>(static_cast<uint64_t>(threshold_us * 1000.0), cpu);
+             }),
+             py::arg("threshold_us") = 50.0, py::arg("cpu") = -1)
+        .def("start", &gk::StallProbe::start)
+        .def(
+            "stop",
+            [](gk::StallProbe& p) {
+                std::vector<std::pair<uint64_t, uint64_t>> gaps;
+                {
+                    py::gil_scoped_release release;
+                    gaps = p.stop();
+                }
+                py::array_t<uint64_t> starts(static_cast<py::ssize_t>(gaps.size())), lengths(static_cast<py::ssize_t>(gaps.size()));
+                for (size_t i = 0; i < gaps.size(); ++i) {
+                    starts.mutable_data()[i] = gaps[i].first;
+                    lengths.mutable_data()[i] = gaps[i].second;
+                }
+                return py::make_tuple(starts, lengths);
+            },
+            "Stop; (starts, lengths) of the gaps in ns (CLOCK_MONOTONIC).");
+    m.def(
+        "run_paced",
+        [](py::list engines, std::vector<uint64_t> periods_ns, std::vector<uint64_t> phases_ns, py::list inputs,
+           double warmup_s, double seconds, int threads, int spin_us) {
+            const size_t n = engines.size();
+            if (periods_ns.size() != n || phases_ns.size() != n || inputs.size() != n)
+                throw py::value_error("run_paced: engines, periods_ns, phases_ns and inputs need one entry per stream");
+            std::vector<gk::PacedStreamSpec> specs(n);
+            std::vector<std::shared_ptr<gk::StreamEngine>> keep;
+            std::vector<py::array> arrays;  // alive for the run
+            for (size_t i = 0; i < n; ++i) {
+                auto e = engines[i].cast<std::shared_ptr<gk::StreamEngine>>();
+                keep.push_back(e);
+                specs[i].engine = e.get();
+                specs[i].period_ns = periods_ns[i];
+                specs[i].phase_ns = phases_ns[i];
+                for (auto item : inputs[i].cast<py::list>()) {
+                    py::array a = py::reinterpret_borrow<py::array>(item);
+                    check_block(*e, a, "run_paced");
+                    if (a.shape(1) != e->input_desc().items)
+                        throw py::value_error("run_paced: every input must be a full block");
+                    arrays.push_back(a);
+                    specs[i].inputs.push_back(a.data());
+                }
+            }
+            gk::PacedRun run;
+            {
+                py::gil_scoped_release release;
+                run = gk::run_paced(specs, warmup_s, seconds, threads, spin_us);
+            }
+            py::list lat, released, late;
+            for (const auto& r : run.streams) {
+                py::array_t<int64_t> a(static_cast<py::ssize_t>(r.latency_ns.size()));
+                if (!r.latency_ns.empty())
+                    std::memcpy(a.mutable_data(), r.latency_ns.data(), r.latency_ns.size() * sizeof(int64_t));
+                lat.append(a);
+                released.append(r.released);
+                late.append(r.late);
+            }
+            py::dict d;
+            d["latency_ns"] = lat;
+            d["released"] = released;
+            d["late"] = late;
+            d["start_ns"] = run.start_ns;
+            d["timed_from_ns"] = run.timed_from_ns;
+            d["end_ns"] = run.end_ns;
+            return d;
+        },
+        py::arg("engines"), py::arg("periods_ns"), py::arg("phases_ns"), py::arg("inputs"), py::arg("warmup_s"),
+        py::arg("seconds"), py::arg("threads") = 2, py::arg("spin_us") = 100,
+        "Release each engine's blocks on its own clock (block k at start + phase + k * period) from driver "
+        "threads, natively, for warmup_s + seconds; returns each stream's latencies (release -> output copied "
+        "out, ns) of the blocks released after the warm-up, and its released / late counts.");
 
     py::class_<gk::StreamEngine, EnginePtr>(
         m, "StreamEngine",
@@ -253,8 +343,14 @@ void bind_engine(py::module_& m) {
              "Hand a filled slot to the worker (non-blocking); n_valid items, the tail zeroed.")
         .def(
             "process",
-            [](gk::StreamEngine& e, int slot, const py::array& block, bool final, std::optional<py::array> out) {
+            [](gk::StreamEngine& e, int slot, const py::array& block, bool final, std::optional<py::array> out,
+               uint64_t release_ns, int spin_us, bool prewarm) {
                 check_block(e, block, "process");
+                if (spin_us < 0) throw py::value_error("spin_us must be >= 0");
+                gk::ReleaseWait rw;
+                rw.release_ns = release_ns;
+                rw.spin_us = spin_us;
+                rw.prewarm = prewarm;
                 if (out) check_out(e, *out);
                 const int64_t n = block.shape(1);
                 const void* src = block.data();
@@ -267,7 +363,7 @@ void bind_engine(py::module_& m) {
                 int64_t n_out = 0;
                 {
                     py::gil_scoped_release release;
-                    n_out = e.process(slot, src, n, final, dst, out ? d.items : 0);
+                    n_out = e.process(slot, src, n, final, dst, out ? d.items : 0, release_ns ? &rw : nullptr);
                 }
                 if (n_out == d.items) return result;
                 if (out) {
@@ -277,8 +373,39 @@ void bind_engine(py::module_& m) {
                 return py::array(result.dtype(), output_shape(d, n_out), dst, result);
             },
             py::arg("slot"), py::arg("block"), py::arg("final") = false, py::arg("out") = py::none(),
+            py::arg("release_ns") = 0, py::arg("spin_us") = 0, py::arg("prewarm") = false,
             "Copy a block into the (free) slot, run it, and return its valid output: a new array, or "
-            "`out` (the full output block's shape; a view of its first n_out items for a short block).")
+            "`out` (the full output block's shape; a view of its first n_out items for a short block). "
+            "release_ns (CLOCK_MONOTONIC, perf_counter_ns): first wait for the block's release without "
+            "the GIL (sleep until spin_us before it, then spin; prewarm: touch the slot's pages, on the "
+            "host and from the GPU, when the spin starts).")
+        .def(
+            "wait_release",
+            [](gk::StreamEngine& e, int slot, uint64_t release_ns, int spin_us, bool prewarm, uint64_t return_at_ns) {
+                if (spin_us < 0) throw py::value_error("spin_us must be >= 0");
+                gk::ReleaseWait rw;
+                rw.release_ns = release_ns;
+                rw.spin_us = spin_us;
+                rw.prewarm = prewarm;
+                py::gil_scoped_release release;
+                e.wait_release(slot, rw, return_at_ns);
+            },
+            py::arg("slot"), py::arg("release_ns"), py::arg("spin_us"), py::arg("prewarm"), py::arg("return_at_ns"),
+            "The first half of a paced wait: sleep until spin_us before release_ns, prewarm the slot, spin "
+            "until return_at_ns, return (no GIL held meanwhile).")
+        .def(
+            "try_wait",
+            [](gk::StreamEngine& e, int slot) -> py::object {
+                int64_t n = 0;
+                bool done = false;
+                {
+                    py::gil_scoped_release release;
+                    done = e.try_wait(slot, &n);
+                }
+                if (!done) return py::none();
+                return py::int_(n);
+            },
+            py::arg("slot"), "Non-blocking wait(): the valid output items once the slot's block is done, else None.")
         .def(
             "fill",
             [](gk::StreamEngine& e, int slot, const py::array& block) {

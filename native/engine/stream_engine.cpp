@@ -10,6 +10,11 @@
 #endif
 #include <deque>
 #include <stdexcept>
+#include <cerrno>
+#include <ctime>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "gk/device.h"
 #include "gk/jit.h"
@@ -114,6 +119,40 @@ void SpinWaiter::notify() {
         { std::lock_guard<std::mutex> lock(mutex_); }
         cv_.notify_all();
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting for a release time (ReleaseWait, wait_until_ns)
+// ---------------------------------------------------------------------------------------------
+
+uint64_t monotonic_ns() { return now_ns(); }
+
+namespace {
+void sleep_until_monotonic(uint64_t t_ns) {
+#if defined(__linux__)
+    static thread_local bool slack_set = false;
+    if (!slack_set) {
+        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // 1 ns: no 50 us rounding of the sleep
+        slack_set = true;
+    }
+    timespec ts;
+    ts.tv_sec = static_cast<time_t>(t_ns / 1000000000ULL);
+    ts.tv_nsec = static_cast<long>(t_ns % 1000000000ULL);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+    }
+#else
+    const uint64_t now = now_ns();
+    if (t_ns > now) std::this_thread::sleep_for(std::chrono::nanoseconds(t_ns - now));
+#endif
+}
+}  // namespace
+
+void wait_until_ns(uint64_t t_ns, int spin_us) {
+    const uint64_t spin_ns = spin_us > 0 ? static_cast<uint64_t>(spin_us) * 1000ULL : 0;
+    uint64_t now = now_ns();
+    if (now >= t_ns) return;
+    if (t_ns - now > spin_ns) sleep_until_monotonic(t_ns - spin_ns);
+    while (now_ns() < t_ns) cpu_relax();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -286,6 +325,8 @@ void StreamEngine::teardown() noexcept {
         slot->graph = nullptr;
         slot->ev_h2d = slot->ev_comp = slot->ev_done = nullptr;
     }
+    if (prewarm_event_) api->cuEventDestroy(prewarm_event_);
+    prewarm_event_ = nullptr;
     try {
         ops_.clear();  // before the streams: an op's library handles may still refer to them
         edges_.clear();
@@ -293,7 +334,7 @@ void StreamEngine::teardown() noexcept {
         // mapped I/O
         io_flag_.reset();
         io_state_.reset();
-        io_pull_ = io_push_ = nullptr;
+        io_pull_ = io_push_ = io_touch_ = nullptr;
         io_module_.reset();
     } catch (...) {
     }
@@ -526,6 +567,7 @@ void StreamEngine::setup_mapped_io() {
     io_module_ = load_embedded_module(device_, "io", CompileOptions{});
     io_pull_ = io_module_->function("gk_io_pull")->handle();  // the module keeps them loaded
     io_push_ = io_module_->function("gk_io_push")->handle();
+    io_touch_ = io_module_->function("gk_io_touch")->handle();
     io_pull_grid_ = io_grid(input_desc().nbytes(), p.multiprocessors);
     io_push_grid_ = io_grid(output_desc().nbytes(), p.multiprocessors);
     if (options_.flag_wait) {
@@ -846,11 +888,12 @@ void StreamEngine::copy_into_slot(Slot& slot, const void* block, int64_t n) {
 }
 
 int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final, void* out,
-                              int64_t out_row_items) {
+                              int64_t out_row_items, const ReleaseWait* release) {
     if (closed_.load()) throw Error("StreamEngine.process(): the engine is closed");
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
+    if (release && release->release_ns) wait_release(s, *release, release->release_ns);
     const bool tracing = tracing_.load(std::memory_order_relaxed);
     BlockTrace t;
     if (tracing) t.call = now_ns();
@@ -886,6 +929,75 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final, v
         record_trace(t);
     }
     return n_out;
+}
+
+void StreamEngine::wait_release(int s, const ReleaseWait& r, uint64_t return_at_ns) {
+    if (s < 0 || s >= slots())
+        throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
+                                    std::to_string(slots() - 1) + ")");
+    const uint64_t spin_ns = r.spin_us > 0 ? static_cast<uint64_t>(r.spin_us) * 1000ULL : 0;
+    const uint64_t until = std::min(return_at_ns, r.release_ns);
+    const uint64_t now = now_ns();
+    if (now >= until) return;  // late already: no prewarm, the block goes at once
+    if (r.release_ns - now > spin_ns) sleep_until_monotonic(r.release_ns - spin_ns);
+    if (r.prewarm) prewarm_slot(s, until);
+    while (now_ns() < until) cpu_relax();
+}
+
+void StreamEngine::prewarm_slot(int s, uint64_t until_ns) {
+    const Slot& slot = *slots_[static_cast<size_t>(s)];
+    // host: one word of every page of the slot's pinned input and output
+    unsigned sum = 0;
+    for (const PinnedBuffer* b : {slot.h_in.get(), slot.h_out.get()}) {
+        const auto* p = static_cast<const volatile unsigned char*>(b->data());
+        for (size_t off = 0; off < b->nbytes(); off += 4096) sum += p[off];
+    }
+    static thread_local volatile unsigned sink = 0;
+    sink = sink + sum;
+    if (!io_touch_ || !options_.mapped_io || failed_.load() || closed_.load()) return;
+    // GPU: the same pages once through their mapping, on the compute stream (reads only: whatever
+    // runs on the stream before or after it is unaffected)
+    try {
+        const DriverApi& api = driver();
+        device_->make_current();
+        if (!prewarm_event_)
+            cu_check(api.cuEventCreate(&prewarm_event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
+                     "creating the prewarm event");
+        CUdeviceptr a = slot.h_in->device_ptr(), b = slot.h_out->device_ptr();
+        unsigned long long na = slot.h_in->nbytes(), nb = slot.h_out->nbytes();
+        void* params[] = {&a, &na, &b, &nb};
+        const unsigned pages = static_cast<unsigned>((na + 4095) / 4096 + (nb + 4095) / 4096);
+        cu_check(api.cuLaunchKernel(io_touch_, (pages + 127) / 128, 1, 1, 128, 1, 1, 0, compute_, params, nullptr),
+                 "cuLaunchKernel", "launching gk_io_touch (prewarm)");
+        cu_check(api.cuEventRecord(prewarm_event_, compute_), "cuEventRecord", "prewarm");
+        while (api.cuEventQuery(prewarm_event_) == CUDA_ERROR_NOT_READY && now_ns() < until_ns) cpu_relax();
+    } catch (const std::exception&) {
+        // a prewarm is an optimisation: a failure here shows up (and is reported) on the block itself
+    }
+}
+
+bool StreamEngine::try_wait(int s, int64_t* n_out) {
+    if (closed_.load()) throw Error("StreamEngine.try_wait(): the engine is closed");
+    if (s < 0 || s >= slots())
+        throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
+                                    std::to_string(slots() - 1) + ")");
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    if (slot.state.load() == kFree) throw std::invalid_argument("slot " + std::to_string(s) + " was not submitted");
+    if (slot.state.load() != kDone && !failed_.load()) {
+        std::shared_ptr<Dispatcher> helped;
+        {
+            std::lock_guard<std::mutex> lock(producer_mutex_);
+            if (help_dispatcher_) helped = dispatcher_;
+        }
+        if (helped) helped->help(this, false);
+    }
+    if (slot.state.load() == kDone) {
+        *n_out = slot.n_out;
+        slot.state.store(kFree);
+        return true;
+    }
+    if (failed_.load()) rethrow_failure();
+    return false;
 }
 
 void StreamEngine::copy_output(int s, int64_t n_out, void* dst, int64_t row_items) const {

@@ -101,6 +101,24 @@ struct EngineCounters {
     uint64_t chunks = 0;            // partial chunks launched (a block split by the scheduler)
 };
 
+// A paced block: process() waits natively for the block's release time before it starts (the GIL
+// released, no Python between the wait and the block), so the block's latency can be measured
+// from its release and the thread is warm when the block is due (docs/cuda.md, "Paced blocks").
+struct ReleaseWait {
+    uint64_t release_ns = 0;  // CLOCK_MONOTONIC ns (Python's perf_counter_ns); 0: no wait
+    int spin_us = 0;          // sleep until this long before the release, then spin up to it
+    // At the start of the spin window (release - spin_us): read one word of every page of the
+    // slot's pinned input and output on the host and, with mapped I/O, once from the GPU (a
+    // one-page-per-thread kernel on the compute stream, waited for until the release at most).
+    bool prewarm = false;
+};
+
+// Sleeps until `t_ns` (CLOCK_MONOTONIC) less `spin_us`, then spins up to it. The calling thread's
+// timer slack is set to 1 ns the first time (prctl PR_SET_TIMERSLACK: the default 50 us slack
+// would make every sleep up to 50 us late). Returns at once when t_ns has passed.
+void wait_until_ns(uint64_t t_ns, int spin_us);
+uint64_t monotonic_ns();
+
 // Spin-then-block waiting on a predicate over atomics; any thread may notify.
 class SpinWaiter {
 public:
@@ -165,8 +183,19 @@ public:
     // submitted again. Needs no Python (the binding releases the GIL around it).
     // out (optional): the valid output is also copied there (copy_output(), out_row_items items
     // per channel row; 0: compact, n_out per row).
+    // release (optional): wait for the block's release time first (ReleaseWait); the trace's
+    // `call` stamp is then taken after the wait.
     int64_t process(int slot, const void* block, int64_t n_valid, bool final, void* out = nullptr,
-                    int64_t out_row_items = 0);
+                    int64_t out_row_items = 0, const ReleaseWait* release = nullptr);
+    // Non-blocking wait(): true (and the slot free again, *n_out its valid output items) once the
+    // slot's block is done; false while it runs. A realtime stream under a dispatcher runs one
+    // polling turn of the dispatcher first (help). Errors as wait().
+    bool try_wait(int slot, int64_t* n_out);
+    // The first half of a paced block's wait, for a caller that goes back to Python before the
+    // release (so that the interpreter's path is warm when the block is due): sleep until
+    // spin_us before release_ns, prewarm the slot (ReleaseWait::prewarm), then spin until
+    // return_at_ns (<= release_ns) and return. process() with the release then spins the rest.
+    void wait_release(int slot, const ReleaseWait& release, uint64_t return_at_ns);
     // Copies the slot's n_out valid output items into `dst`, channel rows of `row_items` items
     // (row_items >= n_out; n_out for a compact (channels, n_out) array).
     void copy_output(int slot, int64_t n_out, void* dst, int64_t row_items) const;
@@ -286,6 +315,10 @@ private:
     std::shared_ptr<Module> io_module_;
     CUfunction io_pull_ = nullptr, io_push_ = nullptr;
     unsigned io_pull_grid_ = 1, io_push_grid_ = 1;
+    CUfunction io_touch_ = nullptr;           // prewarm (ReleaseWait::prewarm)
+    CUevent prewarm_event_ = nullptr;         // created on the first prewarm
+    // ReleaseWait: sleep / prewarm / spin up to the release (process()).
+    void prewarm_slot(int slot, uint64_t until_ns);
     std::unique_ptr<PinnedBuffer> io_flag_;   // flag_wait: one mapped host word the push writes
     std::unique_ptr<DeviceBuffer> io_state_;  // flag_wait: {push CTAs arrived, flagged pushes}
     bool direct_output_ = false;  // the block graphs' last op writes the mapped output (no push)

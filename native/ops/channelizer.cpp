@@ -3,6 +3,15 @@
 // Parameters from pygpukit_dsp/backends/cuda_ops/channelizer.py:
 //   channels    M, the number of subchannels (and the decimation)
 //   prototype   the real prototype lowpass h (any length; zero-padded to T*M here)
+//
+// Units (the scheduler's pacing, Op::units): output frames (rows m), grouped by dsp::split_units
+// (<= 64 units, >= 4096 outputs over every channel and subchannel each, offsets on 16-byte
+// boundaries). The branch sums are laid out (rows, channels, M), so a unit's rows of every
+// channel are one contiguous batch: its branch sums, one batched FFT (a plan of the unit's batch,
+// made here) and the transpose of its rows; the history is updated after the last unit, as
+// enqueue() does after its transpose. Another batch size may round the FFT differently: within
+// float32 rounding of the whole block, not bit for bit.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -58,18 +67,26 @@ public:
         branch_kernel_ = module_->function(in_.dtype == DType::C64 ? "gk_channelizer_branches_c64"
                                                                    : "gk_channelizer_branches_f32");
         transpose_ = module_->function("gk_channelizer_transpose");
+        make_units();
+    }
+
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin, int64_t end) override {
+        dsp::check_unit_range("channelizer", begin, end, split_.units);
+        if (begin == 0 && end == split_.units) {
+            enqueue(s, in, out, n_, false);
+            return;
+        }
+        for (int64_t u = begin; u < end; ++u) {
+            const int64_t m0 = split_.begin(u), m1 = split_.end_item(u + 1);
+            run(s, in, out, m0, m1, split_.size(u) == split_.per ? *unit_plan_ : *tail_plan_);
+        }
+        if (end == split_.units) history_->update(s, util_, in);
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
-        launch(*branch_kernel_, dim(static_cast<unsigned>(ceil_div(rows_ * M_, 256)),
-                                    static_cast<unsigned>(channels_)),
-               dim(256), 0, s, branches_->ptr(), in, history_->ptr(), H_->ptr(), u32(n_),
-               u32(hist_len_), u32(M_), u32(T_), u32(rows_));
-        plan_->exec_c2c(s, branches_->ptr(), branches_->ptr(), CUFFT_INVERSE);
-        launch(*transpose_, dim(static_cast<unsigned>(ceil_div(rows_, 32)),
-                                static_cast<unsigned>(ceil_div(M_, 32)),
-                                static_cast<unsigned>(channels_)),
-               dim(32, 8), 0, s, out, branches_->ptr(), u32(M_), u32(rows_));
+        run(s, in, out, 0, rows_, *plan_);
         history_->update(s, util_, in);
         if (final)
             dsp::zero_after(s, util_, out, channels_ * M_, rows_, dsp::item_bytes(out_),
@@ -85,6 +102,37 @@ public:
     const char* kind() const override { return "channelizer"; }
 
 private:
+    // Rows [m0, m1) of every channel: branch sums, their FFT (`plan`: a batch of (m1 - m0) *
+    // channels transforms), the transpose into the output.
+    void run(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t m0, int64_t m1, CufftPlan& plan) {
+        launch(*branch_kernel_, dim(static_cast<unsigned>(ceil_div((m1 - m0) * M_, 256)),
+                                    static_cast<unsigned>(channels_)),
+               dim(256), 0, s, branches_->ptr(), in, history_->ptr(), H_->ptr(), u32(n_),
+               u32(hist_len_), u32(M_), u32(T_), u32(channels_), u32(m0), u32(m1));
+        const CUdeviceptr v = branches_->ptr() + static_cast<CUdeviceptr>(m0 * channels_ * M_ * 8);
+        plan.exec_c2c(s, v, v, CUFFT_INVERSE);
+        launch(*transpose_, dim(static_cast<unsigned>(ceil_div(m1 - m0, 32)),
+                                static_cast<unsigned>(ceil_div(M_, 32)),
+                                static_cast<unsigned>(channels_)),
+               dim(32, 8), 0, s, out, branches_->ptr(), u32(M_), u32(rows_), u32(channels_), u32(m0), u32(m1));
+    }
+
+    void make_units() {
+        split_ = dsp::split_units(rows_, channels_ * M_, dsp::align_items(channels_ * M_ * 8));
+        if (split_.units <= 1) return;
+        FftLayout layout;
+        layout.n = M_;
+        layout.type = CUFFT_C2C;
+        layout.batch = split_.per * channels_;
+        unit_plan_ = std::make_unique<CufftPlan>(device_, layout, label_ + " (unit)");
+        if (split_.last() != split_.per) {
+            layout.batch = split_.last() * channels_;
+            tail_plan_ = std::make_unique<CufftPlan>(device_, layout, label_ + " (last unit)");
+        } else {
+            tail_plan_ = nullptr;
+        }
+    }
+
     std::shared_ptr<Device> device_;
     std::string label_;
     TensorDesc in_, out_;
@@ -95,6 +143,8 @@ private:
     std::unique_ptr<CufftPlan> plan_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> branch_kernel_, transpose_;
+    dsp::UnitSplit split_;
+    std::unique_ptr<CufftPlan> unit_plan_, tail_plan_;
 };
 
 GK_REGISTER_OP("channelizer", [](const OpArgs& a) { return std::make_unique<ChannelizerOp>(a); });

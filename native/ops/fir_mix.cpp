@@ -19,7 +19,14 @@
 // launch's last CTA to count flips the phase), plus, for the split kernel, one arrival counter
 // per time tile for the hand-over of the FIR output to the CTA that mixes the tile. Everything
 // is allocated here, so enqueue() is one capturable launch.
-#include <string>
+//
+// Units (the scheduler's pacing, Op::units): time tiles (16 output samples of every output
+// channel), grouped by dsp::split_units (<= 64 units, >= 4096 input samples each). The mix needs
+// every input channel of a sample, so a unit is a range of tiles over all channels, not a range of
+// channels: one launch of the same kernel over the tiles [tile0, tile0 + count) of the block's
+// `tiles`; the kernels count CTAs against the whole block's, so the history phase flips once,
+// after the last unit. Each output element is computed by the same CTA code as in one launch:
+// bit-identical in any split. Units are plain launches (no programmatic dependent launch).
 #include <vector>
 
 #include "dsp_util.h"
@@ -72,6 +79,7 @@ public:
                                                        std::to_string(kMaxEntries) + " entries");
         tiles_ = ceil_div(n_, kTile);
         groups_ = ceil_div(c_in_, kGroup);
+        split_ = dsp::split_units(tiles_, c_in_ * kTile);
         if (tiles_ > 2147483647LL)
             throw UnsupportedError(a.name, "cuda", "blocks longer than 2^31 - 1 tiles for fir_mix");
 
@@ -105,20 +113,18 @@ public:
         kernel_ = module_->function(kt_ == 32 ? "gk_fir_mix_k32" : "gk_fir_mix_k128");
     }
 
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin, int64_t end) override {
+        dsp::check_unit_range("fir_mix", begin, end, split_.units);
+        const int64_t t0 = split_.begin(begin), count = split_.end_item(end) - t0;
+        launch_tiles(s, in, out, n_, t0, count, false);
+    }
+
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
         // A final block mixes only its n_in valid columns; the kernel writes zeros after them.
         const int64_t valid = final ? output_items(n_in < 0 ? 0 : n_in) : n_;
-        if (cluster_ > 0) {
-            run(dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(cluster_)), dim(256),
-                static_cast<unsigned>(shares_bytes_), s, out, in, hist2_->ptr(), sync_->ptr(), taps_->ptr(),
-                matrix_->ptr(), u64(n_), u64(valid), u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_),
-                static_cast<int>(padded_ / kt_), static_cast<int>(c_in_), static_cast<int>(c_out_));
-            return;
-        }
-        run(dim(static_cast<unsigned>(tiles_), static_cast<unsigned>(groups_)), dim(128), 0, s, out, in,
-            y_->ptr(), hist2_->ptr(), sync_->ptr(), taps_->ptr(), matrix_->ptr(), u64(n_), u64(valid),
-            u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_), static_cast<int>(padded_ / kt_),
-            static_cast<int>(c_in_), static_cast<int>(c_out_));
+        launch_tiles(s, in, out, valid, 0, tiles_, pdl_);
     }
 
     int64_t output_items(int64_t n_in) const override { return n_in < n_ ? n_in : n_; }
@@ -138,10 +144,28 @@ public:
 private:
     static unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
 
+    // Time tiles [t0, t0 + count) of the block (valid: its valid columns); pdl: a programmatic
+    // dependent launch (the whole block only).
+    void launch_tiles(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t valid, int64_t t0, int64_t count,
+                      bool pdl) const {
+        const unsigned tile0 = static_cast<unsigned>(t0), total = static_cast<unsigned>(tiles_);
+        if (cluster_ > 0) {
+            run(dim(static_cast<unsigned>(count), static_cast<unsigned>(cluster_)), dim(256),
+                static_cast<unsigned>(shares_bytes_), s, pdl, out, in, hist2_->ptr(), sync_->ptr(), taps_->ptr(),
+                matrix_->ptr(), u64(n_), u64(valid), u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_),
+                static_cast<int>(padded_ / kt_), static_cast<int>(c_in_), static_cast<int>(c_out_), tile0, total);
+            return;
+        }
+        run(dim(static_cast<unsigned>(count), static_cast<unsigned>(groups_)), dim(128), 0, s, pdl, out, in,
+            y_->ptr(), hist2_->ptr(), sync_->ptr(), taps_->ptr(), matrix_->ptr(), u64(n_), u64(valid),
+            u64(padded_), u64(tap_rows_ == 1 ? 0 : padded_), static_cast<int>(padded_ / kt_),
+            static_cast<int>(c_in_), static_cast<int>(c_out_), tile0, total);
+    }
+
     template <class... Args>
-    void run(Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream s, Args... args) const {
+    void run(Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream s, bool pdl, Args... args) const {
         const Dim3 cluster = dim(1, static_cast<unsigned>(cluster_), 1);
-        dsp::launch_ex(*kernel_, grid, block, shared_bytes, s, pdl_, cluster_ > 0 ? &cluster : nullptr, args...);
+        dsp::launch_ex(*kernel_, grid, block, shared_bytes, s, pdl, cluster_ > 0 ? &cluster : nullptr, args...);
     }
 
     // The cluster kernel (kernels/fir_mix_cluster.cu): SM 9.0+, C_in <= 64 (at most 8 groups of 8
@@ -197,6 +221,7 @@ private:
     std::unique_ptr<DeviceBuffer> taps_, matrix_, hist2_, sync_, y_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> kernel_;
+    dsp::UnitSplit split_;  // time tiles
 };
 
 GK_REGISTER_OP("fir_mix", [](const OpArgs& a) { return std::make_unique<FirMixOp>(a); });

@@ -10,11 +10,19 @@
 // items_in: valid items (samples or frames) in this block; row_in/row_out: elements per channel
 // row of the input/output block; p0...: the stage's `params`. Launched with `threads` threads
 // per block and `grid` blocks (0 = one thread per output element).
+//
+// Units (the scheduler's pacing, Op::units): with `split: channels` (the stage's declaration that
+// the kernel treats channels independently: output channel c depends on input channel c only,
+// and the channel counts are equal), channels grouped by dsp::split_units (<= 64 units, >= 4096
+// elements each); a unit is one launch on offset pointers with `channels` = the unit's count
+// (grid auto: one thread per output element of the unit). Without it (the default: a kernel may
+// mix channels) the block is one unit.
 #include <cctype>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "dsp_util.h"
 #include "gk/device.h"
 #include "gk/errors.h"
 #include "gk/jit.h"
@@ -104,11 +112,53 @@ public:
         params_.push_back(&row_out_);
         for (float& p : fparams_) params_.push_back(&p);
         channels_ = a.in.channels;
+        items_full_ = a.in.items;
         row_in_ = a.in.row();
         row_out_ = a.out.row();
+        grid_auto_ = grid == 0;
+        in_bytes_ = static_cast<int64_t>(dtype_size(a.in.dtype));
+        out_bytes_ = static_cast<int64_t>(dtype_size(a.out.dtype));
+        const std::string split = a.params.get_str("split", "none");
+        if (split != "none" && split != "channels")
+            throw std::invalid_argument(label + ": split must be none or channels, got '" + split + "'");
+        if (split == "channels") {
+            if (a.out.channels != a.in.channels)
+                throw std::invalid_argument(label + ": split: channels needs as many output channels as input "
+                                                    "channels (" + std::to_string(a.out.channels) + " != " +
+                                            std::to_string(a.in.channels) + ")");
+            split_ = dsp::split_units(a.in.channels, a.out.row());
+        }
+    }
+
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t begin,
+                       int64_t end) override {
+        dsp::check_unit_range("kernel", begin, end, split_.units);
+        const int64_t c0 = split_.begin(begin), count = split_.end_item(end) - c0;
+        in_ptr_ = in + static_cast<CUdeviceptr>(c0 * row_in_ * in_bytes_);
+        out_ptr_ = out + static_cast<CUdeviceptr>(c0 * row_out_ * out_bytes_);
+        const long long all = channels_;
+        channels_ = count;
+        items_ = items_full_;
+        Dim3 grid, block;
+        grid.x = grid_;
+        if (grid_auto_) {
+            const long long blocks = (static_cast<long long>(count) * row_out_ + threads_ - 1) / threads_;
+            grid.x = static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 2147483647LL ? 2147483647LL : blocks));
+        }
+        block.x = threads_;
+        try {
+            kernel_->launch(grid, block, params_.data(), 0, stream);
+        } catch (...) {
+            channels_ = all;
+            throw;
+        }
+        channels_ = all;
     }
 
     void enqueue(CUstream stream, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool) override {
+        channels_ = channels_all();
         in_ptr_ = in;
         out_ptr_ = out;
         items_ = n_in;
@@ -132,6 +182,11 @@ private:
     CUdeviceptr in_ptr_ = 0, out_ptr_ = 0;
     long long channels_ = 0, items_ = 0, row_in_ = 0, row_out_ = 0;
     std::vector<void*> params_;
+    bool grid_auto_ = true;
+    int64_t in_bytes_ = 4, out_bytes_ = 4;
+    long long items_full_ = 0;
+    dsp::UnitSplit split_;
+    long long channels_all() const { return in_.channels; }
 };
 
 }  // namespace

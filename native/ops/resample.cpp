@@ -3,6 +3,11 @@
 // Parameters from pygpukit_dsp/backends/cuda_ops/resample.py:
 //   up, down   the reduced ratio (1/1: the op copies its input, as the CPU stage does)
 //   taps       the stage's padded filter (Resample.padded_filter(): length a multiple of up)
+//
+// Units (the scheduler's pacing, Op::units): output samples, grouped by dsp::split_units (<= 64
+// units, >= 4096 outputs over the channels each); a unit computes its outputs of every channel
+// from the block and the history (unchanged until the last unit, which updates it, as enqueue()
+// does after its launch); bit-identical in any split. The 1/1 ratio (a copy) is one unit.
 #include <string>
 #include <vector>
 
@@ -60,6 +65,19 @@ public:
         history_ = std::make_unique<dsp::DeviceHistory>(device_, in_.dtype, channels_, hist_len_, n_);
         module_ = load_embedded_module(device_, "resample", CompileOptions{});
         kernel_ = module_->function(in_.dtype == DType::C64 ? "gk_resample_c64" : "gk_resample_f32");
+        split_ = dsp::split_units(out_.items, channels_);
+    }
+
+    int64_t units() const override { return split_.units; }
+
+    void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin, int64_t end) override {
+        dsp::check_unit_range("resample", begin, end, split_.units);
+        if (up_ == down_) {  // one unit: the whole copy
+            enqueue(s, in, out, n_, false);
+            return;
+        }
+        run(s, in, out, split_.begin(begin), split_.end_item(end));
+        if (end == split_.units) history_->update(s, util_, in);
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
@@ -67,11 +85,7 @@ public:
             cu_check(driver().cuMemcpyDtoDAsync(out, in, in_.nbytes(), s), "cuMemcpyDtoDAsync_v2",
                      "copying the block through " + label_);
         } else {
-            const int64_t out_n = out_.items;
-            launch(*kernel_, dim(static_cast<unsigned>(ceil_div(out_n, 256)),
-                                 static_cast<unsigned>(channels_)),
-                   dim(256), 0, s, out, in, history_->ptr(), phases_->ptr(), steps_->ptr(), u32(n_),
-                   u32(hist_len_), u32(out_n), u32(up_), u32(down_), u32(taps_per_phase_));
+            run(s, in, out, 0, out_.items);
             history_->update(s, util_, in);
         }
         if (final)
@@ -92,6 +106,13 @@ public:
     const char* kind() const override { return "resample"; }
 
 private:
+    // Outputs [k0, k1) of every channel.
+    void run(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t k0, int64_t k1) const {
+        launch(*kernel_, dim(static_cast<unsigned>(ceil_div(k1 - k0, 256)), static_cast<unsigned>(channels_)),
+               dim(256), 0, s, out, in, history_->ptr(), phases_->ptr(), steps_->ptr(), u32(n_),
+               u32(hist_len_), u32(out_.items), u32(up_), u32(down_), u32(taps_per_phase_), u32(k0), u32(k1));
+    }
+
     std::shared_ptr<Device> device_;
     std::string label_;
     TensorDesc in_, out_;
@@ -101,6 +122,7 @@ private:
     std::unique_ptr<dsp::DeviceHistory> history_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> kernel_;
+    dsp::UnitSplit split_;  // up == down: one unit
 };
 
 GK_REGISTER_OP("resample", [](const OpArgs& a) { return std::make_unique<ResampleOp>(a); });

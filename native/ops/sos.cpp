@@ -8,6 +8,19 @@
 // parallel from a zero state, then the true chunk start states carried through the precomputed
 // state transition, then the zero-input responses added). Chunked when: at most 8 sections,
 // block >= 4096 samples, at most 1024 lanes and lanes * block <= 2^27 (the float64 scratch).
+//
+// Units (the scheduler's pacing, Op::units), bit-identical to the whole block in any split:
+// * one thread per lane: ranges of samples of every lane (multiples of the kernel's 32-sample
+//   tile), grouped by dsp::split_units (<= 64 units, >= 4096 samples over the lanes each). The
+//   recursion runs along time, so a range of channels would take as long as the whole block
+//   (its lanes run in parallel); a range of samples takes its share of it. Each launch reads the
+//   state at its start and writes it back at its end, so the ranges in stream order do what one
+//   launch over the block does.
+// * chunked: the block's chunks in G groups (<= 32, >= 4096 samples each); units 0..G-1 run
+//   step A (the zero-state filtering) of one group each, units G..2G-1 step C (the zero-input
+//   fix) of one group each, and unit G first runs step B (the carry through every chunk, which
+//   needs all of A's results): the three steps of enqueue() in the same order.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -87,29 +100,43 @@ public:
                    lanes_ * n_ <= kChunkedMaxScratch;
         if (chunked_) {
             make_chunked(coef);
+            groups_ = dsp::split_units(chunks_, lanes_ * chunk_, 1, dsp::kMinUnitElements, dsp::kMaxUnits / 2);
             return;
         }
         kernel_ = module_->function(complex_ ? "gk_sos_c64" : "gk_sos_f32");
         shared_ = static_cast<unsigned>((5 * sections_ + 32 * 33) * sizeof(double));
         if (shared_ > 48 * 1024) kernel_->set_max_dynamic_shared_memory(static_cast<int>(shared_));
+        split_ = dsp::split_units(n_, lanes_, 32);
+    }
+
+    int64_t units() const override { return chunked_ ? 2 * groups_.units : split_.units; }
+
+    void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin, int64_t end) override {
+        dsp::check_unit_range("sos", begin, end, units());
+        if (!chunked_) {
+            run_samples(s, in, out, split_.begin(begin), split_.end_item(end));
+            return;
+        }
+        const int64_t G = groups_.units;
+        for (int64_t u = begin; u < end; ++u) {
+            const int64_t g = u < G ? u : u - G;
+            const int64_t c0 = groups_.begin(g), c1 = groups_.end_item(g + 1);
+            if (u < G) {
+                run_chunks(s, in, c0, c1);
+            } else {
+                if (u == G) run_carry(s);
+                run_fix(s, out, c0 * chunk_, std::min(c1 * chunk_, n_));
+            }
+        }
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
         if (chunked_) {
-            const int cx = complex_ ? 1 : 0;
-            launch(*chunks_kernel_, dim(dsp::grid_for(*device_, lanes_ * chunks_, 128)), dim(128), 0,
-                   s, y0_->ptr(), zf_->ptr(), in, coef_->ptr(), static_cast<int>(sections_), u64(n_),
-                   u64(lanes_), u64(chunk_), u64(chunks_), cx);
-            launch(*carry_kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 64))), dim(64), 0, s,
-                   starts_->ptr(), state_->ptr(), zf_->ptr(), phi_->ptr(), phi_last_->ptr(),
-                   static_cast<int>(sections_), u64(lanes_), u64(chunks_));
-            launch(*fix_kernel_, dim(dsp::grid_for(*device_, lanes_ * n_)), dim(256), 0, s, out,
-                   y0_->ptr(), starts_->ptr(), G_->ptr(), static_cast<int>(sections_), u64(n_),
-                   u64(lanes_), u64(chunk_), u64(chunks_), cx);
+            run_chunks(s, in, 0, chunks_);
+            run_carry(s);
+            run_fix(s, out, 0, n_);
         } else {
-            launch(*kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 32))), dim(32), shared_, s,
-                   out, in, state_->ptr(), coef_->ptr(), static_cast<int>(sections_), u64(n_),
-                   u64(lanes_));
+            run_samples(s, in, out, 0, n_);
         }
         if (final)
             dsp::zero_after(s, util_, out, in_.channels, n_, dsp::item_bytes(out_),
@@ -127,6 +154,30 @@ public:
 
 private:
     static unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
+
+    // One thread per lane: samples [t0, t1) of every lane.
+    void run_samples(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t t0, int64_t t1) const {
+        launch(*kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 32))), dim(32), shared_, s, out, in,
+               state_->ptr(), coef_->ptr(), static_cast<int>(sections_), u64(n_), u64(lanes_), u64(t0), u64(t1));
+    }
+    // Chunked form, step A over chunks [c0, c1) of every lane.
+    void run_chunks(CUstream s, CUdeviceptr in, int64_t c0, int64_t c1) const {
+        launch(*chunks_kernel_, dim(dsp::grid_for(*device_, lanes_ * (c1 - c0), 128)), dim(128), 0, s,
+               y0_->ptr(), zf_->ptr(), in, coef_->ptr(), static_cast<int>(sections_), u64(n_), u64(lanes_),
+               u64(chunk_), u64(chunks_), complex_ ? 1 : 0, u64(c0), u64(c1));
+    }
+    // Step B: the carry through every chunk of every lane.
+    void run_carry(CUstream s) const {
+        launch(*carry_kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 64))), dim(64), 0, s,
+               starts_->ptr(), state_->ptr(), zf_->ptr(), phi_->ptr(), phi_last_->ptr(),
+               static_cast<int>(sections_), u64(lanes_), u64(chunks_));
+    }
+    // Step C over samples [t0, t1) of every lane.
+    void run_fix(CUstream s, CUdeviceptr out, int64_t t0, int64_t t1) const {
+        launch(*fix_kernel_, dim(dsp::grid_for(*device_, lanes_ * (t1 - t0))), dim(256), 0, s, out,
+               y0_->ptr(), starts_->ptr(), G_->ptr(), static_cast<int>(sections_), u64(n_), u64(lanes_),
+               u64(chunk_), u64(chunks_), complex_ ? 1 : 0, u64(t0), u64(t1));
+    }
 
     std::unique_ptr<DeviceBuffer> upload(const std::vector<double>& v) const {
         auto buf = std::make_unique<DeviceBuffer>(device_, v.size() * sizeof(double));
@@ -181,6 +232,9 @@ private:
     int64_t chunk_ = 0, chunks_ = 0;
     std::unique_ptr<DeviceBuffer> G_, phi_, phi_last_, y0_, zf_, starts_;
     std::shared_ptr<Kernel> chunks_kernel_, carry_kernel_, fix_kernel_;
+    // units
+    dsp::UnitSplit split_;   // one thread per lane: ranges of samples
+    dsp::UnitSplit groups_;  // chunked: groups of chunks
 };
 
 GK_REGISTER_OP("sos", [](const OpArgs& a) { return std::make_unique<SosOp>(a); });

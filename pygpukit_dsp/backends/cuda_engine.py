@@ -156,13 +156,24 @@ class CudaEngine:
         n_out = self._engine.wait(slot)
         return self._out[slot][:, :n_out]
 
-    def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None) -> np.ndarray:
+    def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None, *,
+                release_ns: int | None = None, spin_us: int = 0, prewarm: bool = False,
+                warm_us: int = 0) -> np.ndarray:
         """Process one block and return a new array with its output (the safe API).
 
         One native call: the copy into the pinned slot, the hand-over, the wait and the copy
         out all happen in C++ without the GIL. ``out`` (a C-contiguous array of the full
         output block's shape and dtype) is filled and returned instead of a new array (a view
         of its first valid items for a short final block).
+
+        ``release_ns`` (``time.perf_counter_ns`` clock): a paced block, handed over before it is
+        due; the call first waits natively for that time, sleeping until ``spin_us`` before it and
+        spinning from there (``prewarm``: at the start of the spin, the slot's pinned pages are
+        touched on the host and, with mapped I/O, read once by the GPU), then runs the block. Its
+        latency is then measured from ``release_ns`` (docs/cuda.md, "Paced blocks"). ``warm_us``
+        (< ``spin_us``): the wait comes back to Python this long before the release and goes native
+        again for the rest, so that the interpreter's own path (the GIL, these frames, the binding)
+        is warm when the block is due: after a sleep the way back to Python cost ~10 us more.
         """
         if self._closed:
             raise StreamFault("the CUDA engine is closed")
@@ -173,7 +184,14 @@ class CudaEngine:
         if block.ndim >= 2 and block.shape[1] < self._items and not final:
             raise ValueError(f"a partial block ({block.shape[1]} of {self._items} items) must be the "
                              "final block (final=True)")
-        y = self._engine.process(slot, block, final, out)
+        if release_ns is None:
+            y = self._engine.process(slot, block, final, out)
+        elif warm_us > 0:
+            release_ns = int(release_ns)
+            self._engine.wait_release(slot, release_ns, int(spin_us), bool(prewarm), release_ns - int(warm_us) * 1000)
+            y = self._engine.process(slot, block, final, out, release_ns, int(spin_us), False)
+        else:
+            y = self._engine.process(slot, block, final, out, int(release_ns), int(spin_us), bool(prewarm))
         self._next = (slot + 1) % self._slots
         return y
 

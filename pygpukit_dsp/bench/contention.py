@@ -76,6 +76,8 @@ W2_WARM_S = 0.3             # W2 runs this long before its solo window opens
 SPIN_NS = 150_000           # the host sleeps until this close to an arrival, then spins
 SETTLE_BLOCKS = 20          # untimed W1 blocks after W2 is switched on or off
 PUMP_START_TIMEOUT_S = 120.0
+PROBE_THRESHOLD_US = 50.0   # the stall probe records its gaps from this long (miss_causes)
+HOST_STALL_US = 100.0       # a probe gap this long during a late block: the host stalled (not the process)
 
 Progress = Callable[[str], None]
 
@@ -340,6 +342,20 @@ class ContentionReport:
         for t in self.targets():
             verdict = "not measured" if t.met is None else ("**met**" if t.met else "**not met**")
             lines.append(f"- {t.name}: {verdict} ({t.detail})")
+        causes = [(r, r.extra.get("miss_causes")) for r in self.rows if r.status == "ok" and r.extra.get("miss_causes")]
+        if causes:
+            lines += ["", f"W1's misses by cause (a stall probe, a thread on another CPU that only reads the clock, ran "
+                          f"beside pygpukit-dsp's W1; a miss during which it stopped >= {HOST_STALL_US:g} us is the "
+                          "host's, the others the process's):"]
+            for r, c in causes:
+                lines.append(f"- {r.label}: {c['misses']} misses: {c['host_stall']} host stalls, {c['process']} the "
+                             f"process's" + (f" (probe gaps >= {HOST_STALL_US:g} us in the run: {c.get('probe_gaps', 0)})"
+                                             if "probe_gaps" in c else " (no probe)"))
+            load = self.row("project_load")
+            lc = load.extra.get("miss_causes") if load is not None else None
+            if lc is not None:
+                lines.append(f"- issue 13: zero W1 misses under load that the process can be blamed for: "
+                             f"{'**met**' if lc['process'] == 0 else '**not met**'} ({lc['process']} of {lc['misses']})")
         lines += ["", "Outputs: " + ("all checks passed" if self.checks_passed else "**CHECK FAILED**")]
         for c in self.checks:
             err = f"rel err {c.max_rel_err:.1e}" if c.max_rel_err is not None else c.reason
@@ -371,6 +387,18 @@ class ContentionReport:
         return d
 
 
+@dataclass
+class ReleaseWaitSettings:
+    """Issue 13's paced waits: W1's call waits natively for each block's release (sleep until
+    ``spin_us`` before it, then spin; ``prewarm`` the project's slot when the spin starts), and its
+    latency runs from the release. PyTorch's W1 waits the same way (``_native.wait_until``) before
+    its call."""
+
+    spin_us: int = 200
+    prewarm: bool = True
+    warm_us: int = 100      # back in Python this long before the release (CudaEngine.process)
+
+
 # ----------------------------------------------------------------------------- timing loops
 
 
@@ -398,8 +426,11 @@ def _wait_until(t_ns: int) -> None:
 
 
 def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *, warmup: int, blocks: int,
-              period_ns: int) -> _W1Run:
-    """One block per period; latency = hand-over to output, for the blocks after ``warmup``."""
+              period_ns: int, release_call: Callable[[np.ndarray, int], Any] | None = None) -> _W1Run:
+    """One block per period; latency = hand-over to output, for the blocks after ``warmup``.
+
+    ``release_call(block, release_ns)`` (issue 13's settings): the call itself waits for the
+    block's release (natively, without the GIL) and the latency runs from the release."""
     perf = time.perf_counter_ns
     total = warmup + blocks
     keep_from = total - W1_CHECK_BLOCKS
@@ -411,9 +442,13 @@ def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *,
     t_start = 0
     t_next = perf() + period_ns
     for i in range(total):
-        _wait_until(t_next)
-        t0 = perf()
-        y = process(inputs[i % k])
+        if release_call is not None:
+            t0 = t_next
+            y = release_call(inputs[i % k], t_next)
+        else:
+            _wait_until(t_next)
+            t0 = perf()
+            y = process(inputs[i % k])
         t1 = perf()
         if i >= warmup:
             starts[i - warmup], ends[i - warmup] = t0, t1
@@ -429,13 +464,16 @@ def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *,
 
 
 def _pace_until(event: threading.Event, process: Callable[[np.ndarray], Any], inputs: list[np.ndarray],
-                period_ns: int) -> int:
+                period_ns: int, release_call: Callable[[np.ndarray, int], Any] | None = None) -> int:
     """W1 blocks at the period (untimed) until ``event`` is set; returns how many ran."""
     t_next = time.perf_counter_ns()
     n = 0
     while not event.is_set():
-        _wait_until(t_next)
-        process(inputs[n % len(inputs)])
+        if release_call is not None:
+            release_call(inputs[n % len(inputs)], t_next)
+        else:
+            _wait_until(t_next)
+            process(inputs[n % len(inputs)])
         n += 1
         t_next += period_ns
     return n
@@ -550,9 +588,10 @@ class _ProjectRun:
     """pygpukit-dsp's three runs (W1 alone, W2 alone, both on one scheduler)."""
 
     def __init__(self, bench: ContentionBench, c1: "SpecChain", c2: "SpecChain", *, period_ns: int,
-                 deadline_ns: int, quantum_ns: int, spin_us: int):
+                 deadline_ns: int, quantum_ns: int, spin_us: int, wait: "ReleaseWaitSettings | None" = None):
         self.bench, self.c1, self.c2 = bench, c1, c2
         self.period_ns, self.deadline_ns, self.quantum_ns, self.spin_us = period_ns, deadline_ns, quantum_ns, spin_us
+        self.wait = wait
         self.cost_ns: int | None = None
 
     def _engine(self, pipeline: "Pipeline", chain: "SpecChain") -> Any:
@@ -636,17 +675,23 @@ class _ProjectRun:
                     w2.set_resident(True)
                     w1.reset()
                     feed = _Feed(w1.process, w1_inputs)
-                    _paced_w1(feed, w1_inputs, warmup=warmup, blocks=0, period_ns=self.period_ns)
+                    wait = self.wait
+                    at = None if wait is None else (
+                        lambda x, r: feed.at(x, r, wait.spin_us, wait.prewarm, wait.warm_us))  # noqa: E731
+                    _paced_w1(feed, w1_inputs, warmup=warmup, blocks=0, period_ns=self.period_ns, release_call=at)
                     out = _Interleaved(w2_outputs=w2_outputs)
+                    probe = _start_probe()
                     for seg, n in enumerate(_split(blocks, segments)):
                         for loaded in ((False, True) if seg % 2 == 0 else (True, False)):
                             pump = _start_pump(_resident_pump(w2)) if loaded else None
                             try:
                                 if pump is not None:
                                     _wait_started(pump)
-                                _paced_w1(feed, w1_inputs, warmup=SETTLE_BLOCKS, blocks=0, period_ns=self.period_ns)
+                                _paced_w1(feed, w1_inputs, warmup=SETTLE_BLOCKS, blocks=0, period_ns=self.period_ns,
+                                          release_call=at)
                                 w1.set_trace(n)
-                                run = _paced_w1(feed, w1_inputs, warmup=0, blocks=n, period_ns=self.period_ns)
+                                run = _paced_w1(feed, w1_inputs, warmup=0, blocks=n, period_ns=self.period_ns,
+                                                release_call=at)
                                 (out.load if loaded else out.solo).add(run, w1.block_trace())
                             finally:
                                 if pump is not None:
@@ -654,6 +699,7 @@ class _ProjectRun:
                             if pump is not None:
                                 out.w2_done += pump.count(run.t_start, run.t_end)
                                 out.w2_seconds += (run.t_end - run.t_start) / 1e9
+                    out.stalls = _stop_probe(probe)
                     out.w1_blocks, out.w1_last = feed.count, list(feed.last)
                     out.extra = {"scheduler_w1": sched.stream_stats(sid1), "scheduler_w2": sched.stream_stats(sid2),
                                  "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns,
@@ -696,6 +742,14 @@ class _Feed:
         self.last.append(np.array(y, copy=True))
         return y
 
+    def at(self, _block: Any, release_ns: int, spin_us: int, prewarm: bool, warm_us: int = 0) -> Any:
+        """The next block, handed over before its release: the engine waits for it natively."""
+        y = self.process(self.inputs[self.count % len(self.inputs)], release_ns=release_ns, spin_us=spin_us,
+                         prewarm=prewarm, warm_us=warm_us)
+        self.count += 1
+        self.last.append(np.array(y, copy=True))
+        return y
+
 
 def _split(blocks: int, segments: int) -> list[int]:
     """``blocks`` timed blocks over ``segments`` segments, as evenly as they go (none empty)."""
@@ -730,6 +784,7 @@ class _Timed:
 
 @dataclass
 class _Interleaved:
+    stalls: tuple[np.ndarray, np.ndarray] | None = None  # the stall probe's (starts, lengths), ns
     solo: _Timed = field(default_factory=_Timed)
     load: _Timed = field(default_factory=_Timed)
     w2_outputs: list[np.ndarray] = field(default_factory=list)
@@ -739,6 +794,51 @@ class _Interleaved:
     w1_blocks: int = 0           # W1 blocks from reset to the end of the run
     w1_last: list[np.ndarray] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _start_probe() -> Any:
+    """A native thread that only reads the clock, recording its gaps >= PROBE_THRESHOLD_US (the
+    host took its CPU) while W1 runs; None where the native module has no probe."""
+    try:
+        from .. import _native
+
+        probe = _native.StallProbe(PROBE_THRESHOLD_US)
+        probe.start()
+        return probe
+    except (ImportError, AttributeError):
+        return None
+
+
+def _stop_probe(probe: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    if probe is None:
+        return None
+    starts, lengths = probe.stop()
+    return np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+
+
+def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+    """Each W1 block over the deadline: a *host stall* when the stall probe (a thread on another
+    CPU that only reads the clock) stopped for >= HOST_STALL_US while the block ran (the whole
+    guest or its CPUs were held: nothing in the process can fix that), else the *process*'s."""
+    out: dict[str, Any] = {"misses": len(bd.over), "host_stall": 0, "process": 0, "blocks": []}
+    if stalls is None:
+        out["probe"] = "none"
+        return out
+    g0, glen = stalls
+    big = glen >= HOST_STALL_US * 1000
+    g0, g1 = g0[big], g0[big] + glen[big]
+    starts = np.concatenate([r.starts for r in timed.runs])
+    ends = np.concatenate([r.ends for r in timed.runs])
+    out["probe_gaps"] = int(big.sum())
+    for o in bd.over:
+        a, b = int(starts[o.index]), int(ends[o.index])
+        hit = (g0 < b) & (g1 > a)
+        stalled = int(glen[big][hit].max()) / 1e3 if hit.any() else 0.0
+        cause = "host_stall" if hit.any() else "process"
+        out[cause] += 1
+        out["blocks"].append({"index": o.index, "total_us": o.total_us, "largest": o.largest,
+                              "cause": cause, "probe_stall_us": stalled})
+    return out
 
 
 def _resident_pump(engine: Any) -> PumpBody:
@@ -777,10 +877,14 @@ def _require_cuda(pipeline: "Pipeline", chain: "SpecChain", backend: str | None)
 def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, blocks: int | None = None,
            warmup: int | None = None, period_ms: float | None = None, throughput_seconds: float | None = None,
            quantum_ns: int | None = None, segments: int | None = None, baseline: bool = True,
+           wait: ReleaseWaitSettings | None = ReleaseWaitSettings(),
            progress: Progress | None = None) -> ContentionReport:
     """Run the contention benchmark (module doc); arguments left None take the bench file's values.
 
     ``baseline=False`` leaves out the PyTorch runs. ``progress`` receives one line per step.
+    ``wait``: how W1's blocks wait for their release (issue 13: natively, spin window, prewarm, and
+    the latency from the release; None: the sessions-3-to-6 method, a Python sleep-then-spin and
+    the latency from the hand-over).
     """
     from .harness import _input_blocks, _source_format, machine_description
 
@@ -811,7 +915,8 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
 
     settings = {"blocks": blocks, "warmup": warmup, "period_ns": period_ns, "deadline_ns": deadline_ns,
                 "quantum_ns": quantum, "throughput_mode": st.throughput_mode, "throughput_seconds": seconds,
-                "spin_us": spin_us, "w2_in_flight": W2_IN_FLIGHT, "segments": segments, "file": bench.path}
+                "spin_us": spin_us, "w2_in_flight": W2_IN_FLIGHT, "segments": segments, "file": bench.path,
+                "release_wait": None if wait is None else asdict(wait)}
     report = ContentionReport(
         realtime=w1p.name, throughput=w2p.name, w1_spec=c1.input.describe(), w2_spec=c2.input.describe(),
         period_us=period_ns / 1e3, deadline_us=deadline_ns / 1e3, settings=settings,
@@ -822,7 +927,7 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     w2_blocks = _input_blocks(w2p, c2, W2_CHECK_BLOCKS)
 
     proj = _ProjectRun(bench, c1, c2, period_ns=period_ns, deadline_ns=deadline_ns, quantum_ns=quantum,
-                       spin_us=spin_us)
+                       spin_us=spin_us, wait=wait)
     solo = ContentionRow("project_solo", "pygpukit-dsp, alone")
     load = ContentionRow("project_load", "pygpukit-dsp, W1 + W2 on one scheduler", solo_key="project_solo")
     report.rows += [solo, load]
@@ -837,6 +942,11 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     load.w1 = LatencyFigures.from_ns(run.load.lat_ns, deadline_ns, run.load.overruns)
     solo.extra["w1_breakdown"] = run.solo.breakdown(deadline_ns)
     load.extra = {**run.extra, "w1_breakdown": run.load.breakdown(deadline_ns)}
+    solo.extra["miss_causes"] = miss_causes(run.solo, solo.extra["w1_breakdown"], run.stalls)
+    load.extra["miss_causes"] = miss_causes(run.load, load.extra["w1_breakdown"], run.stalls)
+    if run.stalls is not None:
+        solo.extra["probe_gaps_over_100us"] = int((run.stalls[1] >= HOST_STALL_US * 1000).sum())
+        solo.extra["probe_max_gap_us"] = float(run.stalls[1].max()) / 1e3 if run.stalls[1].size else 0.0
     load.w2_samples_per_s = run.w2_samples_per_s
     say(f"w3:   alone: {_w1_line(solo.w1)}")
     say(f"w3:   loaded: {_w1_line(load.w1)}; {w2p.name} {load.w2_samples_per_s / 1e9:.1f} Gsamples/s")
@@ -857,7 +967,7 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     if baseline:
         _torch_rows(report, bench, c1, c2, w1_inputs, w2_blocks, w1_ref, w2_solo_out,
                     warmup=warmup, blocks=blocks, period_ns=period_ns, deadline_ns=deadline_ns,
-                    seconds=seconds, say=say)
+                    seconds=seconds, say=say, wait=wait)
     for t in report.targets():
         say(f"w3: {t.name}: {'not measured' if t.met is None else 'met' if t.met else 'NOT met'} ({t.detail})")
     return report
@@ -870,7 +980,8 @@ def _w1_line(f: LatencyFigures) -> str:
 def _torch_rows(report: ContentionReport, bench: ContentionBench, c1: "SpecChain", c2: "SpecChain",
                 w1_inputs: list[np.ndarray], w2_blocks: list[np.ndarray], ref_w1: list[np.ndarray],
                 ref_w2: list[np.ndarray], *, warmup: int, blocks: int, period_ns: int, deadline_ns: int,
-                seconds: float, say: Progress) -> None:
+                seconds: float, say: Progress, wait: ReleaseWaitSettings | None = None) -> None:
+    from .. import _native
     from .baselines import BaselineSkipped
     from .baselines.torch_w3 import TorchW3
     from .harness import CHECK_RTOL
@@ -894,6 +1005,13 @@ def _torch_rows(report: ContentionReport, bench: ContentionBench, c1: "SpecChain
         return
     spb2 = int(np.prod(c2.input.block_shape))
     outs: dict[str, list[np.ndarray]] = {}
+    at = None
+    if wait is not None:  # the same native wait as pygpukit-dsp's W1, before each call
+        def at(x: np.ndarray, release: int) -> Any:
+            if wait.warm_us > 0:  # the same two steps as pygpukit-dsp's W1
+                _native.wait_until(int(release) - wait.warm_us * 1000, int(wait.spin_us))
+            _native.wait_until(int(release), int(wait.spin_us))
+            return torch_w3.w1_process(x)
     try:
         if torch_w3.w2_note:
             report.notes.append(torch_w3.w2_note)
@@ -902,7 +1020,7 @@ def _torch_rows(report: ContentionReport, bench: ContentionBench, c1: "SpecChain
         solo.extra = {"w1_priority": s1.priority, "w2_priority": s2.priority}
         say(f"w3: PyTorch {w1n} alone")
         run = torch_w3.w1_run(s1, lambda: _paced_w1(torch_w3.w1_process, w1_inputs, warmup=warmup,
-                                                      blocks=blocks, period_ns=period_ns))
+                                                      blocks=blocks, period_ns=period_ns, release_call=at))
         solo.w1 = LatencyFigures.from_ns(run.lat_ns, deadline_ns, run.overruns)
         outs["solo"] = run.outputs
         say(f"w3:   {_w1_line(solo.w1)}")
@@ -920,11 +1038,11 @@ def _torch_rows(report: ContentionReport, bench: ContentionBench, c1: "SpecChain
             pump = _start_pump(torch_w3.w2_pump(s2, w2_blocks))
             try:
                 def loaded(pump=pump) -> _W1Run:
-                    _pace_until(pump.started, torch_w3.w1_process, w1_inputs, period_ns)
+                    _pace_until(pump.started, torch_w3.w1_process, w1_inputs, period_ns, release_call=at)
                     _wait_started(pump)
                     torch_w3.w1_reset()
                     return _paced_w1(torch_w3.w1_process, w1_inputs, warmup=warmup, blocks=blocks,
-                                     period_ns=period_ns)
+                                     period_ns=period_ns, release_call=at)
                 run = torch_w3.w1_run(s1, loaded)
             finally:
                 _finish_pump(pump)

@@ -81,10 +81,15 @@ def need_time_domain(spec: SignalSpec, what: str, *, dtype: str | None, where: s
 
 
 class Pacer:
-    """Holds reads back to the sample clock: ``n`` samples become available ``n / rate`` s after start."""
+    """Holds reads back to the sample clock: ``n`` samples become available ``n / rate`` s after start.
 
-    def __init__(self, sample_rate: float):
+    ``spin_us`` (set by the runner from the stream's ``qos.spin_us``): sleep until that long before
+    the due time, then spin to it, natively and without the GIL (``_native.wait_until``); 0: a plain
+    ``time.sleep`` to the due time."""
+
+    def __init__(self, sample_rate: float, spin_us: int = 0):
         self.sample_rate = float(sample_rate)
+        self.spin_us = int(spin_us)
         self._t0: float | None = None
 
     def wait_until(self, total_samples: int) -> None:
@@ -92,8 +97,28 @@ class Pacer:
         if self._t0 is None:
             self._t0 = now
         due = self._t0 + total_samples / self.sample_rate
-        if due > now:
+        if due <= now:
+            return
+        if self.spin_us > 0:
+            from .. import _native
+
+            _native.wait_until(int(due * 1e9), self.spin_us)  # perf_counter's clock is CLOCK_MONOTONIC
+        else:
             time.sleep(due - now)
+
+
+def set_pacer_spin(source: object, spin_us: int) -> int:
+    """Give the paced wait of ``source`` (and of a source it wraps, ``.inner``) a spin window;
+    returns how many pacers got it (0: the source is not paced by a clock)."""
+    n, seen = 0, set()
+    while source is not None and id(source) not in seen:
+        seen.add(id(source))
+        pacer = getattr(source, "_pacer", None)
+        if isinstance(pacer, Pacer):
+            pacer.spin_us = int(spin_us)
+            n += 1
+        source = getattr(source, "inner", None)
+    return n
 
 
 class Counters:

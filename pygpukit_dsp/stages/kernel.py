@@ -24,6 +24,12 @@ output keeps the number of items; ``output`` may change the channel count and th
 kernel has no state between blocks. ``grid: auto`` launches one thread per output element
 (``out_channels * row_out`` threads, ``threads`` per block).
 
+``split: channels`` declares that output channel ``c`` depends on input channel ``c`` only: the
+scheduler may then run a throughput stream's block as chunks over ranges of channels (each a
+launch with ``in``/``out`` offset to the chunk's first channel and ``channels`` its count), so
+that it yields to realtime blocks (docs/scheduler.md). The default, ``none``, launches the whole
+block at once (a kernel may read other channels).
+
 Example (YAML)::
 
     - type: kernel
@@ -78,6 +84,10 @@ class KernelParams(StageParams):
         "the input's.")
     params: list[float] = Field(
         default_factory=list, description="Float scalars passed after the fixed arguments (p0, p1, ...).")
+    split: Literal["none", "channels"] = Field(
+        "none", description="How the scheduler may split a block into chunks (pacing a throughput stream "
+        "beside realtime ones): 'channels' declares that output channel c depends on input channel c only "
+        "(equal channel counts), so a chunk is a launch over a range of channels; 'none': one launch per block.")
 
     @field_validator("entry")
     @classmethod
@@ -103,6 +113,13 @@ class KernelParams(StageParams):
         exactly_one(self, ("source", "source_file"))
         if self.source is not None and not self.source.strip():
             raise ValueError("source is empty")
+        return self
+
+    @model_validator(mode="after")
+    def _split_keeps_channels(self) -> "KernelParams":
+        if self.split == "channels" and self.output is not None and self.output.channels is not None:
+            raise ValueError("split: channels needs the input's channel count on the output "
+                             "(leave output.channels out)")
         return self
 
 

@@ -14,6 +14,11 @@ Tolerances (relative Frobenius error unless "exact"):
 * 1e-6: average with groups cut by unit boundaries (float64 sums in another order);
 * 1e-5: cuFFT and cuBLAS paths (a unit's plan / gemm has another batch or width);
 * against the CPU: 1e-5, 1e-4 for averaged power spectra (as the per-op tests).
+
+Issue 13 gave units to the ops that ran as one chunk (the end of this file): sos (sample ranges;
+the chunked form's steps over chunk groups), resample (output samples), channelizer (output
+frames: another cuFFT batch, 1e-5), gain (floats), delay (channels), kernel (channels, with
+``split: channels``) and fir_mix (time tiles); all but the channelizer bit-identical.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ def signal(shape: tuple, complex_: bool, seed: int) -> np.ndarray:
 def check_split_stream(stage_list: list, spec_in: SignalSpec, *, exact: bool = False,
                        rtol: float = 1e-5, cpu_rtol: float = 1e-5, kinds: list[str] | None = None,
                        cuts_used: tuple[int, ...] = (0, 1, 2, 3, 4), partial: int | None = None,
-                       seed: int = 0) -> int:
+                       seed: int = 0, cpu: bool = True) -> int:
     """Stream full blocks split as ``cut_lists`` says (one list per block, state carried) and a
     partial final block; compare with the unsplit engine and the CPU. Returns units_per_block."""
     from pygpukit_dsp.backends.cuda_engine import CudaEngine
@@ -107,9 +112,10 @@ def check_split_stream(stage_list: list, spec_in: SignalSpec, *, exact: bool = F
     finally:
         split.close()
         whole.close()
-    y, ref = np.concatenate(outs, axis=1), cpu_stream(stage_list, spec_in, x)
-    assert y.shape == ref.shape and y.dtype == ref.dtype
-    assert rel_err(y, ref) < cpu_rtol
+    if cpu:  # (a custom kernel has no CPU implementation: its test checks the numbers itself)
+        y, ref = np.concatenate(outs, axis=1), cpu_stream(stage_list, spec_in, x)
+        assert y.shape == ref.shape and y.dtype == ref.dtype
+        assert rel_err(y, ref) < cpu_rtol
     return units
 
 
@@ -287,3 +293,129 @@ def test_fir_then_mix_unfused_split_across_ops():
     st = [stages.Fir(taps=rng.standard_normal(3000), method="overlap_save"),
           stages.Mix(matrix=rng.standard_normal((3, 6)))]
     check_split_stream(st, time_spec(6, 4096), kinds=["fir", "mix"])
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 13: the ops that ran as one chunk
+
+@pytest.mark.parametrize("complex_", [False, True])
+def test_gain_splits_over_floats(complex_: bool):
+    # 3 ch x 10000 samples: 30000 floats (60000 complex): units of >= 4096 floats, 64-aligned
+    assert check_split_stream([stages.Gain(linear=-0.75)], time_spec(3, 10000, complex_), exact=True,
+                              kinds=["gain"]) > 4
+
+
+@pytest.mark.parametrize("samples", [[0, 3, 17, 1, 0, 250, 9, 64], 0])
+def test_delay_splits_over_channels(samples):
+    # one unit per channel (each >= 4096 samples); zero delays are row copies
+    units = check_split_stream([stages.Delay(samples=samples)], time_spec(8, 4096), exact=True, kinds=["delay"])
+    assert units == 8
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+def test_sos_one_thread_per_lane_splits_over_samples(complex_: bool):
+    # 20 sections (> 8: the one-thread-per-lane kernel) on 5 channels x 8192: sample ranges of
+    # 832 (>= 4096 samples over the lanes, multiples of 32), state carried through zi
+    import scipy.signal as ss
+
+    a = ss.iirfilter(10, [0.1, 0.3], btype="bandpass", ftype="ellip", rp=0.5, rs=60, output="sos")
+    b = ss.iirfilter(10, 0.4, btype="lowpass", ftype="cheby1", rp=1.0, output="sos")
+    st = stages.Sos(sos=np.vstack([a, b]))
+    assert check_split_stream([st], time_spec(5, 8192, complex_), exact=True, kinds=["sos"],
+                              cpu_rtol=1e-4) > 4
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+def test_sos_chunked_form_splits_its_steps_over_chunk_groups(complex_: bool):
+    # <= 8 sections, 2 channels x 70000: the chunked form; units = 2 x groups of 256-sample chunks
+    st = stages.Sos(design={"kind": "cheby1", "order": 8, "cutoff_hz": 3000, "rp": 0.5})
+    units = check_split_stream([st], time_spec(2, 70000, complex_), exact=True, kinds=["sos"])
+    assert units % 2 == 0 and units >= 4
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+def test_resample_splits_over_output_samples(complex_: bool):
+    # 3/2 on 4 ch x 6000: 9000 outputs per channel in units of >= 1024 (4096 over the channels)
+    st = stages.Resample(up=3, down=2)
+    assert check_split_stream([st], time_spec(4, 6000, complex_), exact=True, kinds=["resample"]) > 4
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+def test_channelizer_splits_over_output_frames(complex_: bool):
+    # M = 16 on 4 ch x 16384: 1024 output frames, units of 64 frames (64 subchannels x 4 ch each)
+    st = stages.Channelizer(channels=16, taps_per_channel=8)
+    assert check_split_stream([st], time_spec(4, 16384, complex_), kinds=["channelizer"]) == 16
+
+
+def test_channelizer_with_a_shorter_last_unit():
+    # 100 frames of M = 8 on 6 channels: units of 86 rows (>= 4096 outputs), the last of 14
+    st = stages.Channelizer(channels=8, taps_per_channel=4)
+    assert check_split_stream([st], time_spec(6, 800), kinds=["channelizer"]) == 2
+
+
+def test_custom_kernel_with_split_channels_splits_over_channels():
+    src = """extern "C" __global__ void twice(const float* in, float* out, long long channels, long long items,
+                                       long long row_in, long long row_out) {
+        long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+        long long c = i / row_out, t = i % row_out;
+        if (c < channels && t < items) out[c * row_out + t] = 2.0f * in[c * row_in + t] + (float)c * 0.0f;
+    }"""
+    k = stages.Kernel(source=src, entry="twice", split="channels")
+    spec = time_spec(16, 4096)
+    from pygpukit_dsp.backends.cuda_engine import CudaEngine
+
+    assert check_split_stream([k], spec, exact=True, kinds=["kernel"], cpu=False) == 16
+    eng = CudaEngine(Pipeline([k]), chain_of([k], spec), BackendChoice("cuda", "test"))
+    try:
+        x = signal((16, 4096), False, 3)
+        np.testing.assert_array_equal(eng.process_split(x, [3, 9]), 2 * x)
+    finally:
+        eng.close()
+    whole = stages.Kernel(source=src, entry="twice")  # split: none (the default): one unit
+    eng = CudaEngine(Pipeline([whole]), chain_of([whole], spec), BackendChoice("cuda", "test"))
+    try:
+        assert eng.units_per_block == 1
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize("block", [256, 4096])
+def test_fir_mix_splits_over_time_tiles(block: int):
+    # W1's shape (64 ch, 256 taps, 16 x 64 mix): 16 tiles of 16 samples, units of 4 tiles; and a
+    # longer block. Either kernel (cluster on SM 9.0+, split below) counts CTAs against the whole
+    # block, so the history phase flips once per block whatever the cuts.
+    rng = np.random.default_rng(12)
+    st = [stages.Fir(taps=rng.standard_normal(256) / 16), stages.Mix(matrix=rng.standard_normal((16, 64)))]
+    units = check_split_stream(st, time_spec(64, block), exact=True, kinds=["fir_mix"])
+    assert units == (4 if block == 256 else 64)
+
+
+@pytest.mark.parametrize("kernel", ["split", "cluster"])
+def test_both_fir_mix_kernels_split_over_time_tiles(kernel: str):
+    # each kernel forced through the op's parameter (cluster needs SM 9.0+: skipped below it)
+    from pygpukit_dsp import _native
+    from pygpukit_dsp.backends import cuda_lowering
+    from pygpukit_dsp.backends.cuda_engine import op_dict
+
+    dev = _native.Device(0)
+    if kernel == "cluster" and dev.sm[0] < 9:
+        pytest.skip("the cluster kernel needs SM 9.0+")
+    rng = np.random.default_rng(13)
+    st = [stages.Fir(taps=rng.standard_normal(40) / 8), stages.Mix(matrix=rng.standard_normal((5, 12)))]
+    spec = time_spec(12, 2048)
+    (op,) = cuda_lowering.lower_pipeline(Pipeline(list(st)), chain_of(st, spec))
+    d = op_dict(op)
+    d["params"]["kernel"] = kernel
+    split, whole = (_native.StreamEngine(dev, [d], use_graph=False) for _ in range(2))
+    try:
+        units = split.units_per_block
+        assert units > 4
+        x = signal((12, 2048 * 5), False, 14)
+        for i, cuts in enumerate(cut_lists(units, 15)):
+            blk = np.ascontiguousarray(x[:, i * 2048:(i + 1) * 2048])
+            a = np.array(split.process_split(0, blk, False, cuts), copy=True)
+            b = np.array(whole.process(0, blk, False), copy=True)
+            np.testing.assert_array_equal(a, b, err_msg=f"block {i}, cuts {cuts}")
+    finally:
+        split.close()
+        whole.close()

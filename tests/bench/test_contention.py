@@ -285,7 +285,14 @@ class _FakeEngine:
 
     _processed = 0
 
-    def process(self, x):
+    released = 0  # blocks handed over with a release time (issue 13's native wait)
+
+    def process(self, x, *, release_ns=None, spin_us=0, prewarm=False, warm_us=0):
+        if release_ns is not None:  # as CudaEngine: wait for the release inside the call
+            from pygpukit_dsp import _native
+
+            _native.wait_until(int(release_ns), int(spin_us))
+            self.released += 1
         t = time.perf_counter_ns()
         y = self.cpu.process(x)
         self._processed += 1
@@ -369,7 +376,10 @@ def test_run_w3_orchestrates_the_project_runs(tmp_path, fake_gpu):
     bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, quantum_ns: 100000, "
                                             "segments: 3}\n"))
     lines = []
-    rep = run_w3(bench, blocks=12, warmup=2, throughput_seconds=0.05, baseline=False, progress=lines.append)
+    # wait=None: latency from the hand-over (a stall of this shared test host while waiting for a
+    # release would count as a miss from the release; the release waits have their own test)
+    rep = run_w3(bench, blocks=12, warmup=2, throughput_seconds=0.05, baseline=False, progress=lines.append,
+                 wait=None)
     solo, load = rep.row("project_solo"), rep.row("project_load")
     assert solo.w1.blocks == load.w1.blocks == 12 and solo.w1.misses == 0
     assert solo.w2_samples_per_s > 0 and load.w2_samples_per_s > 0
@@ -393,6 +403,19 @@ def test_run_w3_orchestrates_the_project_runs(tmp_path, fake_gpu):
     # ... and lists the blocks over W1's deadline (none here), with the deadline it used
     assert solo.extra["w1_breakdown"].deadline_us == load.extra["w1_breakdown"].deadline_us == 1000.0
     assert rep.markdown().count("Blocks over the 1000 us deadline: 0") == 2
+
+
+def test_w1_waits_for_its_release_inside_its_call_by_default(tmp_path, fake_gpu):
+    # issue 13: W1's blocks are handed over before their release and wait natively (latency from
+    # the release); wait=None keeps the earlier method (a Python wait, latency from the hand-over)
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, segments: 1}\n"))
+    rep = run_w3(bench, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False)
+    w1 = fake_gpu[1]  # the interleaved run's W1 engine
+    assert w1.released == 2 + 2 * SETTLE_BLOCKS + 2 * 8
+    assert rep.settings["release_wait"] == {"spin_us": 200, "prewarm": True, "warm_us": 100}
+    fake_gpu.clear()
+    rep = run_w3(bench, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False, wait=None)
+    assert fake_gpu[1].released == 0 and rep.settings["release_wait"] is None
 
 
 @pytest.mark.parametrize("blocks,segments,parts", [(12, 3, [4, 4, 4]), (10, 3, [4, 3, 3]), (2, 5, [1, 1])])
@@ -562,3 +585,33 @@ def test_tiny_w3_run_on_the_gpu():
     load_bd = rep.row("project_load").extra["w1_breakdown"]
     assert load_bd.blocks == 50 and load_bd.gpu is not None and load_bd.gpu.p50_us > 0
     assert "Where W1's time went, pygpukit-dsp, W1 + W2 on one scheduler" in rep.markdown()
+
+
+def test_misses_are_split_into_host_stalls_and_the_process_s():
+    from pygpukit_dsp.bench.contention import _Timed, _W1Run, miss_causes
+    from pygpukit_dsp.bench.trace import Breakdown, OverBlock, PhaseFigures
+
+    starts = np.array([0, 10_000_000, 20_000_000], dtype=np.int64)
+    ends = starts + np.array([50_000, 1_500_000, 1_800_000])
+    timed = _Timed()
+    timed.runs.append(_W1Run(ends - starts, [], 0, 0, 0, starts, ends))
+    fig = PhaseFigures("x", 0, 0, 0)
+    over = [OverBlock(1, 1500.0, {"wake": 1500.0}, "wake", None), OverBlock(2, 1800.0, {"hand-over": 1800.0},
+                                                                           "hand-over", None)]
+    bd = Breakdown(3, 1, [], fig, None, 1000.0, over)
+    # the probe stopped 400 us during block 1, 60 us (below the threshold) during block 2
+    stalls = (np.array([10_500_000, 20_100_000, 30_000_000]), np.array([400_000, 60_000, 900_000]))
+    c = miss_causes(timed, bd, stalls)
+    assert (c["misses"], c["host_stall"], c["process"], c["probe_gaps"]) == (2, 1, 1, 2)
+    assert [b["cause"] for b in c["blocks"]] == ["host_stall", "process"] and c["blocks"][0]["probe_stall_us"] == 400.0
+    assert miss_causes(timed, bd, None)["probe"] == "none"
+
+
+def test_run_w3_reports_miss_causes_from_its_stall_probe(tmp_path, fake_gpu):
+    bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, segments: 1}\n"))
+    rep = run_w3(bench, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False)
+    for key in ("project_solo", "project_load"):
+        c = rep.row(key).extra["miss_causes"]
+        assert c["misses"] == c["host_stall"] + c["process"] == len(rep.row(key).extra["w1_breakdown"].over)
+    assert "probe_max_gap_us" in rep.row("project_solo").extra
+    assert "W1's misses by cause" in rep.markdown() and "can be blamed for" in rep.markdown()

@@ -93,7 +93,8 @@ __device__ __forceinline__ void fir_mix_split(float* __restrict__ out, const flo
                                               const float* __restrict__ taps,
                                               const float* __restrict__ matrix, gk_size_t n,
                                               gk_size_t n_valid, gk_size_t hist_len, gk_size_t tap_row,
-                                              int stages, int c_in, int c_out) {
+                                              int stages, int c_in, int c_out, unsigned tile0,
+                                              unsigned tiles_total) {
     constexpr int CG = 4, THREADS = CG * 32;
     __shared__ SplitSmem<KT> smem;
     // M is copied in by every CTA (only the tile's last CTA uses it, but which CTA is last is
@@ -103,7 +104,8 @@ __device__ __forceinline__ void fir_mix_split(float* __restrict__ out, const flo
     __shared__ unsigned last_of_tile;
 
     const int tid = threadIdx.x;
-    const long long t0 = (long long)blockIdx.x * TILE;
+    const unsigned tile = tile0 + blockIdx.x;  // this CTA's time tile in the whole block
+    const long long t0 = (long long)tile * TILE;
     const long long c0 = (long long)blockIdx.y * CG;
     const int cg_here = c_in - (int)c0 < CG ? c_in - (int)c0 : CG;
     // Ping-pong history (as the fir op): read history[phase], write history[phase ^ 1].
@@ -132,17 +134,17 @@ __device__ __forceinline__ void fir_mix_split(float* __restrict__ out, const flo
         const long long t = t0 + tid % TILE;
         if (r < cg_here && t < (long long)n) y[(c0 + r) * (long long)n + t] = yv;
     }
-    keep_history(next_hist, hist, c0, cg_here, n, hist_len);
+    keep_history(next_hist, hist, c0, cg_here, n, hist_len, tile, tiles_total);
 
     // ---- 2. hand y over: the last CTA of this time tile mixes it
     __threadfence();  // this thread's y and history stores, device-wide, before the arrival
     __syncthreads();
     unsigned tiles_before = 0u;
     if (tid == 0) {
-        const unsigned before = atomicAdd(tile_arrivals + blockIdx.x, 1u);
+        const unsigned before = atomicAdd(tile_arrivals + tile, 1u);
         const bool last = before == gridDim.y - 1u;
         if (last) {
-            tile_arrivals[blockIdx.x] = 0u;  // every CTA of the tile has arrived: rearm for the next launch
+            tile_arrivals[tile] = 0u;  // every CTA of the tile has arrived: rearm for the next launch
             // Counted now (its result is needed only at the end): once every tile has counted,
             // every CTA of the launch has read the phase, so the last one may flip it.
             tiles_before = atomicAdd(tiles_done, 1u);
@@ -211,7 +213,7 @@ __device__ __forceinline__ void fir_mix_split(float* __restrict__ out, const flo
 
     // ---- 4. the last tile to count flips the history phase for the next launch (which starts
     // after this one has ended: stream order, no fence needed)
-    if (tid == 0 && tiles_before == gridDim.x - 1u) {
+    if (tid == 0 && tiles_before == tiles_total - 1u) {
         *tiles_done = 0u;
         sync[0] = phase ^ 1u;
     }
@@ -224,14 +226,18 @@ __device__ __forceinline__ void fir_mix_split(float* __restrict__ out, const flo
 // multiple of KT; sync: {phase, tiles done, one arrival counter per tile}, zero at the start and
 // rearmed by every launch; taps (1 or c_in rows of hist_len, zero-padded), tap_row = hist_len for
 // per-channel taps, 0 for shared taps; stages = hist_len / KT; matrix (c_out, c_in),
-// c_out * c_in <= 4096; out columns from n_valid on are written as zeros.
+// c_out * c_in <= 4096; out columns from n_valid on are written as zeros; the launch runs time
+// tiles [tile0, tile0 + gridDim.x) of the block's tiles_total (the whole block: 0, ceil(n / 16);
+// a range is a chunk of the scheduler's units: the launches of one block's ranges, in stream
+// order, do what one launch over all tiles does).
 #define GK_FIR_MIX(NAME, KT)                                                                     \
     extern "C" __global__ void __launch_bounds__(128) NAME(                                      \
         float* out, const float* in, float* y, float* hist2, unsigned* sync, const float* taps,  \
         const float* matrix, gk_size_t n, gk_size_t n_valid, gk_size_t hist_len,                 \
-        gk_size_t tap_row, int stages, int c_in, int c_out) {                                    \
+        gk_size_t tap_row, int stages, int c_in, int c_out, unsigned tile0,                      \
+        unsigned tiles_total) {                                                                  \
         fir_mix_split<KT>(out, in, y, hist2, sync, taps, matrix, n, n_valid, hist_len, tap_row,  \
-                          stages, c_in, c_out);                                                  \
+                          stages, c_in, c_out, tile0, tiles_total);                              \
     }
 
 GK_FIR_MIX(gk_fir_mix_k32, 32)

@@ -40,7 +40,8 @@ __device__ __forceinline__ void fir_mix_cluster(float* __restrict__ out, const f
                                                 const float* __restrict__ taps,
                                                 const float* __restrict__ matrix, gk_size_t n,
                                                 gk_size_t n_valid, gk_size_t hist_len,
-                                                gk_size_t tap_row, int stages, int c_in, int c_out) {
+                                                gk_size_t tap_row, int stages, int c_in, int c_out,
+                                                unsigned tile0, unsigned tiles_total) {
     constexpr int CG = 8, THREADS = CG * 32;
     __shared__ FirSmem<KT, CG> sm;
     __shared__ __align__(16) float m_sh[MAX_ENTRIES];  // M[o][c0 + r] at o * cgs + r
@@ -51,7 +52,8 @@ __device__ __forceinline__ void fir_mix_cluster(float* __restrict__ out, const f
     cluster_arrive_relaxed();
     const int tid = threadIdx.x;
     const unsigned rank = cluster_rank();
-    const long long t0 = (long long)blockIdx.x * TILE;
+    const unsigned tile = tile0 + blockIdx.x;  // this CTA's time tile in the whole block
+    const long long t0 = (long long)tile * TILE;
     const long long c0 = (long long)blockIdx.y * CG;
     const int cg_here = c_in - (int)c0 < CG ? c_in - (int)c0 : CG;  // <= 0: a CTA padding the cluster
     const int cgs = c_in < CG ? c_in : CG;  // row stride of m_sh
@@ -95,14 +97,14 @@ __device__ __forceinline__ void fir_mix_cluster(float* __restrict__ out, const f
             for (int r = 0; r < cg_here; ++r) acc = fmaf(m_sh[o * cgs + r], y_sh[r][tt], acc);
             store_to_cta(shares + rank * tile_items + f, 0u, acc);
         }
-        keep_history(next_hist, hist, c0, cg_here, n, hist_len);
+        keep_history(next_hist, hist, c0, cg_here, n, hist_len, tile, tiles_total);
     } else {
         if (tid == 0) counted_before = atomicAdd(ctas_done, 1u);
         cluster_wait();
     }
     cluster_arrive_release();  // the shares stored, visible to CTA 0 after its wait
     cluster_wait();
-    if (tid == 0 && counted_before == gridDim.x * gridDim.y - 1u) {
+    if (tid == 0 && counted_before == tiles_total * gridDim.y - 1u) {
         *ctas_done = 0u;  // every CTA has read the phase: flip it for the next launch
         sync[0] = phase ^ 1u;
     }
@@ -126,14 +128,16 @@ __device__ __forceinline__ void fir_mix_cluster(float* __restrict__ out, const f
 // Cluster kernel (SM 9.0+): grid (ceil(n / 16), CL), block 256, launched in clusters of (1, CL, 1)
 // (cuLaunchKernelEx; CL a power of two >= ceil(c_in / 8), at most 8: CTAs past the last channel
 // only join the barriers); dynamic shared memory CL * c_out * 16 floats; sync: {phase, CTAs
-// done}; the other arguments as above.
+// done}; tile0, tiles_total: the launch's time tiles [tile0, tile0 + gridDim.x) of the block's
+// (kernels/fir_mix.cu); the other arguments as above.
 #define GK_FIR_MIX_CLUSTER(NAME, KT)                                                             \
     extern "C" __global__ void __launch_bounds__(256) NAME(                                      \
         float* out, const float* in, float* hist2, unsigned* sync, const float* taps,            \
         const float* matrix, gk_size_t n, gk_size_t n_valid, gk_size_t hist_len,                 \
-        gk_size_t tap_row, int stages, int c_in, int c_out) {                                    \
+        gk_size_t tap_row, int stages, int c_in, int c_out, unsigned tile0,                      \
+        unsigned tiles_total) {                                                                  \
         fir_mix_cluster<KT>(out, in, hist2, sync, taps, matrix, n, n_valid, hist_len, tap_row,   \
-                            stages, c_in, c_out);                                                \
+                            stages, c_in, c_out, tile0, tiles_total);                            \
     }
 
 GK_FIR_MIX_CLUSTER(gk_fir_mix_cluster_k32, 32)

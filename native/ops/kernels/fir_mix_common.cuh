@@ -101,13 +101,15 @@ __device__ __forceinline__ void load_stage(FirSmem<KT, CG>& sm, int b, int stage
 
 // The part of the next history that comes from the history itself, when the block is shorter
 // than it (next[i] = history[i + n] for i < hist_len - n), shared out evenly over the tiles;
-// the block's own samples are written during the FIR (stage 0).
+// the block's own samples are written during the FIR (stage 0). `tile` of `tiles`: the CTA's
+// time tile in the whole block (a launch may cover a range of tiles: the scheduler's units).
 __device__ __forceinline__ void keep_history(float* __restrict__ next_hist, const float* __restrict__ hist,
-                                             long long c0, int cg_here, gk_size_t n, gk_size_t hist_len) {
+                                             long long c0, int cg_here, gk_size_t n, gk_size_t hist_len,
+                                             gk_size_t tile, gk_size_t tiles) {
     const gk_size_t kept = hist_len > n ? hist_len - n : 0;
     if (kept == 0) return;
-    const gk_size_t begin = kept * blockIdx.x / gridDim.x;
-    const gk_size_t len = kept * (blockIdx.x + 1) / gridDim.x - begin;
+    const gk_size_t begin = kept * tile / tiles;
+    const gk_size_t len = kept * (tile + 1) / tiles - begin;
     for (gk_size_t f = threadIdx.x; f < (gk_size_t)cg_here * len; f += blockDim.x) {
         const gk_size_t r = f / len, i = begin + (f - r * len);
         const gk_size_t c = (gk_size_t)c0 + r;

@@ -135,3 +135,15 @@ extern "C" __global__ void gk_io_push(unsigned char* dst, const unsigned char* s
     __threadfence_system();
     *reinterpret_cast<volatile unsigned long long*>(flag) = count;
 }
+
+// Prewarm of a paced block (StreamEngine::process with a release time and prewarm; docs/cuda.md,
+// "Paced blocks"): one thread per 4 KiB page reads one word of each mapped pinned buffer, so that
+// the GPU's translations of the slot's host pages (and the launch path itself) are warm when the
+// block's pull kernel reads them after the release. Reads only (volatile: never optimised away).
+extern "C" __global__ void gk_io_touch(const unsigned* a, gk_size_t a_bytes, const unsigned* b, gk_size_t b_bytes) {
+    const gk_size_t pages_a = (a_bytes + 4095) / 4096, pages_b = (b_bytes + 4095) / 4096;
+    for (gk_size_t i = gk_thread_index(); i < pages_a + pages_b; i += gk_grid_stride()) {
+        const unsigned* p = i < pages_a ? a + i * 1024 : b + (i - pages_a) * 1024;
+        (void)*reinterpret_cast<const volatile unsigned*>(p);
+    }
+}

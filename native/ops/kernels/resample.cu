@@ -30,9 +30,10 @@ __device__ __forceinline__ void resample(T* __restrict__ out, const T* __restric
                                          const float* __restrict__ phases,
                                          const uint2* __restrict__ steps, unsigned n,
                                          unsigned hist_len, unsigned out_n, unsigned up,
-                                         unsigned down, unsigned taps_per_phase) {
-    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= out_n) return;
+                                         unsigned down, unsigned taps_per_phase, unsigned k_begin,
+                                         unsigned k_end) {
+    const unsigned k = k_begin + blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= k_end) return;
     const gk_size_t c = blockIdx.y;
     const unsigned q = k / up, r = k - q * up;
     const uint2 step = steps[r];
@@ -51,18 +52,21 @@ __device__ __forceinline__ void resample(T* __restrict__ out, const T* __restric
 
 }  // namespace
 
-// grid (ceil(out_n / 256), channels), block 256; phases: (up, taps_per_phase) row-major;
-// steps[r] = {(r*down) mod up, floor(r*down/up)} for r < up.
+// grid (ceil((k_end - k_begin) / 256), channels), block 256: outputs [k_begin, k_end) of every
+// channel (the whole block: 0, out_n; a range is a chunk of the scheduler's units);
+// phases: (up, taps_per_phase) row-major; steps[r] = {(r*down) mod up, floor(r*down/up)} for r < up.
 extern "C" __global__ void gk_resample_f32(float* out, const float* in, const float* hist,
                                            const float* phases, const uint2* steps, unsigned n,
                                            unsigned hist_len, unsigned out_n, unsigned up,
-                                           unsigned down, unsigned taps_per_phase) {
-    resample<float>(out, in, hist, phases, steps, n, hist_len, out_n, up, down, taps_per_phase);
+                                           unsigned down, unsigned taps_per_phase, unsigned k_begin,
+                                           unsigned k_end) {
+    resample<float>(out, in, hist, phases, steps, n, hist_len, out_n, up, down, taps_per_phase, k_begin, k_end);
 }
 
 extern "C" __global__ void gk_resample_c64(float2* out, const float2* in, const float2* hist,
                                            const float* phases, const uint2* steps, unsigned n,
                                            unsigned hist_len, unsigned out_n, unsigned up,
-                                           unsigned down, unsigned taps_per_phase) {
-    resample<float2>(out, in, hist, phases, steps, n, hist_len, out_n, up, down, taps_per_phase);
+                                           unsigned down, unsigned taps_per_phase, unsigned k_begin,
+                                           unsigned k_end) {
+    resample<float2>(out, in, hist, phases, steps, n, hist_len, out_n, up, down, taps_per_phase, k_begin, k_end);
 }

@@ -25,10 +25,14 @@ __device__ __forceinline__ gk_size_t lane_index(gk_size_t lane, gk_size_t t, gk_
     return complex_data ? (lane >> 1) * 2 * n + 2 * t + (lane & 1) : lane * n + t;
 }
 
+// Samples [t_begin, t_end) of every lane (the whole block: 0, n; t_begin a multiple of CHUNK). The
+// state is read from zi at the start and written back at the end, so consecutive ranges in
+// stream order do exactly what one launch over the block does (a chunk of the scheduler's units).
 __device__ __forceinline__ void sos_block(float* __restrict__ out, const float* __restrict__ in,
                                           double* __restrict__ zi,
                                           const double* __restrict__ coef, int sections,
-                                          gk_size_t n, gk_size_t lanes, bool complex_data) {
+                                          gk_size_t n, gk_size_t lanes, gk_size_t t_begin,
+                                          gk_size_t t_end, bool complex_data) {
     extern __shared__ double sos_shared[];
     double* c = sos_shared;                        // [sections][5]: b0 b1 b2 a1 a2
     double (*tile)[CHUNK + 1] = reinterpret_cast<double (*)[CHUNK + 1]>(sos_shared + 5 * sections);
@@ -52,8 +56,8 @@ __device__ __forceinline__ void sos_block(float* __restrict__ out, const float* 
             }
     }
 
-    for (gk_size_t n0 = 0; n0 < n; n0 += CHUNK) {
-        const int count = (int)((n - n0) < (gk_size_t)CHUNK ? (n - n0) : (gk_size_t)CHUNK);
+    for (gk_size_t n0 = t_begin; n0 < t_end; n0 += CHUNK) {
+        const int count = (int)((t_end - n0) < (gk_size_t)CHUNK ? (t_end - n0) : (gk_size_t)CHUNK);
         for (int r = 0; r < LANES; ++r) {
             const gk_size_t lane = lane0 + r;
             double v = 0.0;
@@ -118,17 +122,20 @@ __device__ __forceinline__ void sos_block(float* __restrict__ out, const float* 
 }  // namespace
 
 // grid ceil(lanes / 32), block 32, dynamic shared memory (5 * sections + 32 * 33) doubles.
-// lanes = channels (float32) or 2 * channels (complex64, `in`/`out` viewed as floats).
+// lanes = channels (float32) or 2 * channels (complex64, `in`/`out` viewed as floats); samples
+// [t_begin, t_end) of each lane (the whole block: 0, n).
 extern "C" __global__ void __launch_bounds__(32) gk_sos_f32(float* out, const float* in, double* zi,
                                                             const double* coef, int sections,
-                                                            gk_size_t n, gk_size_t lanes) {
-    sos_block(out, in, zi, coef, sections, n, lanes, false);
+                                                            gk_size_t n, gk_size_t lanes,
+                                                            gk_size_t t_begin, gk_size_t t_end) {
+    sos_block(out, in, zi, coef, sections, n, lanes, t_begin, t_end, false);
 }
 
 extern "C" __global__ void __launch_bounds__(32) gk_sos_c64(float* out, const float* in, double* zi,
                                                             const double* coef, int sections,
-                                                            gk_size_t n, gk_size_t lanes) {
-    sos_block(out, in, zi, coef, sections, n, lanes, true);
+                                                            gk_size_t n, gk_size_t lanes,
+                                                            gk_size_t t_begin, gk_size_t t_end) {
+    sos_block(out, in, zi, coef, sections, n, lanes, t_begin, t_end, true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -148,13 +155,17 @@ constexpr int CHUNK_SECTIONS = 8;
 constexpr int CHUNK_STATE = 2 * CHUNK_SECTIONS;
 }  // namespace
 
-// grid-stride over lanes * chunks; y0: (lanes, n) double; zf: (lanes, chunks, 2*sections).
+// grid-stride over lanes * (c_end - c_begin): chunks [c_begin, c_end) of every lane (the whole
+// block: 0, chunks); y0: (lanes, n) double; zf: (lanes, chunks, 2*sections).
 extern "C" __global__ void gk_sos_chunks(double* y0, double* zf, const float* in, const double* coef,
                                          int sections, gk_size_t n, gk_size_t lanes,
-                                         gk_size_t chunk, gk_size_t chunks, int complex_data) {
+                                         gk_size_t chunk, gk_size_t chunks, int complex_data,
+                                         gk_size_t c_begin, gk_size_t c_end) {
     const int D = 2 * sections;
-    for (gk_size_t idx = gk_thread_index(); idx < lanes * chunks; idx += gk_grid_stride()) {
-        const gk_size_t lane = idx / chunks, c = idx - lane * chunks;
+    const gk_size_t span = c_end - c_begin;
+    for (gk_size_t k = gk_thread_index(); k < lanes * span; k += gk_grid_stride()) {
+        const gk_size_t lane = k / span, c = c_begin + (k - lane * span);
+        const gk_size_t idx = lane * chunks + c;
         double z0[CHUNK_SECTIONS], z1[CHUNK_SECTIONS];
 #pragma unroll
         for (int s = 0; s < CHUNK_SECTIONS; ++s) z0[s] = z1[s] = 0.0;
@@ -219,13 +230,17 @@ extern "C" __global__ void gk_sos_carry(double* starts, double* zi, const double
         if (d < D) zi[(gk_size_t)d * lanes + lane] = s[d];
 }
 
-// grid-stride over lanes * n; G: (chunk, D).
+// grid-stride over lanes * (t_end - t_begin): samples [t_begin, t_end) of every lane (the whole
+// block: 0, n); G: (chunk, D).
 extern "C" __global__ void gk_sos_fix(float* out, const double* y0, const double* starts,
                                       const double* G, int sections, gk_size_t n, gk_size_t lanes,
-                                      gk_size_t chunk, gk_size_t chunks, int complex_data) {
+                                      gk_size_t chunk, gk_size_t chunks, int complex_data,
+                                      gk_size_t t_begin, gk_size_t t_end) {
     const int D = 2 * sections;
-    for (gk_size_t idx = gk_thread_index(); idx < lanes * n; idx += gk_grid_stride()) {
-        const gk_size_t lane = idx / n, t = idx - lane * n;
+    const gk_size_t span = t_end - t_begin;
+    for (gk_size_t k = gk_thread_index(); k < lanes * span; k += gk_grid_stride()) {
+        const gk_size_t lane = k / span, t = t_begin + (k - lane * span);
+        const gk_size_t idx = lane * n + t;
         const gk_size_t c = t / chunk, tl = t - c * chunk;
         const double* st = starts + (lane * chunks + c) * (gk_size_t)D;
         const double* g = G + tl * (gk_size_t)D;

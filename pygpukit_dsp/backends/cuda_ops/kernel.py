@@ -18,4 +18,5 @@ def lower_kernel(stage: Kernel, spec_in: SignalSpec, spec_out: SignalSpec) -> Op
         "threads": int(p.threads),
         "grid": 0 if p.grid == "auto" else int(p.grid),
         "params": np.asarray(p.params, dtype=np.float64),
+        "split": p.split,
     })

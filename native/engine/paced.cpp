@@ -1,0 +1,171 @@
+#include "paced.h"
+#include "spin.h"
+
+#include <algorithm>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "stream_engine.h"
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
+namespace gk {
+namespace {
+
+constexpr uint64_t kStartDelayNs = 20'000'000;  // the driver threads start before the first release
+
+struct InFlight {
+    int slot;
+    uint64_t release_ns;
+};
+
+struct Driven {
+    const PacedStreamSpec* spec;
+    PacedStreamResult* result;
+    uint64_t k = 0;                // next block to release
+    bool late_counted = false;     // block k's lateness counted
+    std::deque<InFlight> in_flight;
+    std::vector<unsigned char> sink;  // where outputs are copied out
+    int64_t items = 0, out_items = 0;
+    int slots = 1;
+};
+
+void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint64_t end, int spin_us) {
+    for (;;) {
+        bool progressed = false, busy = false, pending = false;
+        uint64_t next_release = UINT64_MAX;
+        for (Driven& d : mine) {
+            StreamEngine& e = *d.spec->engine;
+            while (!d.in_flight.empty()) {
+                const InFlight f = d.in_flight.front();
+                int64_t n_out = 0;
+                if (!e.try_wait(f.slot, &n_out)) break;
+                e.copy_output(f.slot, n_out, d.sink.data(), d.out_items);
+                const uint64_t t = monotonic_ns();
+                if (f.release_ns >= timed_from) d.result->latency_ns.push_back(static_cast<int64_t>(t - f.release_ns));
+                d.in_flight.pop_front();
+                progressed = true;
+            }
+            const uint64_t release = start + d.spec->phase_ns + d.k * d.spec->period_ns;
+            if (release < end) {
+                pending = true;
+                const uint64_t now = monotonic_ns();
+                if (release <= now) {
+                    if (static_cast<int>(d.in_flight.size()) < d.slots) {
+                        const int slot = static_cast<int>(d.k % static_cast<uint64_t>(d.slots));
+                        const auto& in = d.spec->inputs;
+                        e.fill(slot, in[d.k % in.size()], d.items);
+                        e.submit(slot, d.items, false);
+                        d.in_flight.push_back({slot, release});
+                        ++d.k;
+                        ++d.result->released;
+                        d.late_counted = false;
+                        progressed = true;
+                    } else if (!d.late_counted) {
+                        ++d.result->late;  // sent when a slot frees; its latency still counts from `release`
+                        d.late_counted = true;
+                    }
+                } else {
+                    next_release = std::min(next_release, release);
+                }
+            }
+            busy |= !d.in_flight.empty();
+        }
+        if (!pending && !busy) return;
+        if (progressed) continue;
+        if (busy) {
+            cpu_relax();
+            continue;
+        }
+        if (next_release != UINT64_MAX) wait_until_ns(next_release, spin_us);
+    }
+}
+
+}  // namespace
+
+PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s, double seconds, int threads,
+                   int spin_us) {
+    if (streams.empty()) throw std::invalid_argument("run_paced needs at least one stream");
+    if (!(seconds > 0) || warmup_s < 0) throw std::invalid_argument("run_paced needs seconds > 0 and warmup_s >= 0");
+    if (threads < 1) throw std::invalid_argument("run_paced needs threads >= 1");
+    if (spin_us < 0) throw std::invalid_argument("spin_us must be >= 0");
+    PacedRun run;
+    run.streams.resize(streams.size());
+    std::vector<std::vector<Driven>> groups(static_cast<size_t>(std::min<size_t>(threads, streams.size())));
+    for (size_t i = 0; i < streams.size(); ++i) {
+        const PacedStreamSpec& s = streams[i];
+        if (!s.engine) throw std::invalid_argument("stream " + std::to_string(i) + " has no engine");
+        if (s.period_ns == 0) throw std::invalid_argument("stream " + std::to_string(i) + " has period 0");
+        if (s.inputs.empty()) throw std::invalid_argument("stream " + std::to_string(i) + " has no input blocks");
+        Driven d;
+        d.spec = &s;
+        d.result = &run.streams[i];
+        d.items = s.engine->input_desc().items;
+        d.out_items = s.engine->output_desc().items;
+        d.slots = s.engine->slots();
+        d.sink.resize(s.engine->output_desc().nbytes());
+        const double blocks = (warmup_s + seconds) * 1e9 / static_cast<double>(s.period_ns);
+        d.result->latency_ns.reserve(static_cast<size_t>(blocks) + 2);
+        groups[i % groups.size()].push_back(std::move(d));
+    }
+    run.start_ns = monotonic_ns() + kStartDelayNs;
+    run.timed_from_ns = run.start_ns + static_cast<uint64_t>(warmup_s * 1e9);
+    run.end_ns = run.timed_from_ns + static_cast<uint64_t>(seconds * 1e9);
+    std::vector<std::exception_ptr> errors(groups.size());
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < groups.size(); ++t)
+        pool.emplace_back([&, t] {
+            try {
+                drive(groups[t], run.start_ns, run.timed_from_ns, run.end_ns, spin_us);
+            } catch (...) {
+                errors[t] = std::current_exception();
+            }
+        });
+    for (std::thread& th : pool) th.join();
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+    return run;
+}
+
+StallProbe::StallProbe(uint64_t threshold_ns, int cpu) : threshold_ns_(threshold_ns), cpu_(cpu) {}
+
+StallProbe::~StallProbe() {
+    if (running_.load()) stop();
+}
+
+void StallProbe::start() {
+    if (running_.exchange(true)) throw std::invalid_argument("the stall probe is already running");
+    gaps_.clear();
+    gaps_.reserve(1 << 16);
+    thread_ = std::thread([this] {
+#if defined(__linux__)
+        if (cpu_ >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu_, &set);
+            pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        }
+#endif
+        uint64_t last = monotonic_ns();
+        while (running_.load(std::memory_order_relaxed)) {
+            const uint64_t now = monotonic_ns();
+            if (now - last > threshold_ns_ && gaps_.size() < (1u << 20)) gaps_.emplace_back(last, now - last);
+            last = now;
+        }
+    });
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> StallProbe::stop() {
+    running_.store(false);
+    if (thread_.joinable()) thread_.join();
+    return gaps_;
+}
+
+}  // namespace gk

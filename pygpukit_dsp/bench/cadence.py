@@ -1,0 +1,576 @@
+"""Paced latency: blocks released on an absolute clock at the stream's period (issue 13).
+
+``gk-stream bench benchmarks/w1.yaml --cadence realtime`` (:func:`run_cadence`). W1's figures are
+taken back to back; a real stream hands over one block per period (48 kHz / 256 = one every
+5.33 ms), and a host that idles between blocks is slower on each of them (docs/benchmarks.md, "The
+host after idle"). Here block k of a segment is *released* at ``t0 + k * period`` and its latency
+runs from that release until its output is available, whatever made it late (a late wake-up, a
+previous block still running, the block itself).
+
+Every implementation is paced the same way in the same run: the project (the pipeline's engine)
+and each baseline (NumPy, CuPy eager, PyTorch eager, PyTorch + CUDA graph). Waiting for a release
+never holds the GIL: the project's engine waits inside its own call (``CudaEngine.process(...,
+release_ns=...)``: sleep until ``spin_us`` before the release, ``prewarm`` the slot, spin, come
+back to Python ``warm_us`` before the release and spin the rest in the block's own call), a
+baseline in ``_native.wait_until`` (the same sleep-then-spin, in the same two steps) before its
+call. The project also runs *back to back* (W1's own method) in the same run, for the ratio of
+paced to back-to-back latency.
+
+Implementations take turns in segments (``SEGMENT_BLOCKS`` timed blocks each, after
+``SETTLE_BLOCKS`` untimed paced blocks), rotating until each has ``blocks`` timed blocks, so that
+the host's bursts of noise fall on all of them (the W3 bench alternates the same way). The CPU
+time the process uses per second of audio (``getrusage``, every thread) is measured over each
+implementation's timed segments: a thread that spins through a whole period costs one core (1.0).
+
+:func:`run_settings` compares the host settings of issue 13's item 2 on the project alone, in the
+same rotation: sleeping in Python, a native sleep, spin windows, prewarm, a pinned core,
+SCHED_FIFO, mlockall, spinning the whole period, no spin in the completion wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ctypes
+import os
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import numpy as np
+
+from ..errors import ConfigError
+from .trace import Breakdown, breakdown
+from .trace import markdown as breakdown_markdown
+
+if TYPE_CHECKING:
+    from ..pipeline import Pipeline
+
+CADENCES = ("realtime",)
+DEFAULT_SPIN_US = 200        # the spin window before a release (QoS.spin_us's default)
+DEFAULT_PREWARM = True
+DEFAULT_WARM_US = 100        # back to Python this long before the release (CudaEngine.process's warm_us)
+SEGMENT_BLOCKS = 250         # timed blocks per turn of an implementation
+SETTLE_BLOCKS = 10           # untimed paced blocks at the start of every turn
+POOL = 32                    # distinct input blocks, cycled
+# Targets of issue 13 (H100): paced p50 <= 1.3x and p99 <= 1.5x back to back; paced p99 <= 0.5x
+# PyTorch + CUDA graph paced the same way.
+P50_TARGET, P99_TARGET, TORCH_TARGET = 1.3, 1.5, 0.5
+
+
+@dataclass
+class PacedFigures:
+    """Latency from release (us) of one implementation's timed blocks, and what it cost the host."""
+
+    blocks: int
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    max: float
+    mean: float
+    misses: int                    # blocks over the deadline
+    overruns: int = 0              # blocks still running at the next release
+    cpu_per_audio_s: float | None = None   # CPU seconds of the process per second of audio
+
+    @classmethod
+    def from_ns(cls, lat_ns: np.ndarray, deadline_ns: int, overruns: int = 0,
+                cpu_per_audio_s: float | None = None) -> "PacedFigures":
+        us = np.asarray(lat_ns, dtype=np.float64) / 1e3
+        p50, p90, p99, p999 = (float(v) for v in np.percentile(us, [50, 90, 99, 99.9]))
+        return cls(int(us.size), p50, p90, p99, p999, float(us.max()), float(us.mean()),
+                   int((np.asarray(lat_ns) > deadline_ns).sum()), overruns, cpu_per_audio_s)
+
+
+@dataclass
+class CadenceRow:
+    key: str
+    label: str
+    kind: str                       # project | back_to_back | baseline | setting
+    status: str = "ok"              # ok | skipped | failed | mismatch
+    reason: str = ""
+    figures: PacedFigures | None = None
+    max_rel_err: float | None = None
+    breakdown: Breakdown | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CadenceReport:
+    pipeline: str
+    spec: str
+    backend: str
+    period_us: float
+    deadline_us: float
+    blocks: int
+    warmup: int
+    spin_us: int
+    prewarm: bool
+    machine: str
+    warm_us: int = 0
+    rows: list[CadenceRow] = field(default_factory=list)
+    settings: list[CadenceRow] = field(default_factory=list)
+    host: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def row(self, key: str) -> CadenceRow | None:
+        return next((r for r in self.rows if r.key == key and r.status == "ok" and r.figures), None)
+
+    def ratios(self) -> dict[str, float]:
+        """paced / back to back (p50, p99) and paced / PyTorch + graph paced (p99)."""
+        out: dict[str, float] = {}
+        paced, b2b, tg = self.row("project"), self.row("back_to_back"), self.row("torch-graph")
+        if paced and b2b:
+            out["paced_over_back_to_back_p50"] = paced.figures.p50 / b2b.figures.p50
+            out["paced_over_back_to_back_p99"] = paced.figures.p99 / b2b.figures.p99
+        if paced and tg:
+            out["paced_over_torch_graph_p99"] = paced.figures.p99 / tg.figures.p99
+            out["paced_over_torch_graph_p50"] = paced.figures.p50 / tg.figures.p50
+        return out
+
+    def targets(self) -> list[tuple[str, bool | None, str]]:
+        r = self.ratios()
+        out = []
+        for name, key, target in ((f"paced p50 <= {P50_TARGET:g}x back to back", "paced_over_back_to_back_p50", P50_TARGET),
+                                  (f"paced p99 <= {P99_TARGET:g}x back to back", "paced_over_back_to_back_p99", P99_TARGET),
+                                  (f"paced p99 <= {TORCH_TARGET:g}x PyTorch + CUDA graph paced",
+                                   "paced_over_torch_graph_p99", TORCH_TARGET)):
+            v = r.get(key)
+            out.append((name, None if v is None else v <= target, "not measured" if v is None else f"{v:.2f}x"))
+        return out
+
+    def markdown(self) -> str:
+        lines = [
+            f"### {self.pipeline} at its real cadence: one block every {self.period_us:.1f} us, latency from release",
+            "",
+            f"{self.spec}; backend={self.backend}; {self.blocks} timed blocks per implementation after {self.warmup} "
+            f"warm-up, in turns of {SEGMENT_BLOCKS} ({SETTLE_BLOCKS} untimed paced blocks first); deadline "
+            f"{self.deadline_us:.0f} us; waits: sleep until {self.spin_us} us before the release, then spin"
+            f"{' (project: prewarm at the start of the spin)' if self.prewarm else ''}"
+            f"{f', back in Python {self.warm_us} us before the release' if self.warm_us else ''}; {self.machine}",
+            "",
+            "| implementation | p50 us | p90 us | p99 us | p99.9 us | max us | misses | overruns | CPU s / audio s | check |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        lines += [_table_row(r) for r in self.rows]
+        lines += ["", "Ratios and targets (issue 13):"]
+        for name, met, detail in self.targets():
+            verdict = "not measured" if met is None else ("**met**" if met else "**not met**")
+            lines.append(f"- {name}: {verdict} ({detail})")
+        if self.settings:
+            lines += ["", f"Host settings (issue 13, item 2), {self.pipeline} alone, same rotation "
+                          f"({self.settings[0].figures.blocks if self.settings[0].figures else 0} timed blocks each):", "",
+                      "| setting | p50 us | p90 us | p99 us | p99.9 us | max us | misses | CPU s / audio s | "
+                      "python in p50 | fill p50 | launch p50 | GPU + seen p50 | python out p50 | note |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            for r in self.settings:
+                lines.append(_settings_row(r))
+        if self.host:
+            lines += ["", "Host: " + ", ".join(f"{k} {v}" for k, v in self.host.items())]
+        proj = self.row("project")
+        if proj is not None and proj.breakdown is not None:
+            lines += ["", *breakdown_markdown(f"Where the paced block's time went ({proj.label}; python in starts at "
+                                              "the release)", proj.breakdown)]
+        b2b = self.row("back_to_back")
+        if b2b is not None and b2b.breakdown is not None:
+            lines += ["", *breakdown_markdown(f"The same, back to back ({b2b.label})", b2b.breakdown)]
+        lines += [f"- {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ratios"] = self.ratios()
+        d["targets"] = [{"name": n, "met": m, "detail": t} for n, m, t in self.targets()]
+        return d
+
+
+def _fmt(v: float | None, digits: int = 1) -> str:
+    return "" if v is None else f"{v:.{digits}f}"
+
+
+def _table_row(r: CadenceRow) -> str:
+    if r.status != "ok" or r.figures is None:
+        return f"| {r.label} | | | | | | | | | {r.status}: {r.reason} |"
+    f = r.figures
+    check = "reference" if r.kind in ("project", "back_to_back") else (
+        f"ok (rel err {r.max_rel_err:.1e})" if r.max_rel_err is not None else "ok")
+    return (f"| {r.label} | {f.p50:.1f} | {f.p90:.1f} | {f.p99:.1f} | {f.p999:.1f} | {f.max:.1f} | {f.misses} | "
+            f"{f.overruns} | {_fmt(f.cpu_per_audio_s, 3)} | {check} |")
+
+
+def _settings_row(r: CadenceRow) -> str:
+    if r.status != "ok" or r.figures is None:
+        return f"| {r.label} | | | | | | | | | | | | | {r.status}: {r.reason} |"
+    f = r.figures
+    ph = {p.name: p.p50_us for p in r.breakdown.phases} if r.breakdown is not None else {}
+    cells = [_fmt(ph.get(k)) for k in ("python in", "fill", "launch", "GPU + seen", "python out")]
+    return (f"| {r.label} | {f.p50:.1f} | {f.p90:.1f} | {f.p99:.1f} | {f.p999:.1f} | {f.max:.1f} | {f.misses} | "
+            f"{_fmt(f.cpu_per_audio_s, 3)} | " + " | ".join(cells) + f" | {r.reason} |")
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+@dataclass
+class _Impl:
+    """One implementation in the rotation: ``call(block, release_ns)`` runs a block released at
+    ``release_ns`` (None: back to back) and returns its output."""
+
+    row: CadenceRow
+    call: Callable[[np.ndarray, int | None], Any]
+    paced: bool = True
+    traced: Any = None                      # a CudaEngine to trace (set_trace / block_trace)
+    setup: Callable[[], contextlib.AbstractContextManager] | None = None  # host setting around a turn
+    lat: list[int] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    traces: list[dict[str, np.ndarray]] = field(default_factory=list)
+    overruns: int = 0
+    cpu_s: float = 0.0
+    audio_s: float = 0.0
+
+
+def _cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _turn(impl: _Impl, inputs: list[np.ndarray], first: int, n: int, period_ns: int, settle: int) -> int:
+    """One turn: ``settle`` untimed blocks, then ``n`` timed; paced on a clock that starts one
+    period from now. Returns the index of the next input."""
+    perf = time.perf_counter_ns
+    k = len(inputs)
+    i = first
+    ctx = impl.setup() if impl.setup is not None else contextlib.nullcontext()
+    with ctx:
+        t0 = perf() + period_ns
+        for j in range(settle):
+            impl.call(inputs[i % k], t0 + j * period_ns if impl.paced else None)
+            i += 1
+        if impl.traced is not None:
+            impl.traced.set_trace(n)
+        base = t0 + settle * period_ns
+        if impl.paced and perf() > base:  # the settling ran late: restart the clock
+            base = perf() + period_ns
+        cpu0 = _cpu_seconds()
+        for j in range(n):
+            release = base + j * period_ns if impl.paced else None
+            start = perf() if release is None else release
+            impl.call(inputs[i % k], release)
+            end = perf()
+            i += 1
+            impl.lat.append(end - start)
+            impl.starts.append(start)
+            impl.ends.append(end)
+            if release is not None and end > release + period_ns:
+                impl.overruns += 1
+        impl.cpu_s += _cpu_seconds() - cpu0
+        impl.audio_s += n * period_ns / 1e9
+        if impl.traced is not None:
+            impl.traces.append(impl.traced.block_trace())
+            impl.traced.set_trace(0)
+    return i
+
+
+def _rotate(impls: list[_Impl], inputs: list[np.ndarray], blocks: int, period_ns: int,
+            say: Callable[[str], None] | None = None) -> None:
+    """Turns of SEGMENT_BLOCKS, every implementation in order, until each has ``blocks``."""
+    done, i = 0, 0
+    while done < blocks:
+        n = min(SEGMENT_BLOCKS, blocks - done)
+        for impl in impls:
+            try:
+                i = _turn(impl, inputs, i, n, period_ns, SETTLE_BLOCKS)
+            except Exception as exc:  # a baseline that breaks is reported, not fatal
+                if impl.row.kind in ("baseline", "setting") and impl.row.status == "ok":
+                    impl.row.status, impl.row.reason = "failed", f"{type(exc).__name__}: {exc}"
+                else:
+                    raise
+        impls = [m for m in impls if m.row.status == "ok"]
+        done += n
+        if say is not None:
+            say(f"cadence: {done}/{blocks} blocks per implementation")
+
+
+def _finish(impl: _Impl, deadline_ns: int) -> None:
+    if impl.row.status != "ok" or not impl.lat:
+        return
+    cpu = impl.cpu_s / impl.audio_s if impl.paced and impl.audio_s > 0 else None
+    impl.row.figures = PacedFigures.from_ns(np.asarray(impl.lat, dtype=np.int64), deadline_ns, impl.overruns, cpu)
+    if impl.traced is not None and impl.traces:
+        trace = {k: np.concatenate([t[k] for t in impl.traces]) for k in impl.traces[0]}
+        try:
+            impl.row.breakdown = breakdown(trace, np.asarray(impl.starts), np.asarray(impl.ends), deadline_ns=deadline_ns)
+        except ValueError as exc:  # the trace and the stamps disagree: say so, keep the figures
+            impl.row.extra["breakdown_error"] = str(exc)
+
+
+# ----------------------------------------------------------------------------- host settings
+
+
+def sched_fifo_allowed() -> bool:
+    """Whether this process may put a thread under SCHED_FIFO (tried on the calling thread, undone)."""
+    try:
+        old = os.sched_getscheduler(0), os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        os.sched_setscheduler(0, old[0], old[1])
+        return True
+    except (PermissionError, OSError, AttributeError):
+        return False
+
+
+@contextlib.contextmanager
+def pinned(cpu: int) -> Iterator[None]:
+    """The calling thread on one CPU (os.sched_setaffinity of thread 0 = the caller on Linux)."""
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+@contextlib.contextmanager
+def fifo(priority: int = 10) -> Iterator[None]:
+    old = os.sched_getscheduler(0), os.sched_getparam(0)
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, old[0], old[1])
+
+
+def mlockall() -> str | None:
+    """mlockall(MCL_CURRENT | MCL_FUTURE); None when it worked, else why not."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mlockall(1 | 2) != 0:
+        return os.strerror(ctypes.get_errno())
+    return None
+
+
+@contextlib.contextmanager
+def locked() -> Iterator[None]:
+    why = mlockall()
+    if why is not None:
+        raise OSError(f"mlockall failed: {why}")
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None).munlockall()
+
+
+def host_facts() -> dict[str, Any]:
+    facts: dict[str, Any] = {"sched_fifo_allowed": sched_fifo_allowed(), "cpus": len(os.sched_getaffinity(0))}
+    try:
+        facts["memlock_limit"] = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    except (ValueError, OSError):
+        pass
+    return facts
+
+
+# ----------------------------------------------------------------------------- the runs
+
+
+def with_block_size(pipeline: "Pipeline", block_size: int | None) -> "Pipeline":
+    """The pipeline with another block size (its stages shared; every engine makes its own state)."""
+    if block_size is None or block_size == pipeline.block_size:
+        return pipeline
+    if block_size < 1:
+        raise ConfigError(f"--block-size must be >= 1, got {block_size}")
+    p = copy.copy(pipeline)
+    p.block_size = int(block_size)
+    p.name = f"{pipeline.name}_b{block_size}"
+    return p
+
+
+def _waiter(spin_us: int, warm_us: int = 0) -> Callable[[int | None], None]:
+    """A baseline's wait: natively to ``warm_us`` before the release (sleep, then spin), back in
+    Python, natively again to the release: the same two steps as the project's."""
+    from .. import _native
+
+    def wait(release: int | None) -> None:
+        if release is not None:
+            if warm_us > 0:
+                _native.wait_until(int(release) - warm_us * 1000, int(spin_us))
+            _native.wait_until(int(release), int(spin_us))
+    return wait
+
+
+def _baseline_call(impl: Any, wait: Callable[[int | None], None]) -> Callable[[np.ndarray, int | None], Any]:
+    def call(x: np.ndarray, release: int | None) -> Any:
+        wait(release)
+        return impl.process(x)
+    return call
+
+
+def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
+                  warm_us: int = 0) -> Callable[[np.ndarray, int | None], Any]:
+    if native:  # CudaEngine: the wait inside its own call
+        def call(x: np.ndarray, release: int | None) -> Any:
+            if release is None:
+                return engine.process(x)
+            return engine.process(x, release_ns=release, spin_us=spin_us, prewarm=prewarm, warm_us=warm_us)
+        return call
+    return _baseline_call(engine, _waiter(spin_us, warm_us))
+
+
+def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int = 2000, warmup: int = 200,
+                compare: list[str] | None = None, block_size: int | None = None, spin_us: int = DEFAULT_SPIN_US,
+                prewarm: bool = DEFAULT_PREWARM, warm_us: int = DEFAULT_WARM_US, settings: bool = False,
+                settings_blocks: int | None = None,
+                progress: Callable[[str], None] | None = None) -> CadenceReport:
+    """Paced latency of the pipeline and the ``compare`` baselines (module doc); with
+    ``settings``, also :func:`run_settings` (``settings_blocks`` each, default ``blocks // 2``)."""
+    from ..backends import choose_backend, open_backend
+    from .baselines import BASELINES, BaselineSkipped, build_baseline
+    from .harness import ImplResult, _check_outputs, _input_blocks, _source_format, machine_description
+
+    compare = list(compare or [])
+    unknown = [c for c in compare if c not in BASELINES]
+    if unknown:
+        from ..stages.base import did_you_mean
+
+        raise ConfigError(f"unknown baseline '{unknown[0]}'", hint=did_you_mean(unknown[0], sorted(BASELINES))
+                          or f"baselines: {', '.join(sorted(BASELINES))}")
+    if blocks < 1:
+        raise ConfigError(f"blocks must be >= 1, got {blocks}")
+    if spin_us < 0:
+        raise ConfigError(f"--spin-us must be >= 0, got {spin_us}")
+    if not 0 <= warm_us <= spin_us:
+        warm_us = min(max(0, warm_us), spin_us)  # the Python round trip happens inside the spin window
+    say = progress or (lambda _line: None)
+    p = with_block_size(pipeline, block_size)
+    chain = p.specs(_source_format(p))
+    choice = choose_backend(p, chain, backend or p.backend)
+    spec = chain.input
+    period_ns = int(round(spec.block_period * 1e9))
+    deadline_ns = max(1, int(round(p.qos.deadline_s(spec.block_period) * 1e9)))
+    inputs = _input_blocks(p, chain, min(POOL, max(1, blocks)))
+    report = CadenceReport(pipeline=p.name, spec=f"{spec.describe()} -> {chain.output.describe()}", backend=choice.name,
+                           period_us=period_ns / 1e3, deadline_us=deadline_ns / 1e3, blocks=blocks, warmup=warmup,
+                           spin_us=spin_us, prewarm=prewarm and choice.name == "cuda", machine=machine_description(),
+                           host=host_facts(), warm_us=warm_us)
+    engine = open_backend(p, chain, choice.name)
+    native = choice.name == "cuda"
+    opened: list[Any] = [engine]
+    try:
+        proj = _Impl(CadenceRow("project", f"pygpukit-dsp ({choice.name}), paced", "project"),
+                     _project_call(engine, spin_us, prewarm, native, warm_us), traced=engine if native else None)
+        b2b = _Impl(CadenceRow("back_to_back", f"pygpukit-dsp ({choice.name}), back to back", "back_to_back"),
+                    _project_call(engine, spin_us, prewarm, native), paced=False, traced=engine if native else None)
+        impls = [proj, b2b]
+        checked = [(ImplResult(name="project", kind="project"), engine)]
+        for name in compare:
+            row = CadenceRow(name, f"{name}, paced", "baseline")
+            report.rows.append(row)
+            try:
+                base = build_baseline(name, p, chain)
+            except BaselineSkipped as exc:
+                row.status, row.reason = "skipped", str(exc)
+                continue
+            except Exception as exc:  # a baseline that breaks is reported, not fatal
+                row.status, row.reason = "failed", f"{type(exc).__name__}: {exc}"
+                continue
+            opened.append(base)
+            res = ImplResult(name=name, kind="baseline")
+            checked.append((res, base))
+            impls.append(_Impl(row, _baseline_call(base, _waiter(spin_us, warm_us))))
+        say(f"cadence: {p.name} every {period_ns / 1e3:.1f} us; checking outputs")
+        _check_outputs(checked, inputs)
+        for res, _ in checked[1:]:
+            row = next(r for r in report.rows if r.key == res.name)
+            row.max_rel_err = res.max_rel_err
+            if res.status != "ok":
+                row.status, row.reason = res.status, res.reason
+        impls = [m for m in impls if m.row.status == "ok"]
+        for m in impls:  # warm-up: compiles, caches, clocks (back to back)
+            for j in range(warmup):
+                m.call(inputs[j % len(inputs)], None)
+        report.rows[:0] = [proj.row, b2b.row]
+        _rotate(impls, inputs, blocks, period_ns, say)
+        for m in impls:
+            _finish(m, deadline_ns)
+        if settings:
+            report.settings = run_settings(p, chain, choice, engine, inputs, blocks=settings_blocks or max(1, blocks // 2),
+                                           period_ns=period_ns, deadline_ns=deadline_ns, say=say)
+    finally:
+        for obj in opened:
+            with contextlib.suppress(Exception):
+                obj.close()
+    report.notes.append(f"misses: blocks over the {deadline_ns / 1e3:.0f} us deadline counted from their release; "
+                        "overruns: blocks still running at the next release (that block then waits: its latency "
+                        "includes the wait)")
+    return report
+
+
+def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inputs: list[np.ndarray], *, blocks: int,
+                 period_ns: int, deadline_ns: int, say: Callable[[str], None] | None = None) -> list[CadenceRow]:
+    """The project paced under each host setting of issue 13's item 2, in one rotation (module doc)."""
+    native = choice.name == "cuda"
+    period_us = period_ns // 1000
+    cpus = sorted(os.sched_getaffinity(0))
+    pin_cpu = cpus[-1]
+    rows: list[_Impl] = []
+    extra_engines: list[Any] = []
+
+    def python_sleep(x: np.ndarray, release: int | None) -> Any:
+        if release is not None:
+            left = release - time.perf_counter_ns()
+            if left > 0:
+                time.sleep(left / 1e9)
+        return engine.process(x)
+
+    def add(key: str, label: str, call: Callable, setup: Callable | None = None, note: str = "") -> None:
+        rows.append(_Impl(CadenceRow(key, label, "setting", reason=note), call, setup=setup,
+                          traced=engine if native else None))
+
+    d, w = DEFAULT_SPIN_US, DEFAULT_WARM_US
+    default = _project_call(engine, d, native, native, w)
+    add("sleep_python", "Python time.sleep to the release, then process()", python_sleep,
+        note="what a plain paced loop does")
+    add("native_sleep", "native sleep to the release (spin 0)", _project_call(engine, 0, False, native))
+    add("spin50", "spin 50 us before the release", _project_call(engine, 50, False, native))
+    add("spin200", f"spin {d} us before the release, one native call", _project_call(engine, d, False, native))
+    if native:
+        add("spin200_prewarm", f"spin {d} us + prewarm, one native call", _project_call(engine, d, True, native))
+    add("spin200_warm", f"spin {d} us{' + prewarm' if native else ''}, back in Python {w} us before (default)",
+        default, note="the default")
+    add("pinned", f"default + caller pinned to CPU {pin_cpu}", default, setup=lambda: pinned(pin_cpu))
+    if sched_fifo_allowed():
+        add("fifo", "default + SCHED_FIFO (priority 10)", default, setup=fifo)
+    else:
+        rows.append(_Impl(CadenceRow("fifo", "default + SCHED_FIFO", "setting", status="skipped",
+                                     reason="this process may not use SCHED_FIFO (EPERM)"), lambda x, r: None))
+    why = mlockall()
+    if why is None:
+        ctypes.CDLL(None).munlockall()
+        add("mlockall", "default + mlockall (current and future pages)", default, setup=locked)
+    else:
+        rows.append(_Impl(CadenceRow("mlockall", "default + mlockall", "setting", status="skipped",
+                                     reason=f"mlockall failed: {why}"), lambda x, r: None))
+    add("spin_period", "spin the whole period (one busy core)", _project_call(engine, period_us, native, native, w))
+    if native:
+        from ..backends.cuda_engine import CudaEngine
+
+        nospin = CudaEngine(pipeline, chain, choice, spin_us=0)
+        extra_engines.append(nospin)
+        for j in range(50):
+            nospin.process(inputs[j % len(inputs)])
+
+        def nospin_call(x: np.ndarray, release: int | None) -> Any:
+            if release is None:
+                return nospin.process(x)
+            return nospin.process(x, release_ns=release, spin_us=d, prewarm=True, warm_us=w)
+        rows.append(_Impl(CadenceRow("completion_no_spin", "default, completion wait without spin (blocks at once)",
+                                     "setting"), nospin_call, traced=nospin))
+    try:
+        live = [m for m in rows if m.row.status == "ok"]
+        _rotate(live, inputs, blocks, period_ns, (lambda s: say("settings " + s)) if say else None)
+        for m in live:
+            _finish(m, deadline_ns)
+    finally:
+        for e in extra_engines:
+            with contextlib.suppress(Exception):
+                e.close()
+    return [m.row for m in rows]

@@ -1,0 +1,576 @@
+"""Capacity: how many realtime streams one GPU carries at a deadline (issue 13, item 3).
+
+``python benchmarks/capacity.py --out DIR`` (:func:`run_capacity`). N concurrent W1-shaped
+realtime streams (64 ch x 256 samples, fir 256 taps + mix 16 x 64, 48 kHz: one block every
+5.33 ms), each on its own clock, the clocks' phases staggered evenly over the period (stream i
+releases its blocks at ``start + i * period / N + k * period``). N is swept upward; per N the
+report gives p50/p99/p99.9/max latency from release (every block of every stream), deadline
+misses at 5.33 ms and at 2 ms, blocks released late (both slots of a stream still busy), the GPU's
+busy fraction, the process's CPU use, and what admission control predicted.
+
+pygpukit-dsp runs the streams the way a Session runs them on one GPU: one Rust scheduler, one
+dispatcher (``CudaDispatch``: a native thread, realtime callers helping it), every engine attached
+as a realtime stream with the realtime defaults (latency mode, mapped I/O, one graph per block).
+What a Session adds on top, one Python runner thread per stream, would measure the GIL rather than
+the GPU at N x 187.5 blocks/s, so the blocks are released by a few native driver threads instead
+(``_native.run_paced``: fill the slot, submit, poll, copy out; no Python per block). Admission
+would refuse the N beyond its bound, which is what the sweep must cross to find where misses
+begin: the measured runs declare a cost of 1 us per block (earliest deadline first among
+streams of one deadline is release order, whatever the cost), and admission's own prediction is
+computed beside them (a scratch scheduler admitting streams until it refuses): with the cost a
+Session measures before the first block (the slowest of 8 blocks of zeros through one engine,
+host wall clock), and with the GPU time the scheduler measured during the run (CUDA events).
+
+The PyTorch baseline is what a user would write: one Python thread and one ``torch.cuda.Stream``
+per stream, each replaying the torch-graph W1 (pinned staging, the block's ops in one CUDA graph),
+sleeping until its next release; latency from the release.
+
+The sweep is coarse first (``coarse_s`` per N, N up the ladder until misses at the 5.33 ms
+deadline appear at two successive N), then the largest N with zero misses at each deadline is
+confirmed over ``confirm_s`` (>= 30 s for the headline); a confirmation that misses steps down the
+ladder once more. The headline: the largest N with zero misses over the confirmation, at 5.33 ms
+and at 2 ms, for both, and their ratio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import resource
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..pipeline import Pipeline
+
+PROJECT_LADDER = (16, 32, 64, 96, 128, 160, 192, 256, 320, 384, 512)
+TORCH_LADDER = (4, 8, 16, 24, 32, 48, 64, 96, 128)
+DEADLINES_MS = (256 / 48.0, 2.0)    # the block period (5.33 ms) and 2 ms
+COARSE_S = 3.0
+CONFIRM_S = 30.0
+WARMUP_S = 0.5
+DECLARED_COST_NS = 1_000            # measured runs: admission must not stop the sweep (module doc)
+POOL = 8                            # distinct input blocks, shared by every stream
+STOP_AFTER_MISSING = 2              # coarse sweep: stop after this many successive N with misses
+TARGET_STREAMS = 100                # issue 13: >= 100 streams with zero misses at 5.33 ms over 30 s
+TARGET_RATIO = 3.0                  # ... and >= 3x what PyTorch + graph holds
+
+
+@dataclass
+class CapacityPoint:
+    """One run of N streams."""
+
+    impl: str                        # pygpukit-dsp | torch-graph
+    n: int
+    seconds: float
+    phase: str                       # coarse | confirm
+    blocks: int = 0
+    p50_us: float = 0.0
+    p99_us: float = 0.0
+    p999_us: float = 0.0
+    max_us: float = 0.0
+    misses: dict[str, int] = field(default_factory=dict)   # deadline (ms, as text) -> blocks over it
+    late: int = 0                    # releases that found both slots of the stream busy
+    gpu_busy: float | None = None    # fraction of the wall time (sum of the blocks' GPU time / wall)
+    gpu_busy_how: str = ""
+    cpu_cores: float = 0.0           # process CPU seconds per wall second
+    status: str = "ok"
+    reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def zero_misses(self, deadline_ms: float) -> bool:
+        return self.status == "ok" and self.blocks > 0 and self.misses.get(_key(deadline_ms), 1) == 0
+
+
+def _key(deadline_ms: float) -> str:
+    return f"{deadline_ms:.2f}"
+
+
+@dataclass
+class Prediction:
+    """Admission control's capacity: the number of these streams a scheduler admits."""
+
+    cost_us: float
+    how: str
+    streams: dict[str, int] = field(default_factory=dict)    # deadline -> streams admitted
+    reason: dict[str, str] = field(default_factory=dict)     # deadline -> why the next one was refused
+
+
+@dataclass
+class CapacityReport:
+    pipeline: str
+    spec: str
+    period_us: float
+    deadlines_ms: list[float]
+    machine: str
+    settings: dict[str, Any]
+    points: list[CapacityPoint] = field(default_factory=list)
+    predictions: list[Prediction] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def capacity(self, impl: str, deadline_ms: float, phase: str = "confirm") -> int | None:
+        """The largest N of ``impl`` with zero misses at the deadline in a ``phase`` run (None: none)."""
+        ok = [p.n for p in self.points if p.impl == impl and p.phase == phase and p.zero_misses(deadline_ms)]
+        return max(ok) if ok else None
+
+    def headline(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for d in self.deadlines_ms:
+            proj, torch = self.capacity("pygpukit-dsp", d), self.capacity("torch-graph", d)
+            out[_key(d)] = {"pygpukit-dsp": proj, "torch-graph": torch,
+                            "ratio": (proj / torch) if proj and torch else None,
+                            "pygpukit-dsp_coarse": self.capacity("pygpukit-dsp", d, "coarse"),
+                            "torch-graph_coarse": self.capacity("torch-graph", d, "coarse")}
+        return out
+
+    def targets(self) -> list[tuple[str, bool | None, str]]:
+        d = _key(self.deadlines_ms[0])
+        h = self.headline().get(d, {})
+        proj, ratio = h.get("pygpukit-dsp"), h.get("ratio")
+        secs = self.settings.get("confirm_s", 0)
+        out = [(f">= {TARGET_STREAMS} W1 streams with zero misses at {self.deadlines_ms[0]:.2f} ms over "
+                f"{secs:g} s", None if proj is None else proj >= TARGET_STREAMS,
+                "not measured" if proj is None else f"{proj} streams"),
+               (f">= {TARGET_RATIO:g}x the streams PyTorch + CUDA graph holds", None if ratio is None else
+                ratio >= TARGET_RATIO, "not measured" if ratio is None else f"{ratio:.2f}x")]
+        return out
+
+    def markdown(self) -> str:
+        keys = [_key(d) for d in self.deadlines_ms]
+        lines = [f"### Capacity: concurrent realtime {self.pipeline} streams on one GPU", "",
+                 f"{self.spec}; one block every {self.period_us:.1f} us per stream, phases staggered over the "
+                 f"period; latency from release; coarse runs {self.settings.get('coarse_s')} s, confirmation "
+                 f"{self.settings.get('confirm_s')} s (after {self.settings.get('warmup_s')} s warm-up); "
+                 f"{self.machine}", "",
+                 "| implementation | N | run | blocks | p50 us | p99 us | p99.9 us | max us | "
+                 + " | ".join(f"misses > {k} ms" for k in keys) + " | late | GPU busy | CPU cores |",
+                 "|---|---:|---|---:|---:|---:|---:|---:|" + "---:|" * len(keys) + "---:|---:|---:|"]
+        for p in self.points:
+            if p.status != "ok":
+                cells = [p.impl, str(p.n), f"{p.phase} {p.seconds:g} s"] + [""] * (7 + len(keys)) + \
+                    [f"{p.status}: {p.reason}"]
+                lines.append("| " + " | ".join(cells) + " |")
+                continue
+            miss = " | ".join(str(p.misses.get(k, "")) for k in keys)
+            busy = "" if p.gpu_busy is None else f"{p.gpu_busy:.1%}" + ("*" if p.gpu_busy_how == "estimated" else "")
+            lines.append(f"| {p.impl} | {p.n} | {p.phase} {p.seconds:g} s | {p.blocks} | {p.p50_us:.1f} | "
+                         f"{p.p99_us:.1f} | {p.p999_us:.1f} | {p.max_us:.1f} | {miss} | {p.late} | {busy} | "
+                         f"{p.cpu_cores:.2f} |")
+        lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
+                  "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's cost) | "
+                  "admission predicted (measured GPU cost) |", "|---|---:|---:|---:|---:|---:|"]
+        pred = {p.how: p for p in self.predictions}
+        for d in self.deadlines_ms:
+            h = self.headline()[_key(d)]
+            ps = [pred.get(how) for how in ("session", "gpu")]
+            cells = [str(p.streams.get(_key(d), "")) + (f" ({p.cost_us:.1f} us/block)" if p else "") if p else ""
+                     for p in ps]
+            ratio = f"{h['ratio']:.2f}x" if h["ratio"] else ""
+            lines.append(f"| {d:.2f} ms | {h['pygpukit-dsp'] or '-'} [{h['pygpukit-dsp_coarse'] or '-'}] | "
+                         f"{h['torch-graph'] or '-'} [{h['torch-graph_coarse'] or '-'}] | {ratio} | {cells[0]} | {cells[1]} |")
+        lines += ["", "Targets (issue 13):"]
+        for name, met, detail in self.targets():
+            lines.append(f"- {name}: {'not measured' if met is None else '**met**' if met else '**not met**'} ({detail})")
+        lines += ["", "GPU busy: the sum of the blocks' event-timed GPU time over the wall time (kernels of different "
+                      "streams overlap, so it can pass 100%); * PyTorch: estimated as N x the block's GPU time x the "
+                      "block rate. CPU cores: process CPU seconds per wall second (every thread)."]
+        lines += [f"- {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["headline"] = self.headline()
+        d["targets"] = [{"name": n, "met": m, "detail": t} for n, m, t in self.targets()]
+        return d
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _figures(point: CapacityPoint, lat_ns: np.ndarray, deadlines_ms: tuple[float, ...] | list[float]) -> None:
+    point.blocks = int(lat_ns.size)
+    if lat_ns.size == 0:
+        point.status, point.reason = "failed", "no timed block"
+        return
+    us = lat_ns.astype(np.float64) / 1e3
+    point.p50_us, point.p99_us, point.p999_us = (float(v) for v in np.percentile(us, [50, 99, 99.9]))
+    point.max_us = float(us.max())
+    point.misses = {_key(d): int((us > d * 1e3).sum()) for d in deadlines_ms}
+
+
+PREDICT_REGISTER_MAX = 2000   # register at most this many streams in the scratch scheduler (each holds a
+                              # ~270 KB latency histogram); beyond it the documented rule is applied
+
+
+def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list[float], how: str,
+            u_max: float = 0.9, margin_ns: int = 50_000) -> Prediction:
+    """Streams of this cost and period a fresh scheduler admits at each deadline (its defaults).
+
+    The documented admission rule (docs/scheduler.md: n C / P <= U_max and n C + margin <= the
+    shortest deadline) gives the count; when it is at most PREDICT_REGISTER_MAX the scheduler itself
+    confirms it (streams registered until it refuses, its answer kept)."""
+    from pygpukit_dsp_core import AdmissionRefused, Scheduler
+
+    pred = Prediction(cost_us=cost_ns / 1e3, how=how)
+    c = max(1, int(cost_ns))
+    for d in deadlines_ms:
+        deadline_ns = int(d * 1e6)
+        rule = max(0, min(int(u_max * period_ns // c), int((deadline_ns - margin_ns) // c)))
+        if rule > PREDICT_REGISTER_MAX:
+            pred.streams[_key(d)] = rule
+            pred.reason[_key(d)] = "the documented rule (not registered: too many streams)"
+            continue
+        sched = Scheduler(u_max=u_max, safety_margin_ns=margin_ns)
+        n = 0
+        try:
+            while n <= PREDICT_REGISTER_MAX:
+                sched.register_stream(f"s{n}", "realtime", period_ns=period_ns, deadline_ns=deadline_ns, cost_ns=c)
+                n += 1
+        except AdmissionRefused as exc:
+            pred.reason[_key(d)] = f"{exc.reason}"
+        pred.streams[_key(d)] = n
+        del sched
+    return pred
+
+
+def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tuple[int, ...] | list[int],
+                 coarse_s: float, confirm_s: float, deadlines_ms: tuple[float, ...] | list[float],
+                 points: list[CapacityPoint], say: Callable[[str], None], impl: str,
+                 until: float | None = None, overhead_s: float = 1.0) -> None:
+    """Coarse sweep up the ladder, then the confirmation runs (module doc). ``until``
+    (perf_counter): runs that would end after it are left out (noted as skipped points)."""
+    def fits(seconds: float) -> bool:
+        return until is None or time.perf_counter() + seconds + overhead_s <= until
+
+    coarse: list[CapacityPoint] = []
+    missing = 0
+    for n in ladder:
+        if not fits(coarse_s):
+            points.append(CapacityPoint(impl, n, coarse_s, "coarse", status="skipped", reason="time budget"))
+            break
+        pt = run_one(n, coarse_s, "coarse")
+        points.append(pt)
+        coarse.append(pt)
+        say(f"capacity: {impl} N={n}: p99 {pt.p99_us:.1f} us, misses {pt.misses}, late {pt.late} "
+            f"({pt.status}{': ' + pt.reason if pt.reason else ''})")
+        if pt.status != "ok" or not pt.zero_misses(deadlines_ms[0]):
+            missing += 1
+            if missing >= STOP_AFTER_MISSING or pt.status != "ok":
+                break
+        else:
+            missing = 0
+    if confirm_s <= 0:
+        return
+    confirmed: dict[int, CapacityPoint] = {}
+    for d in deadlines_ms:
+        good = [p.n for p in coarse if p.zero_misses(d)]
+        candidates = sorted(good, reverse=True)[:2]  # the knee, then one step down if it misses
+        for n in candidates:
+            pt = confirmed.get(n)
+            if pt is None:
+                if not fits(confirm_s):  # and no later one would: time only runs out
+                    points.append(CapacityPoint(impl, n, confirm_s, "confirm", status="skipped", reason="time budget"))
+                    return
+                pt = run_one(n, confirm_s, "confirm")
+                points.append(pt)
+                confirmed[n] = pt
+                say(f"capacity: {impl} N={n} confirm {confirm_s:g} s: p99 {pt.p99_us:.1f} us, misses {pt.misses}")
+            if pt.zero_misses(d):
+                break
+
+
+# ----------------------------------------------------------------------------- pygpukit-dsp
+
+
+class _ProjectStreams:
+    """Up to max(ladder) W1 engines, opened once; each run attaches the first N to a fresh scheduler
+    and dispatcher (the Session's one-GPU path) and drives them natively."""
+
+    def __init__(self, pipeline: "Pipeline", inputs: list[np.ndarray], *, threads: int, spin_us: int,
+                 dispatcher_spin_us: int, device: int = 0, engine_kwargs: dict[str, Any] | None = None):
+        from ..backends import choose_backend
+        from ..backends.cuda_engine import CudaEngine
+
+        self.pipeline, self.inputs, self.threads, self.spin_us = pipeline, inputs, threads, spin_us
+        self.dispatcher_spin_us, self.device = dispatcher_spin_us, device
+        self.chain = pipeline.specs()
+        self.period_ns = int(round(self.chain.input.block_period * 1e9))
+        self.engines: list[Any] = []
+        choice = choose_backend(pipeline, self.chain, "cuda")
+        # the realtime defaults (what a Session opens); engine_kwargs: tests (a fake driver without
+        # mapped host memory)
+        self._open = lambda: CudaEngine(pipeline, self.chain, choice, device=device, **(engine_kwargs or {}))
+
+    def ensure(self, n: int) -> None:
+        while len(self.engines) < n:
+            self.engines.append(self._open())
+
+    def session_cost_ns(self) -> int:
+        """What a Session's admission measures: the slowest of 8 blocks of zeros (after one)."""
+        self.ensure(1)
+        e = self.engines[0]
+        x = np.zeros(self.chain.input.block_shape, self.chain.input.np_dtype)
+        e.process(x)
+        worst = 0
+        for _ in range(8):
+            t0 = time.perf_counter_ns()
+            e.process(x)
+            worst = max(worst, time.perf_counter_ns() - t0)
+        e.reset()
+        return max(1, worst)
+
+    def run(self, n: int, seconds: float, phase: str, warmup_s: float,
+            deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
+        from pygpukit_dsp_core import Scheduler
+
+        from .. import _native
+        from ..backends.cuda_dispatch import CudaDispatch
+
+        pt = CapacityPoint("pygpukit-dsp", n, seconds, phase)
+        self.ensure(n)
+        engines = self.engines[:n]
+        P = self.period_ns
+        sched = Scheduler()
+        ids = [sched.register_stream(f"{self.pipeline.name}_{i}", "realtime", period_ns=P, deadline_ns=P,
+                                     cost_ns=DECLARED_COST_NS) for i in range(n)]
+        for e in engines:
+            e.reset()
+        with CudaDispatch(sched, device_index=self.device, spin_us=self.dispatcher_spin_us) as dispatch:
+            for e, sid in zip(engines, ids):
+                dispatch.attach(e, sid)
+            cpu0, t0 = _cpu_s(), time.perf_counter()
+            res = _native.run_paced([e._engine for e in engines], [P] * n, [i * P // n for i in range(n)],
+                                    [self.inputs] * n, warmup_s, seconds, self.threads, self.spin_us)
+            wall = time.perf_counter() - t0
+            pt.cpu_cores = (_cpu_s() - cpu0) / wall
+            stats = [dispatch.stream_stats(sid) for sid in ids]
+            pt.extra["dispatch"] = dispatch.stats()
+        lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
+        _figures(pt, lat, deadlines_ms)
+        pt.late = int(sum(res["late"]))
+        busy = sum(int(s.get("busy_ns", 0)) for s in stats)
+        pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"
+        measured = [s.get("measured_cost_ns") for s in stats if s.get("measured_cost_ns")]
+        pt.extra["measured_gpu_cost_ns"] = float(np.median(measured)) if measured else None
+        pt.extra["scheduler_missed"] = int(sum(int(s.get("missed", 0)) for s in stats))
+        pt.extra["scheduler_p99_us"] = float(max((s.get("latency", {}).get("p99", 0) or 0) for s in stats)) / 1e3
+        return pt
+
+    def close(self) -> None:
+        for e in self.engines:
+            with contextlib.suppress(Exception):
+                e.close()
+        self.engines = []
+
+
+# ----------------------------------------------------------------------------- PyTorch + graph
+
+
+class _TorchStreams:
+    """Up to max(ladder) torch-graph W1 baselines, one Python thread and one CUDA stream each."""
+
+    def __init__(self, pipeline: "Pipeline", inputs: list[np.ndarray]):
+        from .baselines.torch_impl import TorchBaseline, import_torch
+
+        self.torch = import_torch()
+        self.pipeline, self.inputs = pipeline, inputs
+        self.chain = pipeline.specs()
+        self.period_ns = int(round(self.chain.input.block_period * 1e9))
+        self._make = lambda: TorchBaseline(pipeline, self.chain, graph=True)
+        self.impls: list[Any] = []
+        self.streams: list[Any] = []
+        self.gpu_ns = self._block_gpu_ns()
+
+    def ensure(self, n: int) -> None:
+        while len(self.impls) < n:
+            s = self.torch.cuda.Stream()
+            with self.torch.cuda.stream(s):
+                self.impls.append(self._make())
+            self.streams.append(s)
+
+    def _block_gpu_ns(self) -> float:
+        self.ensure(1)
+        times = self.impls[0].time_resident(self.inputs[0], 50)
+        return float(np.median(times)) * 1e9
+
+    def run(self, n: int, seconds: float, phase: str, warmup_s: float,
+            deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
+        pt = CapacityPoint("torch-graph", n, seconds, phase)
+        self.ensure(n)
+        P = self.period_ns
+        torch = self.torch
+        start = time.perf_counter_ns() + 100_000_000 + n * 1_000_000  # every thread started by then
+        timed_from = start + int(warmup_s * 1e9)
+        end = timed_from + int(seconds * 1e9)
+        lat: list[list[int]] = [[] for _ in range(n)]
+        late = [0] * n
+        errors: list[BaseException] = []
+        inputs = self.inputs
+
+        def worker(i: int) -> None:
+            impl, stream, out = self.impls[i], self.streams[i], lat[i]
+            perf = time.perf_counter_ns
+            try:
+                with torch.cuda.stream(stream):
+                    k = 0
+                    while True:
+                        release = start + i * P // n + k * P
+                        if release >= end:
+                            return
+                        now = perf()
+                        if release > now:
+                            time.sleep((release - now) / 1e9)
+                        elif now - release > P:
+                            late[i] += 1
+                        impl.process(inputs[k % len(inputs)])
+                        t = perf()
+                        if release >= timed_from:
+                            out.append(t - release)
+                        k += 1
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True, name=f"torch-w1-{i}") for i in range(n)]
+        cpu0, t0 = _cpu_s(), time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        pt.cpu_cores = (_cpu_s() - cpu0) / wall
+        if errors:
+            pt.status, pt.reason = "failed", f"{type(errors[0]).__name__}: {errors[0]}"
+            return pt
+        _figures(pt, np.concatenate([np.asarray(x, dtype=np.int64) for x in lat]), deadlines_ms)
+        pt.late = int(sum(late))
+        pt.gpu_busy, pt.gpu_busy_how = n * self.gpu_ns / P, "estimated"
+        return pt
+
+    def close(self) -> None:
+        for impl in self.impls:
+            with contextlib.suppress(Exception):
+                impl.close()
+        self.impls, self.streams = [], []
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def w1_shaped(pipeline: "Pipeline") -> "Pipeline":
+    """The pipeline as a realtime stream (deadline: one block period), on GPU 0."""
+    p = copy.copy(pipeline)
+    p.qos = p.qos.model_copy(update={"class_": "realtime", "deadline_ms": None})
+    p.device = None
+    return p
+
+
+def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = PROJECT_LADDER,
+                 torch_ladder: tuple[int, ...] | list[int] = TORCH_LADDER, coarse_s: float = COARSE_S,
+                 confirm_s: float = CONFIRM_S, warmup_s: float = WARMUP_S,
+                 deadlines_ms: tuple[float, ...] | list[float] = DEADLINES_MS, threads: int | None = None,
+                 spin_us: int = 100, dispatcher_spin_us: int = 200, baseline: bool = True,
+                 engine_kwargs: dict[str, Any] | None = None, budget_s: float | None = None,
+                 progress: Callable[[str], None] | None = None) -> CapacityReport:
+    """The capacity sweep (module doc) of ``pipeline`` (W1) and, with ``baseline``, PyTorch + graph."""
+    import os
+
+    from ..errors import ConfigError
+    from .harness import _input_blocks, _source_format, machine_description
+
+    if not ladder:
+        raise ConfigError("the capacity ladder is empty")
+    t_begin = time.perf_counter()
+    # the budget: pygpukit-dsp gets up to its share, PyTorch the rest (each sweep skips the runs
+    # that would not fit)
+    until_all = None if budget_s is None else t_begin + budget_s
+    until_proj = None if budget_s is None else t_begin + budget_s * (0.55 if baseline else 1.0)
+    if sorted(ladder) != list(ladder) or sorted(torch_ladder) != list(torch_ladder):
+        raise ConfigError("the capacity ladders must increase")
+    say = progress or (lambda _line: None)
+    p = w1_shaped(pipeline)
+    chain = p.specs(_source_format(p))
+    inputs = _input_blocks(p, chain, POOL)
+    period_ns = int(round(chain.input.block_period * 1e9))
+    if threads is None:
+        threads = max(1, min(4, len(os.sched_getaffinity(0)) // 4))
+    report = CapacityReport(
+        pipeline=p.name, spec=f"{chain.input.describe()} -> {chain.output.describe()}", period_us=period_ns / 1e3,
+        deadlines_ms=list(deadlines_ms), machine=machine_description(),
+        settings={"ladder": list(ladder), "torch_ladder": list(torch_ladder), "coarse_s": coarse_s,
+                  "confirm_s": confirm_s, "warmup_s": warmup_s, "driver_threads": threads, "spin_us": spin_us,
+                  "dispatcher_spin_us": dispatcher_spin_us, "declared_cost_ns": DECLARED_COST_NS,
+                  "budget_s": budget_s})
+    proj = _ProjectStreams(p, inputs, threads=threads, spin_us=spin_us, dispatcher_spin_us=dispatcher_spin_us,
+                           engine_kwargs=engine_kwargs)
+    try:
+        cost = proj.session_cost_ns()
+        report.predictions.append(predict(cost, period_ns, deadlines_ms, "session"))
+        say(f"capacity: admission with the Session's cost ({cost / 1e3:.1f} us) admits "
+            f"{report.predictions[-1].streams}")
+        _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms), ladder, coarse_s, confirm_s,
+                     deadlines_ms, report.points, say, "pygpukit-dsp", until=until_proj, overhead_s=warmup_s + 1)
+        gpu_costs = [pt.extra.get("measured_gpu_cost_ns") for pt in report.points
+                     if pt.impl == "pygpukit-dsp" and pt.extra.get("measured_gpu_cost_ns")]
+        if gpu_costs:
+            report.predictions.append(predict(int(np.median(gpu_costs)), period_ns, deadlines_ms, "gpu"))
+    finally:
+        proj.close()
+    if baseline:
+        try:
+            torch_streams = _TorchStreams(p, inputs)
+        except Exception as exc:  # no torch / no GPU for it: reported, not fatal
+            report.points.append(CapacityPoint("torch-graph", 0, 0.0, "coarse", status="skipped",
+                                               reason=f"{type(exc).__name__}: {exc}"))
+        else:
+            try:
+                _ladder_runs(lambda n, s, ph: torch_streams.run(n, s, ph, warmup_s, deadlines_ms), torch_ladder,
+                             coarse_s, confirm_s, deadlines_ms, report.points, say, "torch-graph",
+                             until=until_all, overhead_s=warmup_s + 1)
+            finally:
+                torch_streams.close()
+    report.notes.append(f"pygpukit-dsp: {threads} native driver thread(s) release the blocks (sleep until "
+                        f"{spin_us} us before a release, then spin; poll blocks in flight); the dispatcher spins "
+                        f"{dispatcher_spin_us} us after its last activity; streams declared at "
+                        f"{DECLARED_COST_NS / 1e3:g} us per block so that admission does not stop the sweep")
+    return report
+
+
+def plot_capacity(report: CapacityReport, path: str) -> None:
+    """p99 latency against N for both implementations, the deadlines as horizontal lines (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for impl, marker in (("pygpukit-dsp", "o"), ("torch-graph", "s")):
+        for phase, style in (("coarse", "-"), ("confirm", "")):
+            pts = sorted((p.n, p.p99_us) for p in report.points
+                         if p.impl == impl and p.phase == phase and p.status == "ok" and p.blocks)
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            label = f"{impl} ({phase}{' ' + str(report.settings.get('confirm_s')) + ' s' if phase == 'confirm' else ''})"
+            ax.plot(xs, ys, style, marker=marker, fillstyle="none" if phase == "confirm" else "full",
+                    markersize=8 if phase == "confirm" else 5, label=label)
+    for d in report.deadlines_ms:
+        ax.axhline(d * 1e3, color="grey", linestyle=":", linewidth=1)
+        ax.text(ax.get_xlim()[0], d * 1e3, f" {d:.2f} ms deadline", fontsize=7, va="bottom", color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("concurrent realtime streams N")
+    ax.set_ylabel("p99 latency from release (us)")
+    ax.set_title(f"{report.pipeline}: {report.spec}\n{report.machine}", fontsize=8)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,128 @@
+"""The native pieces of paced streams (issue 13) on the fake CUDA driver: process() with a release
+time waits for it without the GIL (and its trace's call stamp comes after the release), the
+two-step wait (wait_release, then process), try_wait, _native.wait_until, and run_paced driving
+several engines under one dispatcher on their own clocks. No latency is asserted beyond "not
+before the release"."""
+from __future__ import annotations
+
+import pytest
+
+from .test_cuda_engine import last_json, run_python
+from .test_cuda_engine import fake_driver  # noqa: F401  (fixture)
+
+SCRIPT = r"""
+import json, threading, time
+import numpy as np
+import pygpukit_dsp_core
+from pygpukit_dsp import _native
+
+dev = _native.Device(0)
+res = {}
+def op(ch, items, name="d"):
+    return {"kind": "delay", "name": name, "in": (ch, items, 0, "float32"), "out": (ch, items, 0, "float32"),
+            "params": {"delays": np.zeros(ch)}}
+x = np.arange(4 * 64, dtype=np.float32).reshape(4, 64)
+
+# wait_until: never early; the past returns at once
+t = _native.monotonic_ns()
+res["clock_is_perf_counter"] = abs(time.perf_counter_ns() - t) < 5_000_000
+target = t + 3_000_000
+_native.wait_until(target, 200)
+res["wait_until_not_early"] = _native.monotonic_ns() >= target
+t0 = time.perf_counter_ns(); _native.wait_until(1, 0); res["past_is_immediate"] = time.perf_counter_ns() - t0 < 2_000_000
+try:
+    _native.wait_until(target, -1)
+except ValueError as exc:
+    res["negative_spin"] = str(exc)
+
+# process with a release: the block starts after it (trace call >= release), data intact
+e = _native.StreamEngine(dev, [op(4, 64)], use_graph=False, single_stream=True, inline_submit=True)
+e.set_trace(8)
+rel, ok = [], True
+for k in range(4):
+    r = _native.monotonic_ns() + 2_000_000
+    rel.append(r)
+    ok &= bool(np.array_equal(e.process(k % 2, x + k, False, None, r, 300, True), x + k))
+for k in range(4):  # the two steps: back to Python before the release, then the rest in process()
+    r = _native.monotonic_ns() + 2_000_000
+    rel.append(r)
+    e.wait_release(k % 2, r, 300, True, r - 100_000)
+    back = _native.monotonic_ns()
+    ok &= bool(np.array_equal(e.process(k % 2, x - k, False, None, r, 300, False), x - k)) and back < r
+tr = e.trace().tolist()
+res["release_data_ok"] = ok
+res["calls_after_release"] = all(row[0] >= r for row, r in zip(tr, rel))
+# try_wait: None while running, the items once done
+e.input_slot(0)[:] = 5
+e.submit(0, 64)
+got = None
+for _ in range(100000):
+    got = e.try_wait(0)
+    if got is not None:
+        break
+res["try_wait"] = got
+try:
+    e.try_wait(1)
+except ValueError as exc:
+    res["try_wait_unsubmitted"] = str(exc)
+e.close()
+
+# run_paced: 6 engines under one dispatcher, staggered clocks
+sched = pygpukit_dsp_core.Scheduler()
+engines = [_native.StreamEngine(dev, [op(4, 64, f"d{i}")], use_graph=False, single_stream=True, inline_submit=True)
+           for i in range(6)]
+ids = [sched.register_stream(f"s{i}", "realtime", period_ns=2_000_000, cost_ns=1_000) for i in range(6)]
+disp = _native.Dispatcher(dev, sched.capsule(), spin_us=200)
+for en, sid in zip(engines, ids):
+    en.attach(disp, sid)
+out = _native.run_paced(engines, [2_000_000] * 6, [i * 333_333 for i in range(6)], [[x, x + 1]] * 6, 0.05, 0.3, 2, 100)
+res["paced"] = {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
+                "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"]),
+                "window": [out["timed_from_ns"] - out["start_ns"], out["end_ns"] - out["timed_from_ns"]]}
+res["sched_submitted"] = [sched.stream_stats(s)["submitted"] for s in ids]
+disp.close()
+for bad in (dict(engines=[], periods_ns=[], phases_ns=[], inputs=[]),
+            dict(engines=engines[:1], periods_ns=[0], phases_ns=[0], inputs=[[x]]),
+            dict(engines=engines[:1], periods_ns=[1000], phases_ns=[0], inputs=[[np.ascontiguousarray(x[:, :10])]])):
+    try:
+        _native.run_paced(warmup_s=0.0, seconds=0.1, **bad)
+        res.setdefault("bad", []).append(None)
+    except (ValueError, RuntimeError) as exc:
+        res.setdefault("bad", []).append(str(exc))
+for en in engines:
+    en.close()
+print(json.dumps(res))
+"""
+
+
+@pytest.fixture(scope="module")
+def paced(fake_driver: str) -> dict:  # noqa: F811
+    pytest.importorskip("pygpukit_dsp_core")
+    return last_json(run_python(SCRIPT, GK_LIBCUDA=fake_driver, GK_JIT_DISK_CACHE="0", timeout=300))
+
+
+def test_wait_until_uses_the_perf_counter_clock_and_is_never_early(paced):
+    assert paced["clock_is_perf_counter"] and paced["wait_until_not_early"] and paced["past_is_immediate"]
+    assert "spin_us" in paced["negative_spin"]
+
+
+def test_a_paced_block_starts_after_its_release_in_one_or_two_steps(paced):
+    assert paced["release_data_ok"] and paced["calls_after_release"]
+
+
+def test_try_wait_returns_the_items_once_done(paced):
+    assert paced["try_wait"] == 64 and "not submitted" in paced["try_wait_unsubmitted"]
+
+
+def test_run_paced_releases_every_stream_on_its_clock(paced):
+    p = paced["paced"]
+    # 0.35 s of 2 ms periods: 175 blocks per stream (the phase may take one off), 150 of them timed
+    assert all(174 <= n <= 176 for n in p["released"])
+    assert all(148 <= n <= 151 for n in p["timed"]) and p["positive"]
+    assert p["window"] == [50_000_000, 300_000_000]
+    assert paced["sched_submitted"] == p["released"]  # every block went through the scheduler
+
+
+def test_run_paced_checks_its_arguments(paced):
+    a, b, c = paced["bad"]
+    assert "at least one stream" in a and "period 0" in b and "full block" in c

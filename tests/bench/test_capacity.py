@@ -1,0 +1,93 @@
+"""The capacity sweep's logic (pygpukit_dsp/bench/capacity.py) without a GPU: admission's
+prediction, the ladder (coarse runs, when to stop, the confirmations and their step down, the time
+budget) and the report. The sweep itself runs on the fake driver in
+tests/benchmarks/test_cadence_script.py."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pygpukit_dsp.bench.capacity import (PREDICT_REGISTER_MAX, CapacityPoint, CapacityReport, _ladder_runs,
+                                         predict)
+
+P = 5_333_333
+D = (P / 1e6, 2.0)
+
+
+@pytest.mark.parametrize("cost_ns", [25_000, 40_000, 60_000])
+def test_prediction_is_the_scheduler_s_own_answer(cost_ns):
+    pytest.importorskip("pygpukit_dsp_core")
+    pred = predict(cost_ns, P, D, "session")
+    rule = {f"{d:.2f}": min(int(0.9 * P // cost_ns), int((d * 1e6 - 50_000) // cost_ns)) for d in D}
+    assert pred.streams == rule  # the scheduler refused exactly where the documented rule says
+    assert set(pred.reason.values()) <= {"utilisation_bound", "response_bound"}
+
+
+def test_a_tiny_cost_is_predicted_by_the_rule_without_registering_every_stream():
+    pytest.importorskip("pygpukit_dsp_core")
+    pred = predict(100, P, D, "gpu")
+    assert pred.streams["5.33"] == int(0.9 * P // 100) > PREDICT_REGISTER_MAX
+    assert "documented rule" in pred.reason["5.33"]
+
+
+def _fake(misses_from: dict[str, int], fail: set[tuple[int, str]] = frozenset()):
+    """run_one for N: misses at a deadline once N reaches misses_from[deadline]; `fail`: (N, phase)
+    runs that miss anyway (a confirmation that fails)."""
+    calls: list[tuple[int, float, str]] = []
+
+    def run_one(n: int, seconds: float, phase: str) -> CapacityPoint:
+        calls.append((n, seconds, phase))
+        pt = CapacityPoint("x", n, seconds, phase, blocks=100)
+        pt.misses = {k: (1 if n >= v or (n, phase) in fail else 0) for k, v in misses_from.items()}
+        return pt
+    return run_one, calls
+
+
+def test_the_ladder_stops_after_two_missing_n_and_confirms_each_deadline_s_knee():
+    run_one, calls = _fake({"5.33": 64, "2.00": 32})
+    points: list[CapacityPoint] = []
+    _ladder_runs(run_one, [8, 16, 32, 64, 96, 128, 256], 2.0, 30.0, D, points, lambda s: None, "x")
+    assert [c[0] for c in calls if c[2] == "coarse"] == [8, 16, 32, 64, 96]  # 64 and 96 miss: stop
+    assert [(c[0], c[1]) for c in calls if c[2] == "confirm"] == [(32, 30.0), (16, 30.0)]
+
+
+def test_a_confirmation_that_misses_steps_down_once():
+    run_one, calls = _fake({"5.33": 64, "2.00": 64}, fail={(32, "confirm")})
+    _ladder_runs(run_one, [8, 16, 32, 64, 96], 2.0, 30.0, D, [], lambda s: None, "x")
+    assert [c[0] for c in calls if c[2] == "confirm"] == [32, 16]  # shared by both deadlines
+
+
+def test_runs_past_the_budget_are_left_out():
+    import time
+
+    run_one, calls = _fake({"5.33": 10_000, "2.00": 10_000})
+    points: list[CapacityPoint] = []
+    # 2 s coarse runs fit (the fake ones take no time), a 30 s confirmation does not
+    _ladder_runs(run_one, [8, 16, 32], 2.0, 30.0, D, points, lambda s: None, "x", until=time.perf_counter() + 5.5,
+                 overhead_s=0.5)
+    assert [c[0] for c in calls] == [8, 16, 32]
+    assert [(p.n, p.phase, p.status) for p in points if p.status == "skipped"] == [(32, "confirm", "skipped")]
+    run_one, calls = _fake({"5.33": 10_000, "2.00": 10_000})
+    points = []
+    _ladder_runs(run_one, [8, 16], 2.0, 30.0, D, points, lambda s: None, "x", until=time.perf_counter() - 1)
+    assert calls == [] and [(p.n, p.reason) for p in points] == [(8, "time budget")]
+
+
+def test_report_headline_targets_and_markdown():
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0, "coarse_s": 2.0})
+    for impl, n, phase, m5, m2 in [("pygpukit-dsp", 128, "coarse", 0, 0), ("pygpukit-dsp", 256, "coarse", 0, 3),
+                                   ("pygpukit-dsp", 256, "confirm", 0, 5), ("pygpukit-dsp", 128, "confirm", 0, 0),
+                                   ("torch-graph", 32, "confirm", 0, 0), ("torch-graph", 48, "coarse", 2, 9)]:
+        pt = CapacityPoint(impl, n, 30.0 if phase == "confirm" else 2.0, phase, blocks=1000, p99_us=100.0)
+        pt.misses = {"5.33": m5, "2.00": m2}
+        rep.points.append(pt)
+    rep.predictions.append(predict(25_000, P, D, "session"))
+    h = rep.headline()
+    assert h["5.33"]["pygpukit-dsp"] == 256 and h["5.33"]["torch-graph"] == 32 and h["5.33"]["ratio"] == 8.0
+    assert h["2.00"]["pygpukit-dsp"] == 128 and h["2.00"]["pygpukit-dsp_coarse"] == 128
+    (n100, ok100, _), (n3, ok3, _) = rep.targets()
+    assert ok100 and ok3
+    md = rep.markdown()
+    assert "| 5.33 ms | 256 [256] | 32 [-] | 8.00x | 191 (25.0 us/block) |" in md
+    json.dumps(rep.to_dict())

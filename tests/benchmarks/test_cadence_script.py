@@ -1,0 +1,127 @@
+"""benchmarks/cadence.py (scripts/gpu_run.sh's ``cadence`` section) and benchmarks/capacity.py on
+the fake CUDA driver with mapped host memory (its kernels do nothing, so the figures mean
+nothing; NumPy's output check fails there, as it must): the parts run in one process, the files
+are written after each part, the budget leaves parts out and says so, the capacity sweep's
+structure (coarse runs up the ladder, confirmations, admission's prediction, the plot)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE_TESTS = ROOT / "tests" / "backends" / "test_cuda_engine.py"
+
+
+@pytest.fixture(scope="module")
+def fake_mapped(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The fake driver with graph capture and mapped host memory (the realtime engine's defaults)."""
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        pytest.skip("no C compiler to build the fake CUDA driver")
+    from pygpukit_dsp.capabilities import capabilities
+
+    if not capabilities()["nvrtc"]["found"]:
+        pytest.skip("NVRTC is needed to compile the ops' kernels (pip install nvidia-cuda-nvrtc)")
+    spec = importlib.util.spec_from_file_location("_gk_engine_tests_cadence", ENGINE_TESTS)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    folder = tmp_path_factory.mktemp("fake_cadence_driver")
+    (folder / "graph_api.c").write_text(mod.FAKE_GRAPH_API)
+    (folder / "mapped_api.c").write_text(mod.FAKE_MAPPED_API)
+    out = folder / "libcuda_fake.so.1"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-DcuDeviceGetAttribute=fake_base_cuDeviceGetAttribute",
+                    "-DcuMemHostAlloc=fake_base_cuMemHostAlloc", "-o", str(out), str(mod.FAKE_DRIVER_SOURCE),
+                    str(folder / "graph_api.c"), str(folder / "mapped_api.c")], check=True)
+    return str(out)
+
+
+def _env(driver: str, **extra: str) -> dict[str, str]:
+    import pygpukit_dsp
+
+    return dict(os.environ, GK_LIBCUDA=driver, GK_JIT_DISK_CACHE="0",
+                PYTHONPATH=os.pathsep.join([str(Path(pygpukit_dsp.__file__).resolve().parents[1]),
+                                            os.environ.get("PYTHONPATH", "")]), **extra)
+
+
+@pytest.fixture(scope="module")
+def cadence_run(fake_mapped: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cadence_out")
+    env = _env(fake_mapped, CADENCE_PARTS="w1,w1_64,settings,capacity", CADENCE_BLOCKS="30", CADENCE_WARMUP="5",
+               SETTINGS_BLOCKS="12", CADENCE_COMPARE="numpy,torch", CAPACITY_LADDER="2,4",
+               CAPACITY_TORCH_LADDER="2", CAPACITY_COARSE_S="0.25", CAPACITY_CONFIRM_S="0.3",
+               CAPACITY_MIN_S="1", CADENCE_BUDGET_S="600")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cadence.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out
+
+
+def test_every_part_reports_into_one_json_and_markdown(cadence_run: Path):
+    data = json.loads((cadence_run / "cadence.json").read_text())
+    md = (cadence_run / "cadence.md").read_text()
+    assert data["parts"] == ["w1", "w1_64", "settings", "capacity"] and data["skipped"] == {}
+    assert set(data["elapsed_s"]) == {"w1", "w1_64", "settings", "capacity"}
+    w1 = data["w1"]
+    assert [r["key"] for r in w1["rows"]] == ["project", "back_to_back", "numpy", "torch"]
+    rows = {r["key"]: r for r in w1["rows"]}
+    assert rows["project"]["figures"]["blocks"] == 30 and rows["back_to_back"]["figures"]["blocks"] == 30
+    assert rows["numpy"]["status"] == "mismatch"  # the fake driver computes nothing
+    assert rows["torch"]["status"] in ("skipped", "ok", "mismatch")
+    # the project's paced blocks were traced: their phases, python in from the release
+    assert rows["project"]["breakdown"]["blocks"] == 30
+    assert w1["spin_us"] == 200 and w1["prewarm"] is True and w1["warm_us"] == 100
+    assert data["w1_64"]["pipeline"] == "w1_b64" and data["w1_64"]["period_us"] == pytest.approx(1333.33, abs=0.01)
+    settings = {s["key"]: s for s in data["settings"]["settings"]}
+    assert {"sleep_python", "native_sleep", "spin200_prewarm", "spin200_warm", "spin_period",
+            "completion_no_spin"} <= set(settings)
+    assert all(s["figures"]["blocks"] == 12 for s in settings.values() if s["status"] == "ok")
+    assert "### w1 at its real cadence" in md and "### w1_b64 at its real cadence" in md
+    assert "Host settings" in md and "### Capacity" in md
+
+
+def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
+    cap = json.loads((cadence_run / "cadence.json").read_text())["capacity"]
+    proj = [p for p in cap["points"] if p["impl"] == "pygpukit-dsp"]
+    assert [(p["n"], p["phase"]) for p in proj if p["phase"] == "coarse"] == [(2, "coarse"), (4, "coarse")]
+    for p in proj:
+        if p["status"] == "ok":
+            # every stream's blocks over the run (the warm-up untimed): about N x seconds / period
+            expect = p["n"] * p["seconds"] / (256 / 48000)
+            assert 0.8 * expect <= p["blocks"] <= expect + p["n"] + 1
+            assert set(p["misses"]) == {"5.33", "2.00"} and p["cpu_cores"] > 0
+            assert p["extra"]["dispatch"]["posted"] >= p["blocks"]
+    assert {pr["how"] for pr in cap["predictions"]} >= {"session"}
+    session = next(pr for pr in cap["predictions"] if pr["how"] == "session")
+    assert session["streams"]["5.33"] >= session["streams"]["2.00"] >= 1
+    assert set(cap["headline"]) == {"5.33", "2.00"}
+    torch = [p for p in cap["points"] if p["impl"] == "torch-graph"]
+    assert torch and all(p["status"] in ("skipped", "ok") for p in torch)
+    assert (cadence_run / "capacity.png").stat().st_size > 1000
+
+
+def test_a_budget_too_small_leaves_parts_out_and_says_so(fake_mapped: str, tmp_path: Path):
+    env = _env(fake_mapped, CADENCE_PARTS="w1,capacity", CADENCE_BUDGET_S="1", CAPACITY_MIN_S="60")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cadence.py"), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "cadence.json").read_text())
+    assert set(data["skipped"]) == {"w1", "capacity"} and "w1" not in data
+    assert "Parts left out" in (tmp_path / "cadence.md").read_text()
+
+
+def test_capacity_script_writes_its_three_files(fake_mapped: str, tmp_path: Path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "capacity.py"), "--ladder", "2", "--coarse-s",
+                           "0.2", "--confirm-s", "0", "--no-torch", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=300, env=_env(fake_mapped), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "o" / "capacity.json").read_text())
+    assert [(p["n"], p["phase"]) for p in data["points"]] == [(2, "coarse")]
+    assert (tmp_path / "o" / "capacity.md").read_text().strip() == proc.stdout.strip()
+    assert (tmp_path / "o" / "capacity.png").exists()
