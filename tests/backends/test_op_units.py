@@ -263,7 +263,12 @@ def test_gpu_realtime_keeps_its_deadline_beside_a_heavy_throughput_stream(kind: 
                     rt.process(xr)
             finally:
                 stop.set()
-                pump.join()
+                # bounded: on the H100 (session 9) the pump had not returned 25 s after stop_pump()
+                # (it runs for at most 60 s); a stuck pump fails here instead of hanging the suite
+                pump.join(timeout=20.0)
+            if pump.is_alive():
+                pump.join(timeout=60.0)  # let it end (pump_resident's own 60 s) before closing
+                pytest.fail(f"{kind}: pump_resident() did not return within 20 s of stop_pump()")
             s_rt, s_tp = dict(dispatch.stream_stats(rt_id)), dict(dispatch.stream_stats(tp_id))
         assert len(pumped) >= 2  # the heavy stream ran throughout
         assert s_tp["chunks"] > s_tp["completed"] >= 2  # ... in chunks of its units
