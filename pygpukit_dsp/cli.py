@@ -499,34 +499,22 @@ _positive_int = _int_at_least(1)
 _count = _int_at_least(0)
 
 
-def _milliseconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
-    return v
+def _positive(what: str):
+    """An argparse type: a number > 0; ``what`` names it in the error ('a number of seconds')."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not v > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+        return v
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
-    return v
-
-
-def _positive_number(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
-    return v
+_milliseconds = _positive("a number of milliseconds")
+_positive_float = _positive("a number of seconds")
+_positive_number = _positive("a number")
 
 
 def _device_arg(text: str) -> int | str:
