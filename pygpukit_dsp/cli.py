@@ -313,12 +313,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.schedule and args.mode not in (None, "latency"):
         raise ConfigError(f"--schedule applies to the latency mode, not --mode {args.mode}",
                           hint="throughput modes time each implementation on its own")
-    pipelines = _select(loaded, args.pipeline)
-    if len(pipelines) != 1:
-        raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; bench takes one",
-                          hint="pick one with --pipeline NAME")
+    pipeline = _one_pipeline(args, loaded, "bench")
     compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else []
-    report = run_bench(pipelines[0], backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
+    report = run_bench(pipeline, backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
                        warmup=BENCH_WARMUP if args.warmup is None else args.warmup,
                        compare=compare, plot=args.plot, progress=not args.quiet and sys.stderr.isatty(),
                        mode=args.mode or "latency", schedule=args.schedule or "paired")
@@ -328,6 +325,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.markdown:
         Path(args.markdown).write_text(report.markdown() + "\n")
     return 0
+
+
+def _one_pipeline(args: argparse.Namespace, loaded: list, what: str):
+    """The one pipeline of FILE (or --pipeline NAME) that ``what`` ('bench', 'a soak') runs."""
+    from .errors import ConfigError
+
+    pipelines = _select(loaded, args.pipeline)
+    if len(pipelines) != 1:
+        raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; {what} takes one",
+                          hint="pick one with --pipeline NAME")
+    return pipelines[0]
 
 
 def _bench_cadence(args: argparse.Namespace, loaded: list) -> int:
@@ -341,16 +349,13 @@ def _bench_cadence(args: argparse.Namespace, loaded: list) -> int:
         raise ConfigError(f"{given[0]} does not apply to a paced bench (--cadence)",
                           hint="a paced bench times every implementation at the stream's period, latency from "
                                "each block's release; see docs/benchmarks.md, Paced W1")
-    pipelines = _select(loaded, args.pipeline)
-    if len(pipelines) != 1:
-        raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; bench takes one",
-                          hint="pick one with --pipeline NAME")
+    pipeline = _one_pipeline(args, loaded, "bench")
     compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else []
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    report = run_cadence(pipelines[0], backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
+    report = run_cadence(pipeline, backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
                          warmup=BENCH_WARMUP if args.warmup is None else args.warmup, compare=compare,
                          block_size=args.block_size, spin_us=DEFAULT_SPIN_US if args.spin_us is None else args.spin_us,
                          prewarm=not args.no_prewarm, warm_us=DEFAULT_WARM_US if args.warm_us is None else args.warm_us,
@@ -378,16 +383,13 @@ def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
         raise ConfigError(f"{given[0]} does not apply to a soak",
                           hint="a soak runs the pipeline alone at its sample clock for --soak MINUTES; "
                                "see docs/benchmarks.md, Soak")
-    pipelines = _select(loaded, args.pipeline)
-    if len(pipelines) != 1:
-        raise ConfigError(f"{args.file} holds {len(pipelines)} pipelines; a soak takes one",
-                          hint="pick one with --pipeline NAME")
-    name = pipelines[0].name
+    pipeline = _one_pipeline(args, loaded, "a soak")
+    name = pipeline.name
 
     def say(sample: Any) -> None:
         print(format_sample(sample, name), file=sys.stderr, flush=True)
 
-    report = run_soak(pipelines[0], backend=args.backend, minutes=args.soak,
+    report = run_soak(pipeline, backend=args.backend, minutes=args.soak,
                       interval_s=10.0 if args.interval is None else args.interval,
                       progress=None if args.quiet else say)
     print(report.markdown())

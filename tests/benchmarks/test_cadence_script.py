@@ -5,10 +5,8 @@ are written after each part, the budget leaves parts out and says so, the capaci
 structure (coarse runs up the ladder, confirmations, admission's prediction, the plot)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,30 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_TESTS = ROOT / "tests" / "backends" / "test_cuda_engine.py"
 
-
-@pytest.fixture(scope="module")
-def fake_mapped(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The fake driver with graph capture and mapped host memory (the realtime engine's defaults)."""
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        pytest.skip("no C compiler to build the fake CUDA driver")
-    from pygpukit_dsp.capabilities import capabilities
-
-    if not capabilities()["nvrtc"]["found"]:
-        pytest.skip("NVRTC is needed to compile the ops' kernels (pip install nvidia-cuda-nvrtc)")
-    spec = importlib.util.spec_from_file_location("_gk_engine_tests_cadence", ENGINE_TESTS)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    folder = tmp_path_factory.mktemp("fake_cadence_driver")
-    (folder / "graph_api.c").write_text(mod.FAKE_GRAPH_API)
-    (folder / "mapped_api.c").write_text(mod.FAKE_MAPPED_API)
-    out = folder / "libcuda_fake.so.1"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-DcuDeviceGetAttribute=fake_base_cuDeviceGetAttribute",
-                    "-DcuMemHostAlloc=fake_base_cuMemHostAlloc", "-o", str(out), str(mod.FAKE_DRIVER_SOURCE),
-                    str(folder / "graph_api.c"), str(folder / "mapped_api.c")], check=True)
-    return str(out)
 
 
 def _env(driver: str, **extra: str) -> dict[str, str]:
@@ -51,9 +26,9 @@ def _env(driver: str, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def cadence_run(fake_mapped: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cadence_run(fake_engine_driver: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cadence_out")
-    env = _env(fake_mapped, CADENCE_PARTS="w1,w1_64,settings,capacity", CADENCE_BLOCKS="30", CADENCE_WARMUP="5",
+    env = _env(fake_engine_driver, CADENCE_PARTS="w1,w1_64,settings,capacity", CADENCE_BLOCKS="30", CADENCE_WARMUP="5",
                SETTINGS_BLOCKS="12", CADENCE_COMPARE="numpy,torch", CAPACITY_LADDER="2,4",
                CAPACITY_TORCH_LADDER="2", CAPACITY_COARSE_S="0.25", CAPACITY_CONFIRM_S="0.3",
                CAPACITY_MIN_S="1", CADENCE_BUDGET_S="600")
@@ -106,8 +81,8 @@ def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
     assert (cadence_run / "capacity.png").stat().st_size > 1000
 
 
-def test_a_budget_too_small_leaves_parts_out_and_says_so(fake_mapped: str, tmp_path: Path):
-    env = _env(fake_mapped, CADENCE_PARTS="w1,capacity", CADENCE_BUDGET_S="1", CAPACITY_MIN_S="60")
+def test_a_budget_too_small_leaves_parts_out_and_says_so(fake_engine_driver: str, tmp_path: Path):
+    env = _env(fake_engine_driver, CADENCE_PARTS="w1,capacity", CADENCE_BUDGET_S="1", CAPACITY_MIN_S="60")
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cadence.py"), "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -116,10 +91,10 @@ def test_a_budget_too_small_leaves_parts_out_and_says_so(fake_mapped: str, tmp_p
     assert "Parts left out" in (tmp_path / "cadence.md").read_text()
 
 
-def test_capacity_script_writes_its_three_files(fake_mapped: str, tmp_path: Path):
+def test_capacity_script_writes_its_three_files(fake_engine_driver: str, tmp_path: Path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "capacity.py"), "--ladder", "2", "--coarse-s",
                            "0.2", "--confirm-s", "0", "--no-torch", "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, timeout=300, env=_env(fake_mapped), cwd=tmp_path)
+                          capture_output=True, text=True, timeout=300, env=_env(fake_engine_driver), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((tmp_path / "o" / "capacity.json").read_text())
     assert [(p["n"], p["phase"]) for p in data["points"]] == [(2, "coarse")]

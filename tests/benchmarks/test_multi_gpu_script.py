@@ -3,10 +3,8 @@ figures mean nothing): the structure of the report, the placement over both GPUs
 the files written; and the degenerate one-GPU run says so."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_TESTS = ROOT / "tests" / "backends" / "test_cuda_engine.py"
 
 # W2's shape is too big for a test; a complex64 stream of the same kind (throughput, one GPU op)
 TINY_W2 = """\
@@ -31,28 +28,6 @@ stages:
 sink: {type: "null"}
 """
 
-
-@pytest.fixture(scope="module")
-def fake_engine_driver(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The fake driver with graph capture and mapped host memory, as test_cuda_engine.py builds it."""
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        pytest.skip("no C compiler to build the fake CUDA driver")
-    from pygpukit_dsp.capabilities import capabilities
-
-    if not capabilities()["nvrtc"]["found"]:
-        pytest.skip("NVRTC is needed to compile the ops' kernels (pip install nvidia-cuda-nvrtc)")
-    spec = importlib.util.spec_from_file_location("_gk_engine_tests", ENGINE_TESTS)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    folder = tmp_path_factory.mktemp("fake_multi_gpu_driver")
-    (folder / "graph_api.c").write_text(mod.FAKE_GRAPH_API)
-    (folder / "mapped_api.c").write_text(mod.FAKE_MAPPED_API)
-    out = folder / "libcuda_fake.so.1"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-DcuDeviceGetAttribute=fake_base_cuDeviceGetAttribute",
-                    "-DcuMemHostAlloc=fake_base_cuMemHostAlloc", "-o", str(out), str(mod.FAKE_DRIVER_SOURCE),
-                    str(folder / "graph_api.c"), str(folder / "mapped_api.c")], check=True)
-    return str(out)
 
 
 def _run(driver: str, tmp_path: Path, devices: int, *extra: str) -> subprocess.CompletedProcess:
