@@ -11,7 +11,7 @@
 //
 // Units (the scheduler's pacing, Op::units), bit-identical to the whole block in any split:
 // * one thread per lane: ranges of samples of every lane (multiples of the kernel's 32-sample
-//   tile), grouped by dsp::split_units (<= 64 units, >= 4096 samples over the lanes each). The
+//   tile), grouped by dsp::split_units (<= 1024 units, >= 4096 samples over the lanes each). The
 //   recursion runs along time, so a range of channels would take as long as the whole block
 //   (its lanes run in parallel); a range of samples takes its share of it. Each launch reads the
 //   state at its start and writes it back at its end, so the ranges in stream order do what one
@@ -36,6 +36,7 @@ using dsp::launch;
 
 constexpr int kMaxSections = 1024;  // the coefficients sit in shared memory (40 KiB)
 constexpr int64_t kChunkedMinBlock = 4096;
+constexpr int64_t kMaxTimeUnits = 1024;  // sample ranges of the one-thread-per-lane form
 constexpr int64_t kChunkedMaxLanes = 1024;
 constexpr int64_t kChunkedMaxScratch = int64_t(1) << 27;  // lanes * block doubles
 
@@ -106,7 +107,10 @@ public:
         kernel_ = module_->function(complex_ ? "gk_sos_c64" : "gk_sos_f32");
         shared_ = static_cast<unsigned>((5 * sections_ + 32 * 33) * sizeof(double));
         if (shared_ > 48 * 1024) kernel_->set_max_dynamic_shared_memory(static_cast<int>(shared_));
-        split_ = dsp::split_units(n_, lanes_, 32);
+        // up to kMaxTimeUnits: a unit's time is its share of the block's serial walk whatever the
+        // lanes, and the scheduler can only pace units that fit between realtime blocks (64 units
+        // of a 2^18-sample block, 12 sections, took ~3 ms each on an H200: more than a 2 ms deadline)
+        split_ = dsp::split_units(n_, lanes_, 32, dsp::kMinUnitElements, kMaxTimeUnits);
     }
 
     int64_t units() const override { return chunked_ ? 2 * groups_.units : split_.units; }

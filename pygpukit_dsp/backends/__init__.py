@@ -72,6 +72,11 @@ def choose_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str,
         return BackendChoice("cpu", "requested")
     if requested not in ("cuda", "auto"):
         raise ConfigError(f"unknown backend '{requested}'", hint="use auto, cuda or cpu")
+    if not pipeline.stages:
+        # e.g. a reader that only sends its source on (pipelines/cluster.yaml): no computation,
+        # so no GPU engine (it would be copies there and back for nothing), whatever was asked
+        return BackendChoice("cpu", f"{'auto' if requested == 'auto' else 'cuda requested'}, but the pipeline "
+                                    "has no stages: its blocks pass from source to sink on the host")
     from . import cuda
 
     gpu = requested_gpu(pipeline, device)
