@@ -307,7 +307,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     paced_only = [flag for flag, value in (("--block-size", args.block_size), ("--spin-us", args.spin_us),
                                            ("--warm-us", args.warm_us),
                                            ("--no-prewarm", args.no_prewarm or None),
-                                           ("--settings", args.settings or None)) if value is not None]
+                                           ("--settings", args.settings or None), ("--cpu", args.cpu))
+                  if value is not None]
     if paced_only:
         raise ConfigError(f"{paced_only[0]} applies to a paced bench only", hint="add --cadence realtime")
     if args.schedule and args.mode not in (None, "latency"):
@@ -359,7 +360,7 @@ def _bench_cadence(args: argparse.Namespace, loaded: list) -> int:
                          warmup=BENCH_WARMUP if args.warmup is None else args.warmup, compare=compare,
                          block_size=args.block_size, spin_us=DEFAULT_SPIN_US if args.spin_us is None else args.spin_us,
                          prewarm=not args.no_prewarm, warm_us=DEFAULT_WARM_US if args.warm_us is None else args.warm_us,
-                         settings=args.settings, progress=None if args.quiet else say)
+                         settings=args.settings, cpu=args.cpu, progress=None if args.quiet else say)
     print(report.markdown())
     if args.json:
         _write_json(args.json, report.to_dict())
@@ -378,7 +379,8 @@ def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
                                       ("--warmup", args.warmup), ("--plot", args.plot),
                                       ("--period-ms", args.period_ms), ("--cadence", args.cadence),
                                       ("--block-size", args.block_size), ("--spin-us", args.spin_us),
-                                      ("--settings", args.settings or None)) if value is not None]
+                                      ("--settings", args.settings or None), ("--cpu", args.cpu))
+             if value is not None]
     if given:
         raise ConfigError(f"{given[0]} does not apply to a soak",
                           hint="a soak runs the pipeline alone at its sample clock for --soak MINUTES; "
@@ -501,6 +503,11 @@ _positive_int = _int_at_least(1)
 _count = _int_at_least(0)
 
 
+def _cpu_choice(text: str) -> int | str:
+    """An argparse type: a CPU number, 'auto' or 'none' (--cpu)."""
+    return text if text in ("auto", "none") else _count(text)
+
+
 def _positive(what: str):
     """An argparse type: a number > 0; ``what`` names it in the error ('a number of seconds')."""
     def parse(text: str) -> float:
@@ -605,6 +612,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--settings", action="store_true",
                    help="--cadence: also compare host settings (sleep, spin windows, prewarm, a pinned core, "
                         "SCHED_FIFO, mlockall, spinning the whole period) on the project alone")
+    b.add_argument("--cpu", type=_cpu_choice, metavar="N|auto|none",
+                   help="--cadence: pin the thread that drives every implementation to this CPU (default: the "
+                        "pipeline's qos.cpu; none: not pinned)")
     b.add_argument("--pipeline", metavar="NAME")
     b.add_argument("--soak", type=float, metavar="MINUTES",
                    help="soak: run the pipeline at its sample clock for MINUTES and sample RSS (and GPU "

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from .affinity import pinned, resolve_cpu
 from .errors import ConfigError, GkError, StreamFault
 from .io.base import StreamFormat
 
@@ -152,6 +153,7 @@ class RunSummary:
     audio: dict[str, Any] | None = None  # a sound card's figures (io/portaudio.py LiveAudio.report)
     gpu: int | None = None        # cuda: the GPU the stream ran on (None on cpu)
     placement: str | None = None  # cuda: why that GPU ("GPU 1: auto: the most admission headroom ...")
+    cpu: int | None = None        # qos.cpu: the CPU the thread that ran the blocks was pinned to
     # what the source saw happen on the way, in order: e.g. a zmq source's lost blocks, each
     # {"sample": samples delivered before it, "dropped_samples", "dropped_blocks", "sequence", "why"}
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -170,6 +172,7 @@ class RunSummary:
         lines = [
             f"pipeline {self.pipeline}: backend={self.backend} ({self.backend_reason})",
             *([f"  device {self.placement or f'GPU {self.gpu}'}"] if self.gpu is not None else []),
+            *([f"  blocks driven by a thread pinned to CPU {self.cpu} (qos.cpu)"] if self.cpu is not None else []),
             f"  input  {self.input_spec}",
             f"  output {self.output_spec}",
             f"  blocks {self.blocks}, samples in {self.samples_in}, out {self.samples_out}"
@@ -231,6 +234,7 @@ class StreamRunner:
         self.requested_backend = backend or pipeline.backend
         self.device_request = check_device(device) if device is not None else pipeline.device
         self.placement: Any = None  # admission.Placement, set by admission.admit
+        self.cpu = resolve_cpu(pipeline.qos.cpu, pipeline.where or f"pipeline '{pipeline.name}'")
         self.source = pipeline.source
         self.sink = pipeline.sink
         self.engine = None
@@ -323,7 +327,14 @@ class StreamRunner:
 
         ``stop`` may be a :class:`StopRequest` (its reason becomes ``ended_by``; its ``abort`` skips
         waiting for queued output). ``tap`` receives every output block after the sink took it.
+        With ``qos.cpu`` the calling thread runs pinned to that CPU until the run returns.
         """
+        with pinned(self.cpu):
+            return self._run(blocks=blocks, duration=duration, progress=progress,
+                             progress_interval_s=progress_interval_s, stop=stop, tap=tap)
+
+    def _run(self, *, blocks: int | None, duration: float | None, progress: ProgressFn | None,
+             progress_interval_s: float, stop: Callable[[], bool] | None, tap: BlockTap | None) -> RunSummary:
         if blocks is not None and duration is not None:
             raise ConfigError("give either blocks or duration, not both")
         spec = self.chain.input
@@ -433,7 +444,8 @@ class StreamRunner:
             engine_counters=self.engine.counters(), ended_by=ended_by,
             fault=str(fault) if fault is not None else None,
             output_unit="frames" if self.chain.output.domain == "frames" else "samples",
-            audio=_audio_report(self.source, self.sink), events=_events(self.source), **self._where())
+            audio=_audio_report(self.source, self.sink), events=_events(self.source), cpu=self.cpu,
+            **self._where())
         if fault is not None:
             fault.summary = summary  # type: ignore[attr-defined]
             raise fault

@@ -44,7 +44,7 @@ def _check_outputs(workdir, name, summaries):
     elif name == "cluster.yaml":  # file_filter.yaml split in two pipelines joined by cluster://audio
         reader, filt = summaries
         y, fs = sf.read(workdir / "out" / "chirp_filtered_cluster.wav", dtype="float32")
-        _run(workdir, "file_filter.yaml", summary.backend)
+        _run(workdir, "file_filter.yaml", filt.backend)  # the reader has no stages: it runs on the host
         ref, fs_ref = sf.read(workdir / "out" / "chirp_filtered.wav", dtype="float32")
         assert fs == fs_ref and reader.samples_in == filt.samples_out == ref.shape[0]
         np.testing.assert_array_equal(y, ref)

@@ -319,7 +319,8 @@ void StreamEngine::teardown() noexcept {
     for (auto& slot : slots_) {
         if (slot->graph) api->cuGraphExecDestroy(slot->graph);
         if (slot->block_graph) api->cuGraphExecDestroy(slot->block_graph);
-        slot->block_graph = nullptr;
+        if (slot->prewarm_graph) api->cuGraphExecDestroy(slot->prewarm_graph);
+        slot->block_graph = slot->prewarm_graph = nullptr;
         for (CUevent e : {slot->ev_h2d, slot->ev_comp, slot->ev_done})
             if (e) api->cuEventDestroy(e);
         slot->graph = nullptr;
@@ -469,6 +470,7 @@ void StreamEngine::capture_graphs() {
         Slot& slot = *slots_[s];
         slot.graph = capture_slot(static_cast<int>(s), false);
         if (options_.single_stream) slot.block_graph = capture_slot(static_cast<int>(s), true);
+        if (io_touch_ && options_.mapped_io) slot.prewarm_graph = capture_prewarm(static_cast<int>(s));
     }
     cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize", "uploading the engine's graphs");
 }
@@ -498,6 +500,36 @@ CUgraphExec StreamEngine::capture_slot(int s, bool with_copies) {
              what + "; an op synchronised, allocated or touched another stream inside enqueue()");
     CUgraphExec exec = nullptr;
     CUresult r = api.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    api.cuGraphDestroy(graph);
+    cu_check(r, "cuGraphInstantiateWithFlags", what);
+    if (api.cuGraphUpload) cu_check(api.cuGraphUpload(exec, compute_), "cuGraphUpload", what);
+    return exec;
+}
+
+CUgraphExec StreamEngine::capture_prewarm(int s) {
+    // The prewarm's touch of the slot as a graph: launched the way a block is (cuGraphLaunch on
+    // the compute stream, then an event), so the prewarm also runs the host side of a block's
+    // launch, whose code and data a sleeping core loses (a paced block's launch took ~8 us after
+    // a sleep against ~2.4 us when the thread never slept, H200)
+    const DriverApi& api = driver();
+    const std::string what = "capturing slot " + std::to_string(s) + "'s prewarm into a CUDA graph";
+    const Slot& slot = *slots_[static_cast<size_t>(s)];
+    CUdeviceptr a = slot.h_in->device_ptr(), b = slot.h_out->device_ptr();
+    unsigned long long na = slot.h_in->nbytes(), nb = slot.h_out->nbytes();
+    void* params[] = {&a, &na, &b, &nb};
+    const unsigned pages = static_cast<unsigned>((na + 4095) / 4096 + (nb + 4095) / 4096);
+    cu_check(api.cuStreamBeginCapture(compute_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture_v2", what);
+    const CUresult launched =
+        api.cuLaunchKernel(io_touch_, (pages + 127) / 128, 1, 1, 128, 1, 1, 0, compute_, params, nullptr);
+    CUgraph graph = nullptr;
+    const CUresult ended = api.cuStreamEndCapture(compute_, &graph);
+    if (launched != CUDA_SUCCESS || ended != CUDA_SUCCESS) {
+        if (graph) api.cuGraphDestroy(graph);
+        cu_check(launched != CUDA_SUCCESS ? launched : ended,
+                 launched != CUDA_SUCCESS ? "cuLaunchKernel" : "cuStreamEndCapture", what);
+    }
+    CUgraphExec exec = nullptr;
+    const CUresult r = api.cuGraphInstantiateWithFlags(&exec, graph, 0);
     api.cuGraphDestroy(graph);
     cu_check(r, "cuGraphInstantiateWithFlags", what);
     if (api.cuGraphUpload) cu_check(api.cuGraphUpload(exec, compute_), "cuGraphUpload", what);
@@ -963,12 +995,17 @@ void StreamEngine::prewarm_slot(int s, uint64_t until_ns) {
         if (!prewarm_event_)
             cu_check(api.cuEventCreate(&prewarm_event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
                      "creating the prewarm event");
-        CUdeviceptr a = slot.h_in->device_ptr(), b = slot.h_out->device_ptr();
-        unsigned long long na = slot.h_in->nbytes(), nb = slot.h_out->nbytes();
-        void* params[] = {&a, &na, &b, &nb};
-        const unsigned pages = static_cast<unsigned>((na + 4095) / 4096 + (nb + 4095) / 4096);
-        cu_check(api.cuLaunchKernel(io_touch_, (pages + 127) / 128, 1, 1, 128, 1, 1, 0, compute_, params, nullptr),
-                 "cuLaunchKernel", "launching gk_io_touch (prewarm)");
+        if (slot.prewarm_graph) {
+            cu_check(api.cuGraphLaunch(slot.prewarm_graph, compute_), "cuGraphLaunch", "launching the prewarm");
+        } else {
+            CUdeviceptr a = slot.h_in->device_ptr(), b = slot.h_out->device_ptr();
+            unsigned long long na = slot.h_in->nbytes(), nb = slot.h_out->nbytes();
+            void* params[] = {&a, &na, &b, &nb};
+            const unsigned pages = static_cast<unsigned>((na + 4095) / 4096 + (nb + 4095) / 4096);
+            cu_check(api.cuLaunchKernel(io_touch_, (pages + 127) / 128, 1, 1, 128, 1, 1, 0, compute_, params,
+                                        nullptr),
+                     "cuLaunchKernel", "launching gk_io_touch (prewarm)");
+        }
         cu_check(api.cuEventRecord(prewarm_event_, compute_), "cuEventRecord", "prewarm");
         while (api.cuEventQuery(prewarm_event_) == CUDA_ERROR_NOT_READY && now_ns() < until_ns) cpu_relax();
     } catch (const std::exception&) {

@@ -272,6 +272,7 @@ private:
         CUevent ev_h2d = nullptr, ev_comp = nullptr, ev_done = nullptr;
         CUgraphExec graph = nullptr;        // the ops only (compute stream)
         CUgraphExec block_graph = nullptr;  // single_stream: H2D + ops + D2H in one graph
+        CUgraphExec prewarm_graph = nullptr;  // mapped_io: gk_io_touch over the slot (prewarm_slot)
         std::atomic<int> state{kFree};
         int64_t n_in = 0;   // written by submit() before publication
         bool final = false;
@@ -336,6 +337,7 @@ private:
     void zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t n_valid);
     void capture_graphs();
     CUgraphExec capture_slot(int slot, bool with_copies);
+    CUgraphExec capture_prewarm(int slot);
     void warm_up();
     void enqueue_block(int slot);           // worker / inline process: the whole block as one chunk
     // Argument checks shared by submit() and the inline path.

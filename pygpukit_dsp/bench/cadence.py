@@ -34,12 +34,14 @@ import copy
 import ctypes
 import os
 import resource
+import struct
 import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
+from ..affinity import pinned, resolve_cpu
 from ..errors import ConfigError
 from .trace import Breakdown, breakdown
 from .trace import markdown as breakdown_markdown
@@ -109,6 +111,7 @@ class CadenceReport:
     prewarm: bool
     machine: str
     warm_us: int = 0
+    cpu: int | None = None        # the CPU the main rotation's thread was pinned to (qos.cpu / --cpu)
     rows: list[CadenceRow] = field(default_factory=list)
     settings: list[CadenceRow] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
@@ -148,7 +151,9 @@ class CadenceReport:
             f"warm-up, in turns of {SEGMENT_BLOCKS} ({SETTLE_BLOCKS} untimed paced blocks first); deadline "
             f"{self.deadline_us:.0f} us; waits: sleep until {self.spin_us} us before the release, then spin"
             f"{' (project: prewarm at the start of the spin)' if self.prewarm else ''}"
-            f"{f', back in Python {self.warm_us} us before the release' if self.warm_us else ''}; {self.machine}",
+            f"{f', back in Python {self.warm_us} us before the release' if self.warm_us else ''}"
+            f"{f'; every implementation driven from a thread pinned to CPU {self.cpu}' if self.cpu is not None else ''}"
+            f"; {self.machine}",
             "",
             "| implementation | p50 us | p90 us | p99 us | p99.9 us | max us | misses | overruns | CPU s / audio s | check |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
@@ -321,17 +326,6 @@ def sched_fifo_allowed() -> bool:
 
 
 @contextlib.contextmanager
-def pinned(cpu: int) -> Iterator[None]:
-    """The calling thread on one CPU (os.sched_setaffinity of thread 0 = the caller on Linux)."""
-    old = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpu})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, old)
-
-
-@contextlib.contextmanager
 def fifo(priority: int = 10) -> Iterator[None]:
     old = os.sched_getscheduler(0), os.sched_getparam(0)
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
@@ -360,8 +354,32 @@ def locked() -> Iterator[None]:
         ctypes.CDLL(None).munlockall()
 
 
+CPU_DMA_LATENCY = "/dev/cpu_dma_latency"
+
+
+def wake_latency_limit() -> str | None:
+    """Whether this process may hold the PM QoS request /dev/cpu_dma_latency; None when it may,
+    else why not."""
+    try:
+        with open(CPU_DMA_LATENCY, "wb", buffering=0):
+            return None
+    except OSError as exc:
+        return f"{CPU_DMA_LATENCY}: {exc.strerror or exc}"
+
+
+@contextlib.contextmanager
+def shallow_idle(limit_us: int = 0) -> Iterator[None]:
+    """The CPUs kept out of idle states that take longer than ``limit_us`` to leave (the kernel's
+    PM QoS request, held while the file stays open): a sleeping core then keeps its caches (deep
+    C-states flush a core's L1/L2) and wakes at once. Costs idle power, not CPU time."""
+    with open(CPU_DMA_LATENCY, "wb", buffering=0) as f:
+        f.write(struct.pack("i", limit_us))
+        yield
+
+
 def host_facts() -> dict[str, Any]:
-    facts: dict[str, Any] = {"sched_fifo_allowed": sched_fifo_allowed(), "cpus": len(os.sched_getaffinity(0))}
+    facts: dict[str, Any] = {"sched_fifo_allowed": sched_fifo_allowed(), "cpus": len(os.sched_getaffinity(0)),
+                             "cpu_dma_latency": wake_latency_limit() or "writable"}
     try:
         facts["memlock_limit"] = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
     except (ValueError, OSError):
@@ -418,10 +436,14 @@ def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
 def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int = 2000, warmup: int = 200,
                 compare: list[str] | None = None, block_size: int | None = None, spin_us: int = DEFAULT_SPIN_US,
                 prewarm: bool = DEFAULT_PREWARM, warm_us: int = DEFAULT_WARM_US, settings: bool = False,
-                settings_blocks: int | None = None,
+                settings_blocks: int | None = None, cpu: int | str | None = None,
                 progress: Callable[[str], None] | None = None) -> CadenceReport:
     """Paced latency of the pipeline and the ``compare`` baselines (module doc); with
-    ``settings``, also :func:`run_settings` (``settings_blocks`` each, default ``blocks // 2``)."""
+    ``settings``, also :func:`run_settings` (``settings_blocks`` each, default ``blocks // 2``).
+
+    ``cpu``: the CPU the calling thread is pinned to while the main rotation runs (every
+    implementation alike): a number, ``auto`` or ``none``; default the pipeline's ``qos.cpu``. The
+    settings rotation sets its own."""
     from ..backends import choose_backend, open_backend
     from .baselines import BASELINES, BaselineSkipped, build_baseline
     from .harness import ImplResult, _check_outputs, _input_blocks, _source_format, machine_description
@@ -441,6 +463,8 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
         warm_us = min(max(0, warm_us), spin_us)  # the Python round trip happens inside the spin window
     say = progress or (lambda _line: None)
     p = with_block_size(pipeline, block_size)
+    pin = resolve_cpu(p.qos.cpu if cpu is None else None if cpu == "none" else cpu,
+                      "--cpu" if cpu is not None else p.where)
     chain = p.specs(_source_format(p))
     choice = choose_backend(p, chain, backend or p.backend)
     spec = chain.input
@@ -450,7 +474,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
     report = CadenceReport(pipeline=p.name, spec=f"{spec.describe()} -> {chain.output.describe()}", backend=choice.name,
                            period_us=period_ns / 1e3, deadline_us=deadline_ns / 1e3, blocks=blocks, warmup=warmup,
                            spin_us=spin_us, prewarm=prewarm and choice.name == "cuda", machine=machine_description(),
-                           host=host_facts(), warm_us=warm_us)
+                           host=host_facts(), warm_us=warm_us, cpu=pin)
     engine = open_backend(p, chain, choice.name)
     native = choice.name == "cuda"
     opened: list[Any] = [engine]
@@ -484,11 +508,12 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             if res.status != "ok":
                 row.status, row.reason = res.status, res.reason
         impls = [m for m in impls if m.row.status == "ok"]
-        for m in impls:  # warm-up: compiles, caches, clocks (back to back)
-            for j in range(warmup):
-                m.call(inputs[j % len(inputs)], None)
         report.rows[:0] = [proj.row, b2b.row]
-        _rotate(impls, inputs, blocks, period_ns, say)
+        with pinned(pin):
+            for m in impls:  # warm-up: compiles, caches, clocks (back to back)
+                for j in range(warmup):
+                    m.call(inputs[j % len(inputs)], None)
+            _rotate(impls, inputs, blocks, period_ns, say)
         for m in impls:
             _finish(m, deadline_ns)
         if settings:
@@ -550,6 +575,22 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
         rows.append(_Impl(CadenceRow("mlockall", "default + mlockall", "setting", status="skipped",
                                      reason=f"mlockall failed: {why}"), lambda x, r: None))
     add("spin_period", "spin the whole period (one busy core)", _project_call(engine, period_us, native, native, w))
+    add("pinned_spin1000", f"spin 1000 us{' + prewarm' if native else ''} + caller pinned to CPU {pin_cpu}",
+        _project_call(engine, min(1000, period_us), native, native, w), setup=lambda: pinned(pin_cpu))
+    add("pinned_spin_period", f"spin the whole period + caller pinned to CPU {pin_cpu}",
+        _project_call(engine, period_us, native, native, w), setup=lambda: pinned(pin_cpu))
+    why = wake_latency_limit()
+    if why is None:
+        def pinned_shallow() -> contextlib.AbstractContextManager:
+            stack = contextlib.ExitStack()
+            stack.enter_context(pinned(pin_cpu))
+            stack.enter_context(shallow_idle(0))
+            return stack
+        add("pinned_shallow_idle", f"default + caller pinned to CPU {pin_cpu} + {CPU_DMA_LATENCY} 0 (no deep idle)",
+            default, setup=pinned_shallow)
+    else:
+        rows.append(_Impl(CadenceRow("pinned_shallow_idle", f"default + pinned + {CPU_DMA_LATENCY} 0", "setting",
+                                     status="skipped", reason=why), lambda x, r: None))
     if native:
         from ..backends.cuda_engine import CudaEngine
 

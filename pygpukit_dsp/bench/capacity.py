@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from .contention import _start_probe, _stop_probe
+
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
 
@@ -160,6 +162,17 @@ class CapacityReport:
             lines.append(f"| {p.impl} | {p.n} | {p.phase} {p.seconds:g} s | {p.blocks} | {p.p50_us:.1f} | "
                          f"{p.p99_us:.1f} | {p.p999_us:.1f} | {p.max_us:.1f} | {miss} | {p.late} | {busy} | "
                          f"{p.cpu_cores:.2f} |")
+        episodes = [p for p in self.points if p.extra.get("misses_when", {}).get("episodes")]
+        if episodes:
+            lines += ["", f"When the misses over {keys[0]} ms happened (misses within "
+                          f"{EPISODE_GAP_NS // 1_000_000} ms of each other are one episode; the stall probe's longest "
+                          "gap in it: a thread on another CPU that only reads the clock):", ""]
+            for p in episodes:
+                w = p.extra["misses_when"]
+                top = "; ".join(f"{e['misses']} misses of {e['streams']} streams at {e['at_s']} s over {e['span_ms']} ms"
+                                + (f", stall {e['longest_stall_us']} us" if "longest_stall_us" in e else "")
+                                for e in w["list"][:4])
+                lines.append(f"- {p.impl} N={p.n} {p.phase}: {w['episodes']} episodes; largest: {top}")
         lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
                   "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's cost) | "
                   "admission predicted (measured GPU cost) |", "|---|---:|---:|---:|---:|---:|"]
@@ -205,6 +218,47 @@ def _figures(point: CapacityPoint, lat_ns: np.ndarray, deadlines_ms: tuple[float
     point.p50_us, point.p99_us, point.p999_us = (float(v) for v in np.percentile(us, [50, 99, 99.9]))
     point.max_us = float(us.max())
     point.misses = {_key(d): int((us > d * 1e3).sum()) for d in deadlines_ms}
+
+
+EPISODE_GAP_NS = 20_000_000   # misses closer than this in release time are one episode
+
+
+def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: float,
+                  stalls: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+    """When the misses at ``deadline_ms`` happened: grouped into episodes (misses whose releases lie
+    within EPISODE_GAP_NS of each other), each with its first release (s from the timed start), its
+    misses, the streams it hit and the longest stall-probe gap (the host holding a CPU) inside it.
+    Many streams missing together at one moment is a stall (host or a shared lock); one stream
+    missing alone is that stream's driver."""
+    timed_from, over_ns = int(res["timed_from_ns"]), int(deadline_ms * 1e6)
+    rel, who = [], []
+    for i, lat in enumerate(res["latency_ns"]):
+        a = np.asarray(lat, dtype=np.int64)
+        if a.size == 0:
+            continue
+        first = -(-(timed_from - int(res["start_ns"]) - i * period_ns // n) // period_ns)  # first timed block
+        k = np.flatnonzero(a > over_ns)
+        rel.append(int(res["start_ns"]) + i * period_ns // n + (first + k) * period_ns)
+        who.append(np.full(k.size, i))
+    out: dict[str, Any] = {"episodes": 0, "list": []}
+    if not rel or sum(r.size for r in rel) == 0:
+        return out
+    r, w = np.concatenate(rel), np.concatenate(who)
+    order = np.argsort(r)
+    r, w = r[order], w[order]
+    cuts = np.flatnonzero(np.diff(r) > EPISODE_GAP_NS) + 1
+    for a, b in zip(np.r_[0, cuts], np.r_[cuts, r.size]):
+        t0, t1 = int(r[a]), int(r[b - 1]) + over_ns
+        ep = {"at_s": round((t0 - timed_from) / 1e9, 4), "span_ms": round((t1 - t0) / 1e6, 2),
+              "misses": int(b - a), "streams": int(np.unique(w[a:b]).size)}
+        if stalls is not None:
+            g0, glen = stalls
+            inside = (g0 < t1) & (g0 + glen > t0 - 10_000_000)
+            ep["longest_stall_us"] = round(float(glen[inside].max()) / 1e3, 1) if inside.any() else 0.0
+        out["list"].append(ep)
+    out["episodes"] = len(out["list"])
+    out["list"] = sorted(out["list"], key=lambda e: -e["misses"])[:12]
+    return out
 
 
 PREDICT_REGISTER_MAX = 2000   # register at most this many streams in the scratch scheduler (each holds a
@@ -347,15 +401,20 @@ class _ProjectStreams:
         with CudaDispatch(sched, device_index=self.device, spin_us=self.dispatcher_spin_us) as dispatch:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
+            probe = _start_probe()
             cpu0, t0 = _cpu_s(), time.perf_counter()
-            res = _native.run_paced([e._engine for e in engines], [P] * n, [i * P // n for i in range(n)],
-                                    [self.inputs] * n, warmup_s, seconds, self.threads, self.spin_us)
+            try:
+                res = _native.run_paced([e._engine for e in engines], [P] * n, [i * P // n for i in range(n)],
+                                        [self.inputs] * n, warmup_s, seconds, self.threads, self.spin_us)
+            finally:
+                stalls = _stop_probe(probe)
             wall = time.perf_counter() - t0
             pt.cpu_cores = (_cpu_s() - cpu0) / wall
             stats = [dispatch.stream_stats(sid) for sid in ids]
             pt.extra["dispatch"] = dispatch.stats()
         lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
         _figures(pt, lat, deadlines_ms)
+        pt.extra["misses_when"] = miss_episodes(res, P, n, max(deadlines_ms), stalls)
         pt.late = int(sum(res["late"]))
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"

@@ -103,6 +103,7 @@ def test_cpu_paced_run_has_every_row_ratio_and_setting(short_turns):
     keys = [s.key for s in rep.settings]
     assert keys[:4] == ["sleep_python", "native_sleep", "spin50", "spin200"]
     assert "spin200_warm" in keys and "spin_period" in keys and "fifo" in keys and "mlockall" in keys
+    assert "pinned_spin1000" in keys and "pinned_spin_period" in keys
     for s in rep.settings:
         assert s.status in ("ok", "skipped")
         if s.status == "ok":
@@ -145,3 +146,18 @@ def test_cli_cadence_writes_json(tmp_path, short_turns, capsys):
 def test_cli_cadence_flags_are_checked(args, msg, capsys):
     assert main(["bench", str(W1), "--backend", "cpu", *args]) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_the_main_rotation_runs_pinned_to_the_cpu_asked_for():
+    import os
+
+    from pygpukit_dsp.affinity import allowed_cpus
+
+    last = max(allowed_cpus())
+    p = Pipeline.from_yaml(str(W1))
+    rep = run_cadence(p, backend="cpu", blocks=4, warmup=1, cpu="auto")
+    assert rep.cpu == last and f"pinned to CPU {last}" in rep.markdown()
+    assert os.sched_getaffinity(0) == allowed_cpus()  # given back
+    assert run_cadence(p, backend="cpu", blocks=4, warmup=1, cpu="none").cpu is None
+    with pytest.raises(ConfigError, match="qos.cpu 4096"):
+        run_cadence(p, backend="cpu", blocks=4, warmup=1, cpu=4096)
