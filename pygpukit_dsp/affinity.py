@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from typing import Iterator
 
 from .errors import ConfigError
@@ -43,16 +44,77 @@ def resolve_cpu(value: int | str | None, where: str | None = None) -> int | None
     return int(value)
 
 
+_reserved: set[int] = set()   # CPUs held by a pinned stream thread of this process (pinned())
+_lock = threading.Lock()
+
+
+def reserved_cpus() -> set[int]:
+    """The CPUs that pinned() currently holds for a stream's thread."""
+    with _lock:
+        return set(_reserved)
+
+
+def _threads() -> list[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
 @contextlib.contextmanager
 def pinned(cpu: int | None) -> Iterator[None]:
-    """The calling thread on one CPU for the block (``os.sched_setaffinity(0)`` is the calling
-    thread on Linux), its earlier CPUs given back after; None: nothing changes."""
+    """The calling thread on CPU ``cpu`` alone, and the process's other threads off it, for the
+    block; everything as it was after. None: nothing changes.
+
+    A pinned thread that shares its CPU with a busy thread of its own process (the dispatcher's
+    spin, a throughput pump, a stall probe) waits for it: a W3 run pinned that way lost ms per
+    block. So every other thread of the process is moved off the CPU (``/proc/self/task``), and
+    threads the project starts meanwhile step off it (:func:`leave_reserved`, :func:`spare_cpu`).
+    A thread that the pinned thread itself starts inherits its CPU (Linux) unless it steps off.
+    """
     if cpu is None:
         yield
         return
+    me = threading.get_native_id()
     old = os.sched_getaffinity(0)
+    moved: list[tuple[int, set[int]]] = []
     os.sched_setaffinity(0, {cpu})
+    with _lock:
+        _reserved.add(cpu)
     try:
+        for tid in _threads():
+            if tid == me:
+                continue
+            try:
+                mask = os.sched_getaffinity(tid)
+                if cpu in mask and len(mask) > 1:
+                    os.sched_setaffinity(tid, mask - {cpu})
+                    moved.append((tid, mask))
+            except OSError:  # the thread ended meanwhile
+                pass
         yield
     finally:
+        with _lock:
+            _reserved.discard(cpu)
+        for tid, mask in moved:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, mask)
         os.sched_setaffinity(0, old)
+
+
+def leave_reserved() -> None:
+    """The calling thread (one the project starts) off the CPUs pinned() holds: the process's
+    CPUs but those. Called first thing in helper threads that a pinned thread may start."""
+    free = _process_cpus - reserved_cpus()
+    if free and free != _process_cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, free)
+
+
+def spare_cpu() -> int:
+    """A CPU of the process that pinned() does not hold (the lowest), for a helper thread pinned
+    on purpose (the stall probe); -1 when there is none."""
+    free = sorted(_process_cpus - reserved_cpus())
+    return free[0] if free else -1
+
+
+_process_cpus: set[int] = allowed_cpus()  # at import, before any pinning

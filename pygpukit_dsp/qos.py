@@ -30,9 +30,10 @@ class QoS(StageParams):
 
     ``cpu``: pin the thread that runs the stream's blocks (reads the source, hands each block to
     the engine and waits for it, writes the sink) to one CPU for the run: a CPU number this
-    process may use, or ``auto`` (the last one). Unset: not pinned. Pinning costs no CPU time; it
-    keeps the thread's caches and the scheduler's wake-ups on one core (docs/benchmarks.md,
-    "Paced W1": the setting that cut the paced p99 most).
+    process may use, or ``auto`` (the last one). Unset: not pinned. The process's other threads
+    (the dispatcher, other streams' threads) are moved off that CPU while the run lasts, so the
+    stream's thread never waits for one of them there. Pinning costs no CPU time
+    (docs/benchmarks.md, "Paced W1" and "W3", measure it).
     """
 
     class_: Literal["realtime", "throughput", "best_effort"] = Field(

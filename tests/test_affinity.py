@@ -62,3 +62,40 @@ def test_unpinned_by_default_and_a_bad_cpu_is_refused_before_the_first_block():
         _pipeline(4096, set()).run()
     with pytest.raises(ConfigError):
         _pipeline(-1, set())
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs to move a thread between")
+def test_pinning_moves_the_process_s_other_threads_off_the_cpu_and_back():
+    from pygpukit_dsp.affinity import leave_reserved, reserved_cpus, spare_cpu
+
+    ready, done = threading.Event(), threading.Event()
+    tids: dict = {}
+
+    def other():
+        tids["other"] = threading.get_native_id()
+        ready.set()
+        done.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    ready.wait(10)
+    cpu = CPUS[-1]
+    try:
+        with pinned(cpu):
+            assert os.sched_getaffinity(tids["other"]) == set(CPUS) - {cpu}
+            assert reserved_cpus() == {cpu} and spare_cpu() == CPUS[0]
+            seen = {}
+
+            def helper():  # started by the pinned thread: inherits its CPU until it steps off
+                seen["inherited"] = os.sched_getaffinity(0)
+                leave_reserved()
+                seen["after"] = os.sched_getaffinity(0)
+
+            h = threading.Thread(target=helper)
+            h.start()
+            h.join(10)
+            assert seen == {"inherited": {cpu}, "after": set(CPUS) - {cpu}}
+        assert os.sched_getaffinity(tids["other"]) == set(CPUS) and reserved_cpus() == set()
+    finally:
+        done.set()
+        t.join(10)

@@ -603,6 +603,17 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
             if release is None:
                 return nospin.process(x)
             return nospin.process(x, release_ns=release, spin_us=d, prewarm=True, warm_us=w)
+        held: list[np.ndarray] = []
+
+        def out_call(x: np.ndarray, release: int | None) -> Any:
+            if not held:  # the first block makes the array every later one is written into
+                held.append(np.empty_like(engine.process(x)))
+                return held[0]
+            if release is None:
+                return engine.process(x, out=held[0])
+            return engine.process(x, out=held[0], release_ns=release, spin_us=d, prewarm=True, warm_us=w)
+        add("out_array", f"default + caller pinned to CPU {pin_cpu} + out= (the caller's output array: no allocation per block)", out_call,
+            setup=lambda: pinned(pin_cpu))
         rows.append(_Impl(CadenceRow("completion_no_spin", "default, completion wait without spin (blocks at once)",
                                      "setting"), nospin_call, traced=nospin))
     try:

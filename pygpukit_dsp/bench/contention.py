@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from ..affinity import leave_reserved, pinned, reserved_cpus, resolve_cpu, spare_cpu
 from ..errors import AdmissionError, ConfigError, ConfigErrors, DeviceError
 from ..stages.base import StageParams, validate_params
 from .trace import Breakdown, breakdown
@@ -508,6 +509,7 @@ def _start_pump(body: PumpBody) -> _Pump:
 
     def run() -> None:
         try:
+            leave_reserved()  # started by W1's thread, which may be pinned (qos.cpu): not on its CPU
             body(pump)
         except BaseException as exc:  # handed to the main thread by _finish_pump
             pump.error = exc
@@ -668,7 +670,10 @@ class _ProjectRun:
                 sched = self._scheduler()
                 sid1 = self._register_w1(sched, w1, w1_inputs)
                 sid2 = self._register_w2(sched, w2)
-                with CudaDispatch(sched, spin_us=self.spin_us) as dispatch:
+                rt = self.bench.realtime
+                # qos.cpu of the realtime pipeline: the thread that drives W1 runs pinned, as a runner would
+                with CudaDispatch(sched, spin_us=self.spin_us) as dispatch, \
+                        pinned(resolve_cpu(rt.qos.cpu, rt.where or f"pipeline '{rt.name}'")):
                     dispatch.attach(w1, sid1)
                     dispatch.attach(w2, sid2)
                     w2_outputs = [np.array(w2.process(b), copy=True) for b in w2_blocks]  # checked, from reset
@@ -802,7 +807,7 @@ def _start_probe() -> Any:
     try:
         from .. import _native
 
-        probe = _native.StallProbe(PROBE_THRESHOLD_US)
+        probe = _native.StallProbe(PROBE_THRESHOLD_US, spare_cpu() if reserved_cpus() else -1)
         probe.start()
         return probe
     except (ImportError, AttributeError):
@@ -962,7 +967,9 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     report.notes.append(f"pygpukit-dsp: {w1p.name} declared cost {proj.cost_ns / 1e3:.1f} us (p99 of "
                         f"{CALIBRATION_BLOCKS} blocks alone); dispatcher spin {spin_us} us; {w1p.name} alone and "
                         f"loaded measured in {len(parts)} alternating segments each, {SETTLE_BLOCKS} untimed "
-                        "blocks after every switch")
+                        "blocks after every switch"
+                        + (f"; {w1p.name} driven from a thread pinned to CPU "
+                           f"{resolve_cpu(w1p.qos.cpu)} (qos.cpu: {w1p.qos.cpu})" if w1p.qos.cpu is not None else ""))
 
     if baseline:
         _torch_rows(report, bench, c1, c2, w1_inputs, w2_blocks, w1_ref, w2_solo_out,
