@@ -18,7 +18,7 @@ See docs/cuda.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -158,7 +158,7 @@ class CudaEngine:
 
     def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None, *,
                 release_ns: int | None = None, spin_us: int = 0, prewarm: bool = False,
-                warm_us: int = 0) -> np.ndarray:
+                warm_us: int = 0, arrive: Callable[[], Any] | None = None) -> np.ndarray:
         """Process one block and return a new array with its output (the safe API).
 
         One native call: the copy into the pinned slot, the hand-over, the wait and the copy
@@ -174,6 +174,8 @@ class CudaEngine:
         (< ``spin_us``): the wait comes back to Python this long before the release and goes native
         again for the rest, so that the interpreter's own path (the GIL, these frames, the binding)
         is warm when the block is due: after a sleep the way back to Python cost ~10 us more.
+        ``arrive`` (with ``warm_us``): called then, before the block is read; a benchmark writes
+        the block there, as a live source would just have written it (bench/cadence.py).
         """
         if self._closed:
             raise StreamFault("the CUDA engine is closed")
@@ -189,6 +191,8 @@ class CudaEngine:
         elif warm_us > 0:
             release_ns = int(release_ns)
             self._engine.wait_release(slot, release_ns, int(spin_us), bool(prewarm), release_ns - int(warm_us) * 1000)
+            if arrive is not None:
+                arrive()
             y = self._engine.process(slot, block, final, out, release_ns, int(spin_us), False)
         else:
             y = self._engine.process(slot, block, final, out, int(release_ns), int(spin_us), bool(prewarm))

@@ -112,6 +112,7 @@ class CadenceReport:
     machine: str
     warm_us: int = 0
     cpu: int | None = None        # the CPU the main rotation's thread was pinned to (qos.cpu / --cpu)
+    fresh_input: bool = True      # each block written just before it is due (_Arrival)
     rows: list[CadenceRow] = field(default_factory=list)
     settings: list[CadenceRow] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
@@ -153,6 +154,7 @@ class CadenceReport:
             f"{' (project: prewarm at the start of the spin)' if self.prewarm else ''}"
             f"{f', back in Python {self.warm_us} us before the release' if self.warm_us else ''}"
             f"{f'; every implementation driven from a thread pinned to CPU {self.cpu}' if self.cpu is not None else ''}"
+            f"{'; each block written into its array just before it is due, as a live source writes it (untimed)' if self.fresh_input else '; each block read from the input pool as it is (cold)'}"
             f"; {self.machine}",
             "",
             "| implementation | p50 us | p90 us | p99 us | p99.9 us | max us | misses | overruns | CPU s / audio s | check |",
@@ -227,6 +229,7 @@ class _Impl:
     paced: bool = True
     traced: Any = None                      # a CudaEngine to trace (set_trace / block_trace)
     setup: Callable[[], contextlib.AbstractContextManager] | None = None  # host setting around a turn
+    arrival: _Arrival | None = None          # None: the block comes from the pool as it is (cold)
     lat: list[int] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
@@ -241,6 +244,40 @@ def _cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+class _Arrival:
+    """A block as a live source hands it over: written into the array the call receives just
+    before it is due (``warm_us`` before its release, when the wait comes back to Python; just
+    before a back-to-back call), so that it is in the cache as a block a sound card's callback or a
+    socket read has just written. Untimed, the same for every implementation. Without it each
+    paced block would come from the input pool as written ``POOL`` periods earlier, which no
+    live stream reads (``fresh_input=False``; docs/benchmarks.md, "Paced W1")."""
+
+    def __init__(self) -> None:
+        self.buf: np.ndarray | None = None
+        self.src: np.ndarray | None = None
+
+    def stage(self, src: np.ndarray) -> np.ndarray:
+        if self.buf is None or self.buf.shape != src.shape or self.buf.dtype != src.dtype:
+            self.buf = np.empty_like(src)
+        self.src = src
+        return self.buf
+
+    def __call__(self) -> None:
+        if self.src is not None and self.buf is not None:
+            np.copyto(self.buf, self.src)
+            self.src = None
+
+
+_ARRIVAL: list[_Arrival | None] = [None]  # the block due next (set by _turn; one rotation thread)
+
+
+def _arrive() -> None:
+    """Write the block due next (a call's hook: after the first step of the wait)."""
+    a = _ARRIVAL[0]
+    if a is not None:
+        a()
+
+
 def _turn(impl: _Impl, inputs: list[np.ndarray], first: int, n: int, period_ns: int, settle: int) -> int:
     """One turn: ``settle`` untimed blocks, then ``n`` timed; paced on a clock that starts one
     period from now. Returns the index of the next input."""
@@ -248,10 +285,24 @@ def _turn(impl: _Impl, inputs: list[np.ndarray], first: int, n: int, period_ns: 
     k = len(inputs)
     i = first
     ctx = impl.setup() if impl.setup is not None else contextlib.nullcontext()
+    arrival = impl.arrival
+    hooked = getattr(impl.call, "arrives", False)  # the call writes it itself, after its first wait step
+
+    def block(src: np.ndarray, release: int | None) -> np.ndarray:
+        if arrival is None:
+            _ARRIVAL[0] = None
+            return src
+        x = arrival.stage(src)
+        _ARRIVAL[0] = arrival
+        if release is None or not hooked:
+            arrival()  # back to back, or a call without the hook: written just before the call
+        return x
+
     with ctx:
         t0 = perf() + period_ns
         for j in range(settle):
-            impl.call(inputs[i % k], t0 + j * period_ns if impl.paced else None)
+            release = t0 + j * period_ns if impl.paced else None
+            impl.call(block(inputs[i % k], release), release)
             i += 1
         if impl.traced is not None:
             impl.traced.set_trace(n)
@@ -261,8 +312,9 @@ def _turn(impl: _Impl, inputs: list[np.ndarray], first: int, n: int, period_ns: 
         cpu0 = _cpu_seconds()
         for j in range(n):
             release = base + j * period_ns if impl.paced else None
+            x = block(inputs[i % k], release)
             start = perf() if release is None else release
-            impl.call(inputs[i % k], release)
+            impl.call(x, release)
             end = perf()
             i += 1
             impl.lat.append(end - start)
@@ -411,6 +463,7 @@ def _waiter(spin_us: int, warm_us: int = 0) -> Callable[[int | None], None]:
         if release is not None:
             if warm_us > 0:
                 _native.wait_until(int(release) - warm_us * 1000, int(spin_us))
+            _arrive()
             _native.wait_until(int(release), int(spin_us))
     return wait
 
@@ -419,6 +472,7 @@ def _baseline_call(impl: Any, wait: Callable[[int | None], None]) -> Callable[[n
     def call(x: np.ndarray, release: int | None) -> Any:
         wait(release)
         return impl.process(x)
+    call.arrives = True  # type: ignore[attr-defined]  # _waiter writes the block (_Arrival)
     return call
 
 
@@ -428,7 +482,9 @@ def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
         def call(x: np.ndarray, release: int | None) -> Any:
             if release is None:
                 return engine.process(x)
-            return engine.process(x, release_ns=release, spin_us=spin_us, prewarm=prewarm, warm_us=warm_us)
+            return engine.process(x, release_ns=release, spin_us=spin_us, prewarm=prewarm, warm_us=warm_us,
+                                  arrive=_arrive)
+        call.arrives = warm_us > 0  # type: ignore[attr-defined]  # else the block is written before the call
         return call
     return _baseline_call(engine, _waiter(spin_us, warm_us))
 
@@ -436,14 +492,15 @@ def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
 def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int = 2000, warmup: int = 200,
                 compare: list[str] | None = None, block_size: int | None = None, spin_us: int = DEFAULT_SPIN_US,
                 prewarm: bool = DEFAULT_PREWARM, warm_us: int = DEFAULT_WARM_US, settings: bool = False,
-                settings_blocks: int | None = None, cpu: int | str | None = None,
+                settings_blocks: int | None = None, cpu: int | str | None = None, fresh_input: bool = True,
                 progress: Callable[[str], None] | None = None) -> CadenceReport:
     """Paced latency of the pipeline and the ``compare`` baselines (module doc); with
     ``settings``, also :func:`run_settings` (``settings_blocks`` each, default ``blocks // 2``).
 
     ``cpu``: the CPU the calling thread is pinned to while the main rotation runs (every
     implementation alike): a number, ``auto`` or ``none``; default the pipeline's ``qos.cpu``. The
-    settings rotation sets its own."""
+    settings rotation sets its own. ``fresh_input``: each block is written just before it is due
+    (:class:`_Arrival`); False: read from the input pool as it is."""
     from ..backends import choose_backend, open_backend
     from .baselines import BASELINES, BaselineSkipped, build_baseline
     from .harness import ImplResult, _check_outputs, _input_blocks, _source_format, machine_description
@@ -508,6 +565,9 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             if res.status != "ok":
                 row.status, row.reason = res.status, res.reason
         impls = [m for m in impls if m.row.status == "ok"]
+        for m in impls:
+            m.arrival = _Arrival() if fresh_input else None
+        report.fresh_input = fresh_input
         report.rows[:0] = [proj.row, b2b.row]
         with pinned(pin):
             for m in impls:  # warm-up: compiles, caches, clocks (back to back)
@@ -602,7 +662,8 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
         def nospin_call(x: np.ndarray, release: int | None) -> Any:
             if release is None:
                 return nospin.process(x)
-            return nospin.process(x, release_ns=release, spin_us=d, prewarm=True, warm_us=w)
+            return nospin.process(x, release_ns=release, spin_us=d, prewarm=True, warm_us=w, arrive=_arrive)
+        nospin_call.arrives = True  # type: ignore[attr-defined]
         held: list[np.ndarray] = []
 
         def out_call(x: np.ndarray, release: int | None) -> Any:
@@ -611,13 +672,20 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
                 return held[0]
             if release is None:
                 return engine.process(x, out=held[0])
-            return engine.process(x, out=held[0], release_ns=release, spin_us=d, prewarm=True, warm_us=w)
+            return engine.process(x, out=held[0], release_ns=release, spin_us=d, prewarm=True, warm_us=w,
+                                  arrive=_arrive)
+        out_call.arrives = True  # type: ignore[attr-defined]
         add("out_array", f"default + caller pinned to CPU {pin_cpu} + out= (the caller's output array: no allocation per block)", out_call,
             setup=lambda: pinned(pin_cpu))
         rows.append(_Impl(CadenceRow("completion_no_spin", "default, completion wait without spin (blocks at once)",
                                      "setting"), nospin_call, traced=nospin))
+    rows.append(_Impl(CadenceRow("pool_input", "default, each block read from the input pool as it is (written "
+                                 f"{POOL} periods earlier: cold)", "setting"), default,
+                      traced=engine if native else None))
     try:
         live = [m for m in rows if m.row.status == "ok"]
+        for m in live:
+            m.arrival = None if m.row.key == "pool_input" else _Arrival()
         _rotate(live, inputs, blocks, period_ns, (lambda s: say("settings " + s)) if say else None)
         for m in live:
             _finish(m, deadline_ns)

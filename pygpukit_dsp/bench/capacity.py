@@ -49,7 +49,7 @@ from .contention import _start_probe, _stop_probe
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
 
-PROJECT_LADDER = (16, 32, 64, 96, 128, 160, 192, 256, 320, 384, 512)
+PROJECT_LADDER = (16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 512)
 TORCH_LADDER = (4, 8, 16, 24, 32, 48, 64, 96, 128)
 DEADLINES_MS = (256 / 48.0, 2.0)    # the block period (5.33 ms) and 2 ms
 COARSE_S = 3.0

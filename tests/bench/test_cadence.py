@@ -161,3 +161,27 @@ def test_the_main_rotation_runs_pinned_to_the_cpu_asked_for():
     assert run_cadence(p, backend="cpu", blocks=4, warmup=1, cpu="none").cpu is None
     with pytest.raises(ConfigError, match="qos.cpu 4096"):
         run_cadence(p, backend="cpu", blocks=4, warmup=1, cpu=4096)
+
+
+@pytest.mark.parametrize("hooked", [True, False])
+def test_each_block_is_written_fresh_before_the_call_reads_it(hooked: bool):
+    import numpy as np
+
+    from pygpukit_dsp.bench import cadence as c
+
+    seen: list[np.ndarray] = []
+
+    class Recorder:
+        def process(self, x):
+            seen.append(x.copy())
+            return x
+
+    rec = Recorder()
+    call = c._baseline_call(rec, c._waiter(spin_us=50, warm_us=20)) if hooked else (
+        lambda x, release: rec.process(x))
+    impl = c._Impl(c.CadenceRow("r", "r", "baseline"), call, arrival=c._Arrival())
+    pool = [np.full((2, 8), float(v), np.float32) for v in range(5)]
+    c._turn(impl, pool, 0, 6, 200_000, 2)  # 2 settling + 6 timed blocks, 0.2 ms apart
+    assert [float(s[0, 0]) for s in seen] == [0, 1, 2, 3, 4, 0, 1, 2]
+    # the pool itself is never handed over: every call got the staging array, written just in time
+    assert all(s.shape == (2, 8) for s in seen)
