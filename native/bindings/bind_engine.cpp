@@ -241,17 +241,21 @@ void bind_engine(py::module_& m) {
                 py::gil_scoped_release release;
                 run = gk::run_paced(specs, warmup_s, seconds, threads, spin_us);
             }
-            py::list lat, released, late;
+            py::list lat, fills, released, late;
+            auto array_of = [](const std::vector<int64_t>& v) {
+                py::array_t<int64_t> a(static_cast<py::ssize_t>(v.size()));
+                if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(int64_t));
+                return a;
+            };
             for (const auto& r : run.streams) {
-                py::array_t<int64_t> a(static_cast<py::ssize_t>(r.latency_ns.size()));
-                if (!r.latency_ns.empty())
-                    std::memcpy(a.mutable_data(), r.latency_ns.data(), r.latency_ns.size() * sizeof(int64_t));
-                lat.append(a);
+                lat.append(array_of(r.latency_ns));
+                fills.append(array_of(r.fill_ns));
                 released.append(r.released);
                 late.append(r.late);
             }
             py::dict d;
             d["latency_ns"] = lat;
+            d["fill_ns"] = fills;
             d["released"] = released;
             d["late"] = late;
             d["start_ns"] = run.start_ns;

@@ -24,6 +24,7 @@ constexpr uint64_t kStartDelayNs = 20'000'000;  // the driver threads start befo
 struct InFlight {
     int slot;
     uint64_t release_ns;
+    int64_t fill_ns;
 };
 
 struct Driven {
@@ -49,7 +50,10 @@ void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint6
                 if (!e.try_wait(f.slot, &n_out)) break;
                 e.copy_output(f.slot, n_out, d.sink.data(), d.out_items);
                 const uint64_t t = monotonic_ns();
-                if (f.release_ns >= timed_from) d.result->latency_ns.push_back(static_cast<int64_t>(t - f.release_ns));
+                if (f.release_ns >= timed_from) {
+                    d.result->latency_ns.push_back(static_cast<int64_t>(t - f.release_ns));
+                    d.result->fill_ns.push_back(f.fill_ns);
+                }
                 d.in_flight.pop_front();
                 progressed = true;
             }
@@ -61,9 +65,11 @@ void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint6
                     if (static_cast<int>(d.in_flight.size()) < d.slots) {
                         const int slot = static_cast<int>(d.k % static_cast<uint64_t>(d.slots));
                         const auto& in = d.spec->inputs;
+                        const uint64_t f0 = monotonic_ns();
                         e.fill(slot, in[d.k % in.size()], d.items);
+                        const int64_t fill = static_cast<int64_t>(monotonic_ns() - f0);
                         e.submit(slot, d.items, false);
-                        d.in_flight.push_back({slot, release});
+                        d.in_flight.push_back({slot, release, fill});
                         ++d.k;
                         ++d.result->released;
                         d.late_counted = false;
@@ -113,6 +119,7 @@ PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s,
         d.sink.resize(s.engine->output_desc().nbytes());
         const double blocks = (warmup_s + seconds) * 1e9 / static_cast<double>(s.period_ns);
         d.result->latency_ns.reserve(static_cast<size_t>(blocks) + 2);
+        d.result->fill_ns.reserve(static_cast<size_t>(blocks) + 2);
         groups[i % groups.size()].push_back(std::move(d));
     }
     run.start_ns = monotonic_ns() + kStartDelayNs;

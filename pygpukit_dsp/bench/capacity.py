@@ -169,8 +169,10 @@ class CapacityReport:
                           "gap in it: a thread on another CPU that only reads the clock):", ""]
             for p in episodes:
                 w = p.extra["misses_when"]
-                top = "; ".join(f"{e['misses']} misses of {e['streams']} streams at {e['at_s']} s over {e['span_ms']} ms"
+                top = "; ".join(f"{e['misses']} misses of {e['streams']} streams ({e.get('driver_threads', '?')} driver "
+                                f"threads) at {e['at_s']} s over {e['span_ms']} ms"
                                 + (f", stall {e['longest_stall_us']} us" if "longest_stall_us" in e else "")
+                                + (f", slowest fill {e['fill_x_median']}x its median" if "fill_x_median" in e else "")
                                 for e in w["list"][:4])
                 lines.append(f"- {p.impl} N={p.n} {p.phase}: {w['episodes']} episodes; largest: {top}")
         lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
@@ -224,14 +226,16 @@ EPISODE_GAP_NS = 20_000_000   # misses closer than this in release time are one 
 
 
 def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: float,
-                  stalls: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+                  stalls: tuple[np.ndarray, np.ndarray] | None, threads: int = 1) -> dict[str, Any]:
     """When the misses at ``deadline_ms`` happened: grouped into episodes (misses whose releases lie
     within EPISODE_GAP_NS of each other), each with its first release (s from the timed start), its
     misses, the streams it hit and the longest stall-probe gap (the host holding a CPU) inside it.
     Many streams missing together at one moment is a stall (host or a shared lock); one stream
-    missing alone is that stream's driver."""
+    missing alone is that stream's driver. ``threads``: the driver threads (stream i is driven by
+    thread i % threads); an episode on one thread's streams only is that thread's stall."""
     timed_from, over_ns = int(res["timed_from_ns"]), int(deadline_ms * 1e6)
-    rel, who = [], []
+    fills = res.get("fill_ns")
+    rel, who, fill = [], [], []
     for i, lat in enumerate(res["latency_ns"]):
         a = np.asarray(lat, dtype=np.int64)
         if a.size == 0:
@@ -240,17 +244,25 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
         k = np.flatnonzero(a > over_ns)
         rel.append(int(res["start_ns"]) + i * period_ns // n + (first + k) * period_ns)
         who.append(np.full(k.size, i))
+        if fills is not None:
+            fill.append(np.asarray(fills[i], dtype=np.int64)[k])
+    fill_p50 = float(np.median(np.concatenate([np.asarray(f, dtype=np.int64) for f in fills]))) if fills else 0.0
     out: dict[str, Any] = {"episodes": 0, "list": []}
     if not rel or sum(r.size for r in rel) == 0:
         return out
     r, w = np.concatenate(rel), np.concatenate(who)
     order = np.argsort(r)
     r, w = r[order], w[order]
+    f = np.concatenate(fill)[order] if fill else None
     cuts = np.flatnonzero(np.diff(r) > EPISODE_GAP_NS) + 1
     for a, b in zip(np.r_[0, cuts], np.r_[cuts, r.size]):
         t0, t1 = int(r[a]), int(r[b - 1]) + over_ns
         ep = {"at_s": round((t0 - timed_from) / 1e9, 4), "span_ms": round((t1 - t0) / 1e6, 2),
-              "misses": int(b - a), "streams": int(np.unique(w[a:b]).size)}
+              "misses": int(b - a), "streams": int(np.unique(w[a:b]).size),
+              "driver_threads": int(np.unique(w[a:b] % max(1, threads)).size)}
+        if f is not None and fill_p50 > 0:
+            # the copy into the pinned slot is fixed CPU work: many times its median = the CPU ran slow
+            ep["fill_x_median"] = round(float(f[a:b].max()) / fill_p50, 1)
         if stalls is not None:
             g0, glen = stalls
             inside = (g0 < t1) & (g0 + glen > t0 - 10_000_000)
@@ -414,7 +426,7 @@ class _ProjectStreams:
             pt.extra["dispatch"] = dispatch.stats()
         lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
         _figures(pt, lat, deadlines_ms)
-        pt.extra["misses_when"] = miss_episodes(res, P, n, max(deadlines_ms), stalls)
+        pt.extra["misses_when"] = miss_episodes(res, P, n, max(deadlines_ms), stalls, self.threads)
         pt.late = int(sum(res["late"]))
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"

@@ -79,6 +79,9 @@ SETTLE_BLOCKS = 20          # untimed W1 blocks after W2 is switched on or off
 PUMP_START_TIMEOUT_S = 120.0
 PROBE_THRESHOLD_US = 50.0   # the stall probe records its gaps from this long (miss_causes)
 HOST_STALL_US = 100.0       # a probe gap this long during a late block: the host stalled (not the process)
+SLOW_PHASES = ("fill", "copy out")  # fixed CPU work of a block: plain copies, no lock, no wait
+HOST_SLOW_FACTOR = 3.0      # ... this many times their median (and >= HOST_SLOW_MIN_US more): the CPU ran slow
+HOST_SLOW_MIN_US = 20.0
 
 Progress = Callable[[str], None]
 
@@ -346,11 +349,13 @@ class ContentionReport:
         causes = [(r, r.extra.get("miss_causes")) for r in self.rows if r.status == "ok" and r.extra.get("miss_causes")]
         if causes:
             lines += ["", f"W1's misses by cause (a stall probe, a thread on another CPU that only reads the clock, ran "
-                          f"beside pygpukit-dsp's W1; a miss during which it stopped >= {HOST_STALL_US:g} us is the "
-                          "host's, the others the process's):"]
+                          f"beside pygpukit-dsp's W1; a miss during which it stopped >= {HOST_STALL_US:g} us is a "
+                          f"host stall; a miss whose fixed CPU work ({' + '.join(SLOW_PHASES)}: copies, no lock, no "
+                          f"wait) took >= {HOST_SLOW_FACTOR:g}x its median is a host slowdown, the CPU under W1's "
+                          "thread running slow; the others are the process's):"]
             for r, c in causes:
-                lines.append(f"- {r.label}: {c['misses']} misses: {c['host_stall']} host stalls, {c['process']} the "
-                             f"process's" + (f" (probe gaps >= {HOST_STALL_US:g} us in the run: {c.get('probe_gaps', 0)})"
+                lines.append(f"- {r.label}: {c['misses']} misses: {c['host_stall']} host stalls, "
+                             f"{c.get('host_slow', 0)} host slowdowns, {c['process']} the process's" + (f" (probe gaps >= {HOST_STALL_US:g} us in the run: {c.get('probe_gaps', 0)})"
                                              if "probe_gaps" in c else " (no probe)"))
             load = self.row("project_load")
             lc = load.extra.get("miss_causes") if load is not None else None
@@ -824,8 +829,12 @@ def _stop_probe(probe: Any) -> tuple[np.ndarray, np.ndarray] | None:
 def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
     """Each W1 block over the deadline: a *host stall* when the stall probe (a thread on another
     CPU that only reads the clock) stopped for >= HOST_STALL_US while the block ran (the whole
-    guest or its CPUs were held: nothing in the process can fix that), else the *process*'s."""
-    out: dict[str, Any] = {"misses": len(bd.over), "host_stall": 0, "process": 0, "blocks": []}
+    guest or its CPUs were held: nothing in the process can fix that); a *host slowdown* when the
+    block's fixed CPU work (SLOW_PHASES: copies of a fixed size, no lock, no wait) took
+    HOST_SLOW_FACTOR times its median or more: the CPU under the W1 thread ran slow (its vCPU
+    shared or preempted beneath the guest, which a probe on another CPU cannot see); else the
+    *process*'s."""
+    out: dict[str, Any] = {"misses": len(bd.over), "host_stall": 0, "host_slow": 0, "process": 0, "blocks": []}
     if stalls is None:
         out["probe"] = "none"
         return out
@@ -835,11 +844,14 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
     starts = np.concatenate([r.starts for r in timed.runs])
     ends = np.concatenate([r.ends for r in timed.runs])
     out["probe_gaps"] = int(big.sum())
+    work_p50 = sum(ph.p50_us for ph in bd.phases if ph.name in SLOW_PHASES)
+    slow_at = max(HOST_SLOW_FACTOR * work_p50, work_p50 + HOST_SLOW_MIN_US)
     for o in bd.over:
         a, b = int(starts[o.index]), int(ends[o.index])
         hit = (g0 < b) & (g1 > a)
         stalled = int(glen[big][hit].max()) / 1e3 if hit.any() else 0.0
-        cause = "host_stall" if hit.any() else "process"
+        work = sum(o.phases_us.get(k, 0.0) for k in SLOW_PHASES)
+        cause = "host_stall" if hit.any() else "host_slow" if work_p50 > 0 and work >= slow_at else "process"
         out[cause] += 1
         out["blocks"].append({"index": o.index, "total_us": o.total_us, "largest": o.largest,
                               "cause": cause, "probe_stall_us": stalled})

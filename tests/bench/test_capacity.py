@@ -103,12 +103,15 @@ def test_miss_episodes_group_misses_by_release_time_and_name_the_stalls_inside()
     lat[0][[5, 6]] = 3_000_000      # stream 0, blocks released at 15 and 16 ms
     lat[1][6] = 3_000_000           # stream 1, released at 16.5 ms: the same episode
     lat[1][80] = 3_000_000          # released at 90.5 ms: a second episode, alone
-    res = {"latency_ns": lat, "start_ns": start, "timed_from_ns": timed_from}
+    fill = [np.full(100, 5_000), np.full(100, 5_000)]
+    fill[0][6] = 40_000             # one of the first episode's copies ran 8x slower than usual
+    res = {"latency_ns": lat, "fill_ns": fill, "start_ns": start, "timed_from_ns": timed_from}
     stalls = (np.array([14_000_000, 50_000_000]), np.array([2_500_000, 100_000]))
-    w = miss_episodes(res, P, n, 2.0, stalls)
+    w = miss_episodes(res, P, n, 2.0, stalls, threads=2)
     assert w["episodes"] == 2
     big, alone = w["list"]
-    assert (big["misses"], big["streams"], big["at_s"]) == (3, 2, 0.005)
+    assert (big["misses"], big["streams"], big["driver_threads"], big["at_s"]) == (3, 2, 2, 0.005)
+    assert (big["fill_x_median"], alone["fill_x_median"]) == (8.0, 1.0)
     assert big["longest_stall_us"] == 2500.0
     assert (alone["misses"], alone["streams"], alone["at_s"], alone["longest_stall_us"]) == (1, 1, 0.0805, 0.0)
     assert miss_episodes({"latency_ns": [np.zeros(3)], "start_ns": 0, "timed_from_ns": 0}, P, 1, 2.0, None) == \

@@ -607,11 +607,32 @@ def test_misses_are_split_into_host_stalls_and_the_process_s():
     assert miss_causes(timed, bd, None)["probe"] == "none"
 
 
+def test_a_miss_whose_copies_ran_three_times_slower_is_a_host_slowdown():
+    from pygpukit_dsp.bench.contention import _Timed, _W1Run, miss_causes
+    from pygpukit_dsp.bench.trace import Breakdown, OverBlock, PhaseFigures
+
+    starts = np.array([0, 10_000_000, 20_000_000], dtype=np.int64)
+    ends = starts + np.array([50_000, 1_500_000, 1_800_000])
+    timed = _Timed()
+    timed.runs.append(_W1Run(ends - starts, [], 0, 0, 0, starts, ends))
+    phases = [PhaseFigures("fill", 8.0, 12.0, 9.0), PhaseFigures("copy out", 1.0, 2.0, 1.0),
+              PhaseFigures("python in", 0.1, 3.0, 1.0)]
+    # block 1: fill 55 + copy out 12 us (>= 3x the 9 us median, and 20 us over it): the CPU ran slow;
+    # block 2: the copies took their usual time, the wait did not: the process's
+    over = [OverBlock(1, 1500.0, {"fill": 55.0, "copy out": 12.0, "python in": 1400.0}, "python in", None),
+            OverBlock(2, 1800.0, {"fill": 9.0, "copy out": 1.0, "python in": 1780.0}, "python in", None)]
+    bd = Breakdown(3, 1, phases, PhaseFigures("total", 0, 0, 0), None, 1000.0, over)
+    c = miss_causes(timed, bd, (np.array([], dtype=np.int64), np.array([], dtype=np.int64)))
+    assert (c["host_stall"], c["host_slow"], c["process"]) == (0, 1, 1)
+    assert [b["cause"] for b in c["blocks"]] == ["host_slow", "process"]
+
+
 def test_run_w3_reports_miss_causes_from_its_stall_probe(tmp_path, fake_gpu):
     bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, segments: 1}\n"))
     rep = run_w3(bench, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False)
     for key in ("project_solo", "project_load"):
         c = rep.row(key).extra["miss_causes"]
-        assert c["misses"] == c["host_stall"] + c["process"] == len(rep.row(key).extra["w1_breakdown"].over)
+        assert c["misses"] == c["host_stall"] + c["host_slow"] + c["process"] == \
+            len(rep.row(key).extra["w1_breakdown"].over)
     assert "probe_max_gap_us" in rep.row("project_solo").extra
     assert "W1's misses by cause" in rep.markdown() and "can be blamed for" in rep.markdown()
