@@ -56,6 +56,7 @@ DEFAULT_WARM_US = 100        # back to Python this long before the release (Cuda
 SEGMENT_BLOCKS = 250         # timed blocks per turn of an implementation
 SETTLE_BLOCKS = 10           # untimed paced blocks at the start of every turn
 POOL = 32                    # distinct input blocks, cycled
+IDLE_FLOOR_BLOCKS = 400      # host_idle_floor: paced copies (and as many back to back)
 # Targets of issue 13 (H100): paced p50 <= 1.3x and p99 <= 1.5x back to back; paced p99 <= 0.5x
 # PyTorch + CUDA graph paced the same way.
 P50_TARGET, P99_TARGET, TORCH_TARGET = 1.3, 1.5, 0.5
@@ -113,6 +114,7 @@ class CadenceReport:
     warm_us: int = 0
     cpu: int | None = None        # the CPU the main rotation's thread was pinned to (qos.cpu / --cpu)
     fresh_input: bool = True      # each block written just before it is due (_Arrival)
+    idle_floor: dict[str, float] = field(default_factory=dict)  # host_idle_floor()
     rows: list[CadenceRow] = field(default_factory=list)
     settings: list[CadenceRow] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
@@ -161,6 +163,13 @@ class CadenceReport:
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         lines += [_table_row(r) for r in self.rows]
+        f = self.idle_floor
+        if f:
+            lines += ["", f"Host floor, same run: a {f['bytes'] // 1024} KiB copy (the fill's size; the same work every "
+                          f"time) right after the same paced wait took p50 {f['paced_p50_us']:.1f} us (p99 "
+                          f"{f['paced_p99_us']:.1f}) against {f['b2b_p50_us']:.1f} us (p99 {f['b2b_p99_us']:.1f}) back to "
+                          f"back: {f['p50_ratio']:.2f}x. A thread that sleeps between blocks pays about that on every "
+                          "block's fixed CPU work on this host, whatever it runs."]
         lines += ["", "Ratios and targets (issue 13):"]
         for name, met, detail in self.targets():
             verdict = "not measured" if met is None else ("**met**" if met else "**not met**")
@@ -489,6 +498,34 @@ def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
     return _baseline_call(engine, _waiter(spin_us, warm_us))
 
 
+def host_idle_floor(block: np.ndarray, period_ns: int, blocks: int, spin_us: int, warm_us: int) -> dict[str, float]:
+    """The host's own cost of idling between blocks, measured on work that is the same every time:
+    a copy of ``block`` (the fill's size) timed right after the paced wait (the same two steps as
+    every implementation's), then the same copy back to back. Their ratio is what a thread that
+    sleeps between blocks pays on fixed CPU work on this host, whatever runs: the floor under the
+    paced / back-to-back ratio of the host phases."""
+    src, dst = block.copy(), np.empty_like(block)
+    _ARRIVAL[0] = None  # no block is due: the wait's hook does nothing
+    wait = _waiter(spin_us, warm_us)
+    perf = time.perf_counter_ns
+    paced, b2b = [], []
+    t0 = perf() + period_ns
+    for j in range(blocks):
+        wait(t0 + j * period_ns)
+        a = perf()
+        np.copyto(dst, src)
+        paced.append(perf() - a)
+    for _ in range(blocks):
+        a = perf()
+        np.copyto(dst, src)
+        b2b.append(perf() - a)
+    p, b = np.asarray(paced[blocks // 10:]) / 1e3, np.asarray(b2b[blocks // 10:]) / 1e3
+    out = {"bytes": int(block.nbytes), "paced_p50_us": float(np.median(p)), "paced_p99_us": float(np.percentile(p, 99)),
+           "b2b_p50_us": float(np.median(b)), "b2b_p99_us": float(np.percentile(b, 99))}
+    out["p50_ratio"] = out["paced_p50_us"] / out["b2b_p50_us"] if out["b2b_p50_us"] > 0 else 0.0
+    return out
+
+
 def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int = 2000, warmup: int = 200,
                 compare: list[str] | None = None, block_size: int | None = None, spin_us: int = DEFAULT_SPIN_US,
                 prewarm: bool = DEFAULT_PREWARM, warm_us: int = DEFAULT_WARM_US, settings: bool = False,
@@ -574,6 +611,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
                 for j in range(warmup):
                     m.call(inputs[j % len(inputs)], None)
             _rotate(impls, inputs, blocks, period_ns, say)
+            report.idle_floor = host_idle_floor(inputs[0], period_ns, min(blocks, IDLE_FLOOR_BLOCKS), spin_us, warm_us)
         for m in impls:
             _finish(m, deadline_ns)
         if settings:

@@ -116,6 +116,10 @@ def test_cpu_paced_run_has_every_row_ratio_and_setting(short_turns):
     assert spin_all.figures.cpu_per_audio_s > 0.5 > sleep.figures.cpu_per_audio_s
     md = rep.markdown()
     assert "at its real cadence" in md and "| numpy, paced |" in md and "Host settings" in md
+    # the host's own idle cost, measured beside: the same copy paced and back to back
+    f = rep.idle_floor
+    assert f["bytes"] > 0 and f["paced_p50_us"] > 0 and f["b2b_p50_us"] > 0 and f["p50_ratio"] > 0
+    assert "Host floor, same run" in md
     json.dumps(rep.to_dict())  # serialisable as gk-stream --json writes it
 
 
