@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from .stages.base import StageParams
 
@@ -49,6 +49,11 @@ class QoS(StageParams):
         "process may use)")
 
     model_config = {**StageParams.model_config, "populate_by_name": True}
+    # FILE:LINE:COL of a YAML value, by key (set by the loader): errors found at run time point there
+    _where: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def where_of(self, key: str) -> str | None:
+        return self._where.get(key)
 
     @model_validator(mode="after")
     def _check(self) -> "QoS":

@@ -99,3 +99,14 @@ def test_pinning_moves_the_process_s_other_threads_off_the_cpu_and_back():
     finally:
         done.set()
         t.join(10)
+
+
+def test_a_cpu_this_machine_lacks_is_refused_at_its_yaml_value(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("version: 1\nname: p\nsample_rate: 48000\nblock_size: 256\nchannels: 1\nbackend: cpu\n"
+                 "qos: {class: realtime, cpu: 4096}\nsource: {type: synth, signal: noise, seed: 1}\n"
+                 "stages: [{type: gain, linear: 2.0}]\n")
+    p = Pipeline.from_yaml(f)
+    with pytest.raises(ConfigError) as e:
+        p.run(duration=0.01)
+    assert f"{f}:7:29" in str(e.value) and "qos.cpu 4096" in str(e.value)

@@ -56,6 +56,8 @@ DEFAULT_WARM_US = 100        # back to Python this long before the release (Cuda
 SEGMENT_BLOCKS = 250         # timed blocks per turn of an implementation
 SETTLE_BLOCKS = 10           # untimed paced blocks at the start of every turn
 POOL = 32                    # distinct input blocks, cycled
+FRESH_NOTE = "each block written into its array just before it is due, as a live source writes it (untimed)"
+POOL_NOTE = "each block read from the input pool as it is (cold)"
 IDLE_FLOOR_BLOCKS = 400      # host_idle_floor: paced copies (and as many back to back)
 # Targets of issue 13 (H100): paced p50 <= 1.3x and p99 <= 1.5x back to back; paced p99 <= 0.5x
 # PyTorch + CUDA graph paced the same way.
@@ -156,7 +158,7 @@ class CadenceReport:
             f"{' (project: prewarm at the start of the spin)' if self.prewarm else ''}"
             f"{f', back in Python {self.warm_us} us before the release' if self.warm_us else ''}"
             f"{f'; every implementation driven from a thread pinned to CPU {self.cpu}' if self.cpu is not None else ''}"
-            f"{'; each block written into its array just before it is due, as a live source writes it (untimed)' if self.fresh_input else '; each block read from the input pool as it is (cold)'}"
+            f"; {FRESH_NOTE if self.fresh_input else POOL_NOTE}"
             f"; {self.machine}",
             "",
             "| implementation | p50 us | p90 us | p99 us | p99.9 us | max us | misses | overruns | CPU s / audio s | check |",
@@ -558,7 +560,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
     say = progress or (lambda _line: None)
     p = with_block_size(pipeline, block_size)
     pin = resolve_cpu(p.qos.cpu if cpu is None else None if cpu == "none" else cpu,
-                      "--cpu" if cpu is not None else p.where)
+                      "--cpu" if cpu is not None else p.qos.where_of("cpu") or p.where)
     chain = p.specs(_source_format(p))
     choice = choose_backend(p, chain, backend or p.backend)
     spec = chain.input

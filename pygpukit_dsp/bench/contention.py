@@ -355,8 +355,9 @@ class ContentionReport:
                           "thread running slow; the others are the process's):"]
             for r, c in causes:
                 lines.append(f"- {r.label}: {c['misses']} misses: {c['host_stall']} host stalls, "
-                             f"{c.get('host_slow', 0)} host slowdowns, {c['process']} the process's" + (f" (probe gaps >= {HOST_STALL_US:g} us in the run: {c.get('probe_gaps', 0)})"
-                                             if "probe_gaps" in c else " (no probe)"))
+                             f"{c.get('host_slow', 0)} host slowdowns, {c['process']} the process's"
+                             + (f" (probe gaps >= {HOST_STALL_US:g} us in the run: {c.get('probe_gaps', 0)})"
+                                if "probe_gaps" in c else " (no probe)"))
             load = self.row("project_load")
             lc = load.extra.get("miss_causes") if load is not None else None
             if lc is not None:
@@ -677,8 +678,8 @@ class _ProjectRun:
                 sid2 = self._register_w2(sched, w2)
                 rt = self.bench.realtime
                 # qos.cpu of the realtime pipeline: the thread that drives W1 runs pinned, as a runner would
-                with CudaDispatch(sched, spin_us=self.spin_us) as dispatch, \
-                        pinned(resolve_cpu(rt.qos.cpu, rt.where or f"pipeline '{rt.name}'")):
+                cpu = resolve_cpu(rt.qos.cpu, rt.qos.where_of("cpu") or rt.where or f"pipeline '{rt.name}'")
+                with CudaDispatch(sched, spin_us=self.spin_us) as dispatch, pinned(cpu):
                     dispatch.attach(w1, sid1)
                     dispatch.attach(w2, sid2)
                     w2_outputs = [np.array(w2.process(b), copy=True) for b in w2_blocks]  # checked, from reset

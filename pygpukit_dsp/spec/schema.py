@@ -312,6 +312,8 @@ class _DocBuilder:
             else:
                 try:
                     qos = validate_params(QoS, d["qos"], base_dir=self.base_dir, what="qos")
+                    if "cpu" in d["qos"]:  # checked against this machine's CPUs when the stream starts
+                        qos._where["cpu"] = qm.value_where("cpu")
                 except ConfigError as exc:
                     self._add(exc, qm, QoS)
         source = self._component("source", d, m)
