@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from .test_cuda_engine import last_json, run_python
-from .test_cuda_engine import fake_driver  # noqa: F401  (fixture)
+from .test_cuda_engine import fake_driver, fake_mapped_driver  # noqa: F401  (fixtures)
 
 SCRIPT = r"""
 import json, threading, time
@@ -77,6 +77,7 @@ for en, sid in zip(engines, ids):
     en.attach(disp, sid)
 out = _native.run_paced(engines, [2_000_000] * 6, [i * 333_333 for i in range(6)], [[x, x + 1]] * 6, 0.05, 0.3, 2, 100)
 res["paced"] = {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
+                "fills": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["fill_ns"], out["latency_ns"])],
                 "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"]),
                 "window": [out["timed_from_ns"] - out["start_ns"], out["end_ns"] - out["timed_from_ns"]]}
 res["sched_submitted"] = [sched.stream_stats(s)["submitted"] for s in ids]
@@ -110,6 +111,41 @@ def test_a_paced_block_starts_after_its_release_in_one_or_two_steps(paced):
     assert paced["release_data_ok"] and paced["calls_after_release"]
 
 
+PREWARM_SCRIPT = r"""
+import ctypes, json, os
+import numpy as np
+from pygpukit_dsp import _native
+
+fake = ctypes.CDLL(os.environ["GK_LIBCUDA"])
+dev = _native.Device(0)
+gain = {"kind": "gain", "name": "g", "in": (4, 64, 0, "float32"), "out": (4, 64, 0, "float32"),
+        "params": {"factor": 2.0}}
+x = np.ones((4, 64), np.float32)
+# use_graph + mapped_io: the prewarm's touch captured per slot at open, launched in the spin window
+g = _native.StreamEngine(dev, [gain], use_graph=True, single_stream=True, inline_submit=True, mapped_io=True)
+g.set_trace(4)
+launches0 = fake.fake_cuda_graph_launches()
+rel = []
+for k in range(3):
+    r = _native.monotonic_ns() + 2_000_000
+    rel.append(r)
+    g.process(k % 2, x, False, None, r, 300, True)
+res = {"after_release": all(row[0] >= r for row, r in zip(g.trace().tolist(), rel)),
+       "graph_launches": int(g.counters()["graph_launches"]),
+       "driver_graph_launches": fake.fake_cuda_graph_launches() - launches0}
+g.close()
+print(json.dumps(res))
+"""
+
+
+def test_the_prewarm_graph_is_captured_and_launched_before_a_mapped_block(fake_mapped_driver: str):  # noqa: F811
+    pytest.importorskip("pygpukit_dsp_core")
+    res = last_json(run_python(PREWARM_SCRIPT, GK_LIBCUDA=fake_mapped_driver, GK_JIT_DISK_CACHE="0", timeout=120))
+    assert res["after_release"] is True
+    assert res["graph_launches"] == 3  # the blocks' own graphs; the prewarm's launches are not blocks
+    assert res["driver_graph_launches"] == 6  # ... but the driver saw a prewarm graph before each block
+
+
 def test_try_wait_returns_the_items_once_done(paced):
     assert paced["try_wait"] == 64 and "not submitted" in paced["try_wait_unsubmitted"]
 
@@ -119,6 +155,7 @@ def test_run_paced_releases_every_stream_on_its_clock(paced):
     # 0.35 s of 2 ms periods: 175 blocks per stream (the phase may take one off), 150 of them timed
     assert all(174 <= n <= 176 for n in p["released"])
     assert all(148 <= n <= 151 for n in p["timed"]) and p["positive"]
+    assert p["fills"] == [True] * 6  # every timed block's fill time, beside its latency
     assert p["window"] == [50_000_000, 300_000_000]
     assert paced["sched_submitted"] == p["released"]  # every block went through the scheduler
 

@@ -1,0 +1,57 @@
+"""Paced blocks on the GPU (CudaEngine.process with release_ns; docs/cuda.md, "Paced blocks"): with
+the prewarm (the slot's pages read by the GPU through a graph captured per slot, launched the way a
+block is, and every line of the pinned input read on the host) and the two-step wait, every output
+equals the same block run back to back, no block is back before its release, and ``arrive`` is
+called after the first step, before the block is read."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from pygpukit_dsp import Pipeline, stages
+
+
+def _w1() -> Pipeline:
+    rng = np.random.default_rng(1)
+    return Pipeline([stages.Fir(taps=rng.standard_normal(256) / 16), stages.Mix(matrix=rng.standard_normal((16, 64)))],
+                    name="w1", sample_rate=48_000, channels=64, block_size=256, qos={"class": "realtime"})
+
+
+def _open(p: Pipeline):
+    from pygpukit_dsp.backends import open_backend
+
+    return open_backend(p, p.propagate(p.input_spec()), "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("warm_us", [0, 100])
+def test_paced_blocks_with_prewarm_equal_the_same_blocks_back_to_back(warm_us: int):
+    p = _w1()
+    paced, ref = _open(p), _open(p)
+    try:
+        assert paced._engine.mapped_io  # the realtime defaults: the prewarm's GPU touch runs
+        rng = np.random.default_rng(3)
+        blocks = [rng.standard_normal((64, 256)).astype(np.float32) for _ in range(12)]
+        arrived: list[tuple[int, int]] = []
+        for x in blocks:
+            release = time.perf_counter_ns() + 1_500_000
+            if warm_us:
+                buf = np.zeros_like(x)  # written by arrive(), after the first step of the wait
+
+                def arrive(buf=buf, x=x, release=release) -> None:
+                    np.copyto(buf, x)
+                    arrived.append((time.perf_counter_ns(), release))
+                y = paced.process(buf, release_ns=release, spin_us=300, prewarm=True, warm_us=warm_us, arrive=arrive)
+            else:
+                y = paced.process(x, release_ns=release, spin_us=300, prewarm=True)
+            assert time.perf_counter_ns() >= release
+            np.testing.assert_array_equal(y, ref.process(x))
+        if warm_us:
+            assert len(arrived) == len(blocks)
+            assert all(release - warm_us * 1000 <= t < release + 1_000_000 for t, release in arrived)
+    finally:
+        paced.close()
+        ref.close()
