@@ -13,11 +13,16 @@ the hypervisor's steal time around each run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
 import time
 from pathlib import Path
+
+from pygpukit_dsp.affinity import pinned
+from pygpukit_dsp.bench.host_settings import fifo as sched_fifo
+from pygpukit_dsp.bench.host_settings import sched_fifo_allowed
 
 
 def _read(path: str) -> str | None:
@@ -48,18 +53,8 @@ def environment() -> dict:
         "kernel_cmdline": _read("/proc/cmdline"),
         "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "clocksource": _read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
-        "sched_fifo_allowed": _fifo_allowed(),
+        "sched_fifo_allowed": sched_fifo_allowed(),
     }
-
-
-def _fifo_allowed() -> bool:
-    try:
-        old = os.sched_getscheduler(0), os.sched_getparam(0)
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-        os.sched_setscheduler(0, old[0], old[1])
-        return True
-    except (PermissionError, OSError, AttributeError):
-        return False
 
 
 def spin(seconds: float, threshold_ns: int) -> dict:
@@ -91,18 +86,11 @@ def run_case(name: str, seconds: float, threshold_ns: int, *, cpu: int | None = 
     procs = [mp.Process(target=_busy, args=(stop,), daemon=True) for _ in range(spinners)]
     for p in procs:
         p.start()
-    old_aff = os.sched_getaffinity(0)
-    old_pol = os.sched_getscheduler(0), os.sched_getparam(0)
     steal0, thr0 = _steal_ticks(), _throttle()
     try:
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
-        if fifo:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-        res = spin(seconds, threshold_ns)
+        with pinned(cpu), (sched_fifo(10) if fifo else contextlib.nullcontext()):
+            res = spin(seconds, threshold_ns)
     finally:
-        os.sched_setscheduler(0, *old_pol)
-        os.sched_setaffinity(0, old_aff)
         stop.set()
         for p in procs:
             p.join(2)

@@ -34,15 +34,17 @@ import copy
 import ctypes
 import os
 import resource
-import struct
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from ..affinity import pinned, resolve_cpu
 from ..errors import ConfigError
+from .contention import LatencyFigures
+from .host_settings import (CPU_DMA_LATENCY, fifo, host_facts, locked, mlockall, sched_fifo_allowed,
+                            shallow_idle, wake_latency_limit)
 from .trace import Breakdown, breakdown
 from .trace import markdown as breakdown_markdown
 
@@ -65,27 +67,12 @@ P50_TARGET, P99_TARGET, TORCH_TARGET = 1.3, 1.5, 0.5
 
 
 @dataclass
-class PacedFigures:
-    """Latency from release (us) of one implementation's timed blocks, and what it cost the host."""
+class PacedFigures(LatencyFigures):
+    """Latency from release (us) of one implementation's timed blocks (W3's figures: percentiles,
+    misses over the deadline, overruns = blocks still running at the next release), and what it
+    cost the host."""
 
-    blocks: int
-    p50: float
-    p90: float
-    p99: float
-    p999: float
-    max: float
-    mean: float
-    misses: int                    # blocks over the deadline
-    overruns: int = 0              # blocks still running at the next release
     cpu_per_audio_s: float | None = None   # CPU seconds of the process per second of audio
-
-    @classmethod
-    def from_ns(cls, lat_ns: np.ndarray, deadline_ns: int, overruns: int = 0,
-                cpu_per_audio_s: float | None = None) -> "PacedFigures":
-        us = np.asarray(lat_ns, dtype=np.float64) / 1e3
-        p50, p90, p99, p999 = (float(v) for v in np.percentile(us, [50, 90, 99, 99.9]))
-        return cls(int(us.size), p50, p90, p99, p999, float(us.max()), float(us.mean()),
-                   int((np.asarray(lat_ns) > deadline_ns).sum()), overruns, cpu_per_audio_s)
 
 
 @dataclass
@@ -365,89 +352,14 @@ def _finish(impl: _Impl, deadline_ns: int) -> None:
     if impl.row.status != "ok" or not impl.lat:
         return
     cpu = impl.cpu_s / impl.audio_s if impl.paced and impl.audio_s > 0 else None
-    impl.row.figures = PacedFigures.from_ns(np.asarray(impl.lat, dtype=np.int64), deadline_ns, impl.overruns, cpu)
+    impl.row.figures = PacedFigures.from_ns(np.asarray(impl.lat, dtype=np.int64), deadline_ns, impl.overruns,
+                                            cpu_per_audio_s=cpu)
     if impl.traced is not None and impl.traces:
         trace = {k: np.concatenate([t[k] for t in impl.traces]) for k in impl.traces[0]}
         try:
             impl.row.breakdown = breakdown(trace, np.asarray(impl.starts), np.asarray(impl.ends), deadline_ns=deadline_ns)
         except ValueError as exc:  # the trace and the stamps disagree: say so, keep the figures
             impl.row.extra["breakdown_error"] = str(exc)
-
-
-# ----------------------------------------------------------------------------- host settings
-
-
-def sched_fifo_allowed() -> bool:
-    """Whether this process may put a thread under SCHED_FIFO (tried on the calling thread, undone)."""
-    try:
-        old = os.sched_getscheduler(0), os.sched_getparam(0)
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-        os.sched_setscheduler(0, old[0], old[1])
-        return True
-    except (PermissionError, OSError, AttributeError):
-        return False
-
-
-@contextlib.contextmanager
-def fifo(priority: int = 10) -> Iterator[None]:
-    old = os.sched_getscheduler(0), os.sched_getparam(0)
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    try:
-        yield
-    finally:
-        os.sched_setscheduler(0, old[0], old[1])
-
-
-def mlockall() -> str | None:
-    """mlockall(MCL_CURRENT | MCL_FUTURE); None when it worked, else why not."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mlockall(1 | 2) != 0:
-        return os.strerror(ctypes.get_errno())
-    return None
-
-
-@contextlib.contextmanager
-def locked() -> Iterator[None]:
-    why = mlockall()
-    if why is not None:
-        raise OSError(f"mlockall failed: {why}")
-    try:
-        yield
-    finally:
-        ctypes.CDLL(None).munlockall()
-
-
-CPU_DMA_LATENCY = "/dev/cpu_dma_latency"
-
-
-def wake_latency_limit() -> str | None:
-    """Whether this process may hold the PM QoS request /dev/cpu_dma_latency; None when it may,
-    else why not."""
-    try:
-        with open(CPU_DMA_LATENCY, "wb", buffering=0):
-            return None
-    except OSError as exc:
-        return f"{CPU_DMA_LATENCY}: {exc.strerror or exc}"
-
-
-@contextlib.contextmanager
-def shallow_idle(limit_us: int = 0) -> Iterator[None]:
-    """The CPUs kept out of idle states that take longer than ``limit_us`` to leave (the kernel's
-    PM QoS request, held while the file stays open): a sleeping core then keeps its caches (deep
-    C-states flush a core's L1/L2) and wakes at once. Costs idle power, not CPU time."""
-    with open(CPU_DMA_LATENCY, "wb", buffering=0) as f:
-        f.write(struct.pack("i", limit_us))
-        yield
-
-
-def host_facts() -> dict[str, Any]:
-    facts: dict[str, Any] = {"sched_fifo_allowed": sched_fifo_allowed(), "cpus": len(os.sched_getaffinity(0)),
-                             "cpu_dma_latency": wake_latency_limit() or "writable"}
-    try:
-        facts["memlock_limit"] = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
-    except (ValueError, OSError):
-        pass
-    return facts
 
 
 # ----------------------------------------------------------------------------- the runs

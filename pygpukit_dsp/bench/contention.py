@@ -206,12 +206,13 @@ class LatencyFigures:
     overruns: int = 0    # blocks that took longer than a period (the next one was handed over late)
 
     @classmethod
-    def from_ns(cls, lat_ns: np.ndarray, deadline_ns: int, overruns: int = 0) -> "LatencyFigures":
+    def from_ns(cls, lat_ns: np.ndarray, deadline_ns: int, overruns: int = 0, **extra: Any) -> Any:
+        """From latencies in ns; ``extra``: a subclass's own fields (bench/cadence.py's PacedFigures)."""
         us = np.asarray(lat_ns, dtype=np.float64) / 1e3
         p50, p90, p99, p999 = (float(v) for v in np.percentile(us, [50, 90, 99, 99.9]))
         return cls(blocks=int(us.size), p50=p50, p90=p90, p99=p99, p999=p999, max=float(us.max()),
                    mean=float(us.mean()), misses=int((np.asarray(lat_ns) > deadline_ns).sum()),
-                   overruns=overruns)
+                   overruns=overruns, **extra)
 
 
 @dataclass
