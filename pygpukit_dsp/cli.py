@@ -304,13 +304,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           hint="a latency bench hands each block over as soon as the previous one is done")
     if args.cadence is not None:
         return _bench_cadence(args, loaded)
-    paced_only = [flag for flag, value in (("--block-size", args.block_size), ("--spin-us", args.spin_us),
-                                           ("--warm-us", args.warm_us),
-                                           ("--no-prewarm", args.no_prewarm or None),
-                                           ("--settings", args.settings or None), ("--cpu", args.cpu))
-                  if value is not None]
+    paced_only = _first_given(args, PACED_FLAGS[1:])
     if paced_only:
-        raise ConfigError(f"{paced_only[0]} applies to a paced bench only", hint="add --cadence realtime")
+        raise ConfigError(f"{paced_only} applies to a paced bench only", hint="add --cadence realtime")
     if args.schedule and args.mode not in (None, "latency"):
         raise ConfigError(f"--schedule applies to the latency mode, not --mode {args.mode}",
                           hint="throughput modes time each implementation on its own")
@@ -320,12 +316,42 @@ def cmd_bench(args: argparse.Namespace) -> int:
                        warmup=BENCH_WARMUP if args.warmup is None else args.warmup,
                        compare=compare, plot=args.plot, progress=not args.quiet and sys.stderr.isatty(),
                        mode=args.mode or "latency", schedule=args.schedule or "paired")
+    _print_report(args, report)
+    return 0
+
+
+PACED_FLAGS = ("--cadence", "--block-size", "--spin-us", "--warm-us", "--no-prewarm", "--settings", "--cpu")
+
+
+def _first_given(args: argparse.Namespace, flags: tuple[str, ...] | list[str]) -> str | None:
+    """The first of ``flags`` set on the command line (a value, or a switch turned on)."""
+    for flag in flags:
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None and value is not False:
+            return flag
+    return None
+
+
+def _refuse(args: argparse.Namespace, flags: tuple[str, ...] | list[str], what: str, hint: str) -> None:
+    """A ConfigError naming the first of ``flags`` given, which does not apply to ``what``."""
+    from .errors import ConfigError
+
+    flag = _first_given(args, flags)
+    if flag is not None:
+        raise ConfigError(f"{flag} does not apply to {what}", hint=hint)
+
+
+def _print_report(args: argparse.Namespace, report: Any) -> None:
+    """The report's Markdown on stdout, and to --json / --markdown when given."""
     print(report.markdown())
     if args.json:
         _write_json(args.json, report.to_dict())
     if args.markdown:
         Path(args.markdown).write_text(report.markdown() + "\n")
-    return 0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _one_pipeline(args: argparse.Namespace, loaded: list, what: str):
@@ -342,49 +368,28 @@ def _one_pipeline(args: argparse.Namespace, loaded: list, what: str):
 def _bench_cadence(args: argparse.Namespace, loaded: list) -> int:
     """--cadence realtime: blocks released on a clock at the stream's period (bench/cadence.py)."""
     from .bench.cadence import DEFAULT_SPIN_US, DEFAULT_WARM_US, run_cadence
-    from .errors import ConfigError
 
-    given = [flag for flag, value in (("--mode", args.mode), ("--schedule", args.schedule), ("--plot", args.plot))
-             if value is not None]
-    if given:
-        raise ConfigError(f"{given[0]} does not apply to a paced bench (--cadence)",
-                          hint="a paced bench times every implementation at the stream's period, latency from "
-                               "each block's release; see docs/benchmarks.md, Paced W1")
+    _refuse(args, ("--mode", "--schedule", "--plot"), "a paced bench (--cadence)",
+            "a paced bench times every implementation at the stream's period, latency from each block's "
+            "release; see docs/benchmarks.md, Paced W1")
     pipeline = _one_pipeline(args, loaded, "bench")
     compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else []
-
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
     report = run_cadence(pipeline, backend=args.backend, blocks=args.blocks or BENCH_BLOCKS,
                          warmup=BENCH_WARMUP if args.warmup is None else args.warmup, compare=compare,
                          block_size=args.block_size, spin_us=DEFAULT_SPIN_US if args.spin_us is None else args.spin_us,
                          prewarm=not args.no_prewarm, warm_us=DEFAULT_WARM_US if args.warm_us is None else args.warm_us,
-                         settings=args.settings, cpu=args.cpu, progress=None if args.quiet else say)
-    print(report.markdown())
-    if args.json:
-        _write_json(args.json, report.to_dict())
-    if args.markdown:
-        Path(args.markdown).write_text(report.markdown() + "\n")
+                         settings=args.settings, cpu=args.cpu, progress=None if args.quiet else _say)
+    _print_report(args, report)
     return 0
 
 
 def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
     """--soak: one pipeline at its sample clock for MINUTES, memory sampled (bench/soak.py)."""
     from .bench.soak import format_sample, run_soak
-    from .errors import ConfigError
 
-    given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
-                                      ("--schedule", args.schedule), ("--blocks", args.blocks),
-                                      ("--warmup", args.warmup), ("--plot", args.plot),
-                                      ("--period-ms", args.period_ms), ("--cadence", args.cadence),
-                                      ("--block-size", args.block_size), ("--spin-us", args.spin_us),
-                                      ("--settings", args.settings or None), ("--cpu", args.cpu))
-             if value is not None]
-    if given:
-        raise ConfigError(f"{given[0]} does not apply to a soak",
-                          hint="a soak runs the pipeline alone at its sample clock for --soak MINUTES; "
-                               "see docs/benchmarks.md, Soak")
+    _refuse(args, ("--compare", "--mode", "--schedule", "--blocks", "--warmup", "--plot", "--period-ms")
+            + PACED_FLAGS, "a soak",
+            "a soak runs the pipeline alone at its sample clock for --soak MINUTES; see docs/benchmarks.md, Soak")
     pipeline = _one_pipeline(args, loaded, "a soak")
     name = pipeline.name
 
@@ -394,37 +399,19 @@ def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
     report = run_soak(pipeline, backend=args.backend, minutes=args.soak,
                       interval_s=10.0 if args.interval is None else args.interval,
                       progress=None if args.quiet else say)
-    print(report.markdown())
-    if args.json:
-        _write_json(args.json, report.to_dict())
-    if args.markdown:
-        Path(args.markdown).write_text(report.markdown() + "\n")
+    _print_report(args, report)
     return 0
 
 
 def _bench_link(args: argparse.Namespace, bench: Any) -> int:
     """A stream across two processes over zmq against a bare pyzmq loop (bench/link.py)."""
     from .bench.link import run_link
-    from .errors import ConfigError
 
-    given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
-                                      ("--pipeline", args.pipeline), ("--plot", args.plot),
-                                      ("--schedule", args.schedule), ("--period-ms", args.period_ms),
-                                      ("--backend", args.backend)) if value]
-    if given:
-        raise ConfigError(f"{given[0]} does not apply to a link bench file ({args.file})",
-                          hint="it runs its sender and receiver pipelines and a bare pyzmq loop; "
-                               "see docs/scale-out.md, Throughput")
-
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    report = run_link(bench, blocks=args.blocks, warmup=args.warmup, progress=None if args.quiet else say)
-    print(report.markdown())
-    if args.json:
-        _write_json(args.json, report.to_dict())
-    if args.markdown:
-        Path(args.markdown).write_text(report.markdown() + "\n")
+    _refuse(args, ("--compare", "--mode", "--pipeline", "--plot", "--schedule", "--period-ms", "--backend")
+            + PACED_FLAGS, f"a link bench file ({args.file})",
+            "it runs its sender and receiver pipelines and a bare pyzmq loop; see docs/scale-out.md, Throughput")
+    report = run_link(bench, blocks=args.blocks, warmup=args.warmup, progress=None if args.quiet else _say)
+    _print_report(args, report)
     failed = [r.label for r in report.rows if r.status != "ok"]
     if failed:
         _err(f"error: the link bench failed: {'; '.join(failed)}")
@@ -435,27 +422,14 @@ def _bench_link(args: argparse.Namespace, bench: Any) -> int:
 def _bench_contention(args: argparse.Namespace, bench: Any) -> int:
     """W3: the file's realtime pipeline under its throughput pipeline (bench/contention.py)."""
     from .bench.contention import run_w3
-    from .errors import ConfigError
 
-    given = [flag for flag, value in (("--compare", args.compare), ("--mode", args.mode),
-                                      ("--pipeline", args.pipeline), ("--plot", args.plot),
-                                      ("--schedule", args.schedule), ("--cadence", args.cadence),
-                                      ("--block-size", args.block_size), ("--settings", args.settings)) if value]
-    if given:
-        raise ConfigError(f"{given[0]} does not apply to a contention bench file ({args.file})",
-                          hint="it runs both of its pipelines and its own PyTorch baseline; "
-                               "see docs/benchmarks.md, W3")
-
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
+    _refuse(args, ("--compare", "--mode", "--pipeline", "--plot", "--schedule") + PACED_FLAGS,
+            f"a contention bench file ({args.file})",
+            "it runs both of its pipelines and its own PyTorch baseline (the realtime pipeline's qos.cpu "
+            "pins its thread); see docs/benchmarks.md, W3")
     report = run_w3(bench, backend=args.backend, blocks=args.blocks, warmup=args.warmup,
-                    period_ms=args.period_ms, progress=None if args.quiet else say)
-    print(report.markdown())
-    if args.json:
-        _write_json(args.json, report.to_dict())
-    if args.markdown:
-        Path(args.markdown).write_text(report.markdown() + "\n")
+                    period_ms=args.period_ms, progress=None if args.quiet else _say)
+    _print_report(args, report)
     failed = [c.name for c in report.checks if c.project and not c.ok]
     if failed:
         _err(f"error: output check failed: {'; '.join(failed)}")

@@ -539,6 +539,10 @@ def test_cli_w3_refuses_the_cpu_backend_and_flags_of_other_benches():
     assert r.returncode == 2 and "backend 'cpu' cannot run it" in r.stderr
     r = _gk("bench", W3, "--compare", "torch")
     assert r.returncode == 2 and "--compare does not apply to a contention bench file" in r.stderr
+    # a paced bench's flags too (--cpu was ignored here before: W3 pins by the pipeline's qos.cpu)
+    for flag in (["--cpu", "1"], ["--spin-us", "0"], ["--no-prewarm"]):
+        r = _gk("bench", W3, *flag)
+        assert r.returncode == 2 and f"{flag[0]} does not apply to a contention bench file" in r.stderr, r.stderr
     r = _gk("bench", ROOT / "benchmarks" / "w1.yaml", "--period-ms", "1")
     assert r.returncode == 2 and "--period-ms applies to contention bench files only" in r.stderr
 
