@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "../engine/dispatcher.h"
+#include "../engine/floor.h"
 #include "../engine/paced.h"
 #include "../engine/stream_engine.h"
 #include "bindings.h"
@@ -211,6 +212,36 @@ void bind_engine(py::module_& m) {
                 return py::make_tuple(starts, lengths);
             },
             "Stop; (starts, lengths) of the gaps in ns (CLOCK_MONOTONIC).");
+    py::class_<gk::RoundTripFloor>(
+        m, "RoundTripFloor",
+        "The least a block needs with no pipeline (benchmarks: the paced bench's floor): the block copied into "
+        "pinned memory, to the GPU and out_bytes of the same device buffer back on one stream (the block's "
+        "first bytes, zeros beyond it), the completion polled, the result copied out.")
+        .def(py::init([](std::shared_ptr<gk::Device> device, size_t in_bytes, size_t out_bytes) {
+                 return std::make_unique<gk::RoundTripFloor>(std::move(device), in_bytes, out_bytes);
+             }),
+             py::arg("device"), py::arg("in_bytes"), py::arg("out_bytes"))
+        .def_property_readonly("in_bytes", &gk::RoundTripFloor::in_bytes)
+        .def_property_readonly("out_bytes", &gk::RoundTripFloor::out_bytes)
+        .def(
+            "run",
+            [](gk::RoundTripFloor& f, py::array src, py::array dst, uint64_t release_ns, int spin_us, bool prewarm) {
+                if (!(src.flags() & py::array::c_style) || static_cast<size_t>(src.nbytes()) != f.in_bytes())
+                    throw py::value_error("RoundTripFloor.run: src must be a C-contiguous array of in_bytes (" +
+                                          std::to_string(f.in_bytes()) + ") bytes");
+                if (!(dst.flags() & py::array::c_style) || !dst.writeable() ||
+                    static_cast<size_t>(dst.nbytes()) != f.out_bytes())
+                    throw py::value_error("RoundTripFloor.run: dst must be a writable C-contiguous array of out_bytes (" +
+                                          std::to_string(f.out_bytes()) + ") bytes");
+                const void* s = src.data();
+                void* d = dst.mutable_data();
+                py::gil_scoped_release release;
+                f.run(s, d, release_ns, spin_us, prewarm);
+            },
+            py::arg("src"), py::arg("dst"), py::arg("release_ns") = 0, py::arg("spin_us") = 0,
+            py::arg("prewarm") = false,
+            "One block src -> dst; release_ns > 0: sleep until spin_us before it, prewarm, spin up to it first "
+            "(StreamEngine.process's wait).");
     m.def(
         "run_paced",
         [](py::list engines, std::vector<uint64_t> periods_ns, std::vector<uint64_t> phases_ns, py::list inputs,

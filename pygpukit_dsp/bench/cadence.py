@@ -45,6 +45,7 @@ from ..errors import ConfigError
 from .contention import LatencyFigures
 from .host_settings import (CPU_DMA_LATENCY, fifo, host_facts, locked, mlockall, sched_fifo_allowed,
                             shallow_idle, wake_latency_limit)
+from .steal import steal_summary, steal_ticks
 from .trace import Breakdown, breakdown
 from .trace import markdown as breakdown_markdown
 
@@ -104,6 +105,7 @@ class CadenceReport:
     cpu: int | None = None        # the CPU the main rotation's thread was pinned to (qos.cpu / --cpu)
     fresh_input: bool = True      # each block written just before it is due (_Arrival)
     idle_floor: dict[str, float] = field(default_factory=dict)  # host_idle_floor()
+    steal: dict[str, Any] = field(default_factory=dict)         # steal_summary() over the main rotation
     rows: list[CadenceRow] = field(default_factory=list)
     settings: list[CadenceRow] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
@@ -122,6 +124,28 @@ class CadenceReport:
         if paced and tg:
             out["paced_over_torch_graph_p99"] = paced.figures.p99 / tg.figures.p99
             out["paced_over_torch_graph_p50"] = paced.figures.p50 / tg.figures.p50
+        return out
+
+    def floor_verdicts(self) -> dict[str, str]:
+        """For the targets against back to back: does the bare round trip (the floor, same rotation)
+        meet them itself? ``target -> sentence``. A block of the project does at least the floor's
+        work (the fill, a GPU round trip, the copy out, a Python call), so where the floor paced
+        is over ``target x the project's back to back`` the target is below what this machine
+        allowed in this run."""
+        paced, b2b = self.row("project"), self.row("back_to_back")
+        fl, fl_b2b = self.row("floor"), self.row("floor_back_to_back")
+        if not (paced and b2b and fl and fl_b2b):
+            return {}
+        out = {}
+        for key, q, target in (("p50", "p50", P50_TARGET), ("p99", "p99", P99_TARGET)):
+            allowed = target * getattr(b2b.figures, q)
+            floor_paced, floor_b2b = getattr(fl.figures, q), getattr(fl_b2b.figures, q)
+            below = floor_paced > allowed
+            out[key] = (f"the bare round trip paced: {q} {floor_paced:.1f} us (back to back {floor_b2b:.1f}: "
+                        f"{floor_paced / floor_b2b:.2f}x) against the {allowed:.1f} us the target allows the project "
+                        f"({target:g} x {getattr(b2b.figures, q):.1f})"
+                        + (": **the target is below what this machine allowed in this run**" if below else
+                           ": the floor is within it"))
         return out
 
     def targets(self) -> list[tuple[str, bool | None, str]]:
@@ -159,10 +183,18 @@ class CadenceReport:
                           f"{f['paced_p99_us']:.1f}) against {f['b2b_p50_us']:.1f} us (p99 {f['b2b_p99_us']:.1f}) back to "
                           f"back: {f['p50_ratio']:.2f}x. A thread that sleeps between blocks pays about that on every "
                           "block's fixed CPU work on this host, whatever it runs."]
+        st = self.steal
+        if st.get("available"):
+            lines += ["", f"Steal over the rotation (/proc/stat: CPU time the hypervisor took from this guest's "
+                          f"vCPUs): {st['ms']:g} ms in all, {st['ms_per_s']:g} ms per second (most on CPU "
+                          f"{st['max_cpu']}: {st['max_cpu_ms']:g} ms)."]
         lines += ["", "Ratios and targets (issue 13):"]
+        floor = self.floor_verdicts()
         for name, met, detail in self.targets():
             verdict = "not measured" if met is None else ("**met**" if met else "**not met**")
-            lines.append(f"- {name}: {verdict} ({detail})")
+            why = next((v for k, v in floor.items() if name.startswith(f"paced {k} ") and name.endswith("back to back")),
+                       None)
+            lines.append(f"- {name}: {verdict} ({detail})" + (f"; {why}" if why else ""))
         if self.settings:
             lines += ["", f"Host settings (issue 13, item 2), {self.pipeline} alone, same rotation "
                           f"({self.settings[0].figures.blocks if self.settings[0].figures else 0} timed blocks each):", "",
@@ -187,6 +219,7 @@ class CadenceReport:
         d = asdict(self)
         d["ratios"] = self.ratios()
         d["targets"] = [{"name": n, "met": m, "detail": t} for n, m, t in self.targets()]
+        d["floor_verdicts"] = self.floor_verdicts()
         return d
 
 
@@ -198,7 +231,7 @@ def _table_row(r: CadenceRow) -> str:
     if r.status != "ok" or r.figures is None:
         return f"| {r.label} | | | | | | | | | {r.status}: {r.reason} |"
     f = r.figures
-    check = "reference" if r.kind in ("project", "back_to_back") else (
+    check = "reference" if r.kind in ("project", "back_to_back") else "floor: no output to check" if r.kind == "floor" else (
         f"ok (rel err {r.max_rel_err:.1e})" if r.max_rel_err is not None else "ok")
     return (f"| {r.label} | {f.p50:.1f} | {f.p90:.1f} | {f.p99:.1f} | {f.p999:.1f} | {f.max:.1f} | {f.misses} | "
             f"{f.overruns} | {_fmt(f.cpu_per_audio_s, 3)} | {check} |")
@@ -399,6 +432,27 @@ def _baseline_call(impl: Any, wait: Callable[[int | None], None]) -> Callable[[n
     return call
 
 
+def _floor_call(floor: Any, out_shape: tuple[int, ...], out_dtype: Any, spin_us: int, prewarm: bool,
+                warm_us: int) -> Callable[[np.ndarray, int | None], Any]:
+    """The round trip's floor (``_native.RoundTripFloor``) paced as the project is: back in Python
+    ``warm_us`` before the release, then the rest of the wait (prewarm, spin) and the block in one
+    native call; a new output array per block, as ``process()`` returns."""
+    from .. import _native
+
+    def call(x: np.ndarray, release: int | None) -> Any:
+        y = np.empty(out_shape, out_dtype)
+        if release is None:
+            floor.run(x, y)
+            return y
+        if warm_us > 0:
+            _native.wait_until(int(release) - warm_us * 1000, int(spin_us))
+        _arrive()
+        floor.run(x, y, int(release), int(spin_us), prewarm)
+        return y
+    call.arrives = True  # type: ignore[attr-defined]
+    return call
+
+
 def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
                   warm_us: int = 0) -> Callable[[np.ndarray, int | None], Any]:
     if native:  # CudaEngine: the wait inside its own call
@@ -492,6 +546,19 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
         b2b = _Impl(CadenceRow("back_to_back", f"pygpukit-dsp ({choice.name}), back to back", "back_to_back"),
                     _project_call(engine, spin_us, prewarm, native), paced=False, traced=engine if native else None)
         impls = [proj, b2b]
+        floors: list[CadenceRow] = []
+        if native:  # the round trip's floor, paced and back to back, in the same rotation
+            from .. import _native
+
+            out = chain.output
+            rt = _native.RoundTripFloor(engine.device, int(inputs[0].nbytes),
+                                        int(np.prod(out.block_shape)) * np.dtype(out.np_dtype).itemsize)
+            for paced in (True, False):
+                row = CadenceRow("floor" if paced else "floor_back_to_back",
+                                 f"floor: bare round trip, {'paced' if paced else 'back to back'}", "floor")
+                floors.append(row)
+                impls.append(_Impl(row, _floor_call(rt, tuple(out.block_shape), out.np_dtype, spin_us, prewarm,
+                                                    warm_us), paced=paced))
         checked = [(ImplResult(name="project", kind="project"), engine)]
         for name in compare:
             row = CadenceRow(name, f"{name}, paced", "baseline")
@@ -519,12 +586,14 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
         for m in impls:
             m.arrival = _Arrival() if fresh_input else None
         report.fresh_input = fresh_input
-        report.rows[:0] = [proj.row, b2b.row]
+        report.rows[:0] = [proj.row, b2b.row, *floors]
         with pinned(pin):
             for m in impls:  # warm-up: compiles, caches, clocks (back to back)
                 for j in range(warmup):
                     m.call(inputs[j % len(inputs)], None)
+            steal0, t_rot = steal_ticks(), time.perf_counter()
             _rotate(impls, inputs, blocks, period_ns, say)
+            report.steal = steal_summary(steal0, steal_ticks(), time.perf_counter() - t_rot)
             report.idle_floor = host_idle_floor(inputs[0], period_ns, min(blocks, IDLE_FLOOR_BLOCKS), spin_us, warm_us)
         for m in impls:
             _finish(m, deadline_ns)

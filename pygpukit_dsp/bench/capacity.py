@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .contention import _start_probe, _stop_probe
+from .steal import StealSampler, steal_summary, steal_ticks
 
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
@@ -173,8 +174,15 @@ class CapacityReport:
                                 f"threads) at {e['at_s']} s over {e['span_ms']} ms"
                                 + (f", stall {e['longest_stall_us']} us" if "longest_stall_us" in e else "")
                                 + (f", slowest fill {e['fill_x_median']}x its median" if "fill_x_median" in e else "")
+                                + (f", steal {e['steal_ms']} ms (one CPU {e['steal_max_cpu_ms']} ms)"
+                                   if "steal_ms" in e else "")
                                 for e in w["list"][:4])
                 lines.append(f"- {p.impl} N={p.n} {p.phase}: {w['episodes']} episodes; largest: {top}")
+        stolen = [p for p in self.points if p.extra.get("steal", {}).get("available")]
+        if stolen:
+            lines += ["", "Steal (/proc/stat: CPU time the hypervisor took from this guest's vCPUs) per run, ms per "
+                          "second over every CPU: " + ", ".join(f"{p.impl} N={p.n} {p.phase} "
+                                                               f"{p.extra['steal']['ms_per_s']:g}" for p in stolen)]
         lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
                   "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's cost) | "
                   "admission predicted (measured GPU cost) |", "|---|---:|---:|---:|---:|---:|"]
@@ -226,13 +234,16 @@ EPISODE_GAP_NS = 20_000_000   # misses closer than this in release time are one 
 
 
 def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: float,
-                  stalls: tuple[np.ndarray, np.ndarray] | None, threads: int = 1) -> dict[str, Any]:
+                  stalls: tuple[np.ndarray, np.ndarray] | None, threads: int = 1,
+                  steal: StealSampler | None = None) -> dict[str, Any]:
     """When the misses at ``deadline_ms`` happened: grouped into episodes (misses whose releases lie
     within EPISODE_GAP_NS of each other), each with its first release (s from the timed start), its
     misses, the streams it hit and the longest stall-probe gap (the host holding a CPU) inside it.
     Many streams missing together at one moment is a stall (host or a shared lock); one stream
     missing alone is that stream's driver. ``threads``: the driver threads (stream i is driven by
-    thread i % threads); an episode on one thread's streams only is that thread's stall."""
+    thread i % threads); an episode on one thread's streams only is that thread's stall.
+    ``steal``: the steal time sampled during the run (bench/steal.py): each episode gets the steal
+    on every CPU around it (the hypervisor running something else on this guest's vCPUs)."""
     timed_from, over_ns = int(res["timed_from_ns"]), int(deadline_ms * 1e6)
     fills = res.get("fill_ns")
     rel, who, fill = [], [], []
@@ -267,6 +278,10 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
             g0, glen = stalls
             inside = (g0 < t1) & (g0 + glen > t0 - 10_000_000)
             ep["longest_stall_us"] = round(float(glen[inside].max()) / 1e3, 1) if inside.any() else 0.0
+        if steal is not None:
+            st = steal.within(t0 - 10_000_000, t1)
+            if st is not None:
+                ep["steal_ms"], ep["steal_max_cpu_ms"] = st["ms"], st["max_cpu_ms"]
         out["list"].append(ep)
     out["episodes"] = len(out["list"])
     out["list"] = sorted(out["list"], key=lambda e: -e["misses"])[:12]
@@ -414,19 +429,22 @@ class _ProjectStreams:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
             probe = _start_probe()
+            steal = StealSampler().start()
             cpu0, t0 = _cpu_s(), time.perf_counter()
             try:
                 res = _native.run_paced([e._engine for e in engines], [P] * n, [i * P // n for i in range(n)],
                                         [self.inputs] * n, warmup_s, seconds, self.threads, self.spin_us)
             finally:
                 stalls = _stop_probe(probe)
+                steal.stop()
             wall = time.perf_counter() - t0
             pt.cpu_cores = (_cpu_s() - cpu0) / wall
             stats = [dispatch.stream_stats(sid) for sid in ids]
             pt.extra["dispatch"] = dispatch.stats()
         lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
         _figures(pt, lat, deadlines_ms)
-        pt.extra["misses_when"] = miss_episodes(res, P, n, max(deadlines_ms), stalls, self.threads)
+        pt.extra["misses_when"] = miss_episodes(res, P, n, max(deadlines_ms), stalls, self.threads, steal)
+        pt.extra["steal"] = steal.summary()
         pt.late = int(sum(res["late"]))
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"
@@ -511,13 +529,14 @@ class _TorchStreams:
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(i,), daemon=True, name=f"torch-w1-{i}") for i in range(n)]
-        cpu0, t0 = _cpu_s(), time.perf_counter()
+        cpu0, t0, steal0 = _cpu_s(), time.perf_counter(), steal_ticks()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
         pt.cpu_cores = (_cpu_s() - cpu0) / wall
+        pt.extra["steal"] = steal_summary(steal0, steal_ticks(), wall)
         if errors:
             pt.status, pt.reason = "failed", f"{type(errors[0]).__name__}: {errors[0]}"
             return pt

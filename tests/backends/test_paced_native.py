@@ -1,7 +1,8 @@
 """The native pieces of paced streams (issue 13) on the fake CUDA driver: process() with a release
 time waits for it without the GIL (and its trace's call stamp comes after the release), the
-two-step wait (wait_release, then process), try_wait, _native.wait_until, and run_paced driving
-several engines under one dispatcher on their own clocks. No latency is asserted beyond "not
+two-step wait (wait_release, then process), try_wait, _native.wait_until, run_paced driving
+several engines under one dispatcher on their own clocks, and the paced bench's floor
+(RoundTripFloor: the block to the GPU and back, paced the way process() is). No latency is asserted beyond "not
 before the release"."""
 from __future__ import annotations
 
@@ -92,6 +93,25 @@ for bad in (dict(engines=[], periods_ns=[], phases_ns=[], inputs=[]),
         res.setdefault("bad", []).append(str(exc))
 for en in engines:
     en.close()
+
+# RoundTripFloor: the block to the GPU and back through one device buffer (first out_bytes of it)
+fl = _native.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4)
+y = np.full((2, 64), -1, np.float32)
+fl.run(x + 3, y)
+res["floor_b2b"] = bool(np.array_equal(y, (x + 3)[:2]))
+r = _native.monotonic_ns() + 2_000_000
+fl.run(x + 4, y, r, 300, True)
+res["floor_paced"] = bool(np.array_equal(y, (x + 4)[:2])) and _native.monotonic_ns() >= r
+big = _native.RoundTripFloor(dev, 64, 128)  # a result larger than the block: zeros beyond it
+z = np.full(32, -1, np.float32)
+big.run(np.arange(16, dtype=np.float32), z)
+res["floor_zeros_beyond"] = bool(np.array_equal(z, np.r_[np.arange(16), np.zeros(16)].astype(np.float32)))
+for args in ((x[:, :10], y), (x, np.empty((3, 64), np.float32)), (x, y[:, ::2])):
+    try:
+        fl.run(*args)
+        res.setdefault("floor_bad", []).append(None)
+    except ValueError as exc:
+        res.setdefault("floor_bad", []).append(str(exc))
 print(json.dumps(res))
 """
 
@@ -163,3 +183,9 @@ def test_run_paced_releases_every_stream_on_its_clock(paced):
 def test_run_paced_checks_its_arguments(paced):
     a, b, c = paced["bad"]
     assert "at least one stream" in a and "period 0" in b and "full block" in c
+
+
+def test_the_floor_is_a_round_trip_of_the_block_paced_like_process(paced):
+    assert paced["floor_b2b"] and paced["floor_paced"] and paced["floor_zeros_beyond"]
+    a, b, c = paced["floor_bad"]
+    assert "in_bytes" in a and "out_bytes" in b and "C-contiguous" in c

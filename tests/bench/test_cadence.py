@@ -120,7 +120,34 @@ def test_cpu_paced_run_has_every_row_ratio_and_setting(short_turns):
     f = rep.idle_floor
     assert f["bytes"] > 0 and f["paced_p50_us"] > 0 and f["b2b_p50_us"] > 0 and f["p50_ratio"] > 0
     assert "Host floor, same run" in md
+    # steal over the rotation, where the kernel reports it (the CPU backend has no floor rows)
+    assert rep.steal.get("available") in (True, False) and rep.floor_verdicts() == {}
+    if rep.steal["available"]:
+        assert rep.steal["ms"] >= 0 and "Steal over the rotation" in md
     json.dumps(rep.to_dict())  # serialisable as gk-stream --json writes it
+
+
+def _report_with(rows: dict[str, tuple[float, float]]) -> cadence.CadenceReport:
+    rep = cadence.CadenceReport(pipeline="w1", spec="", backend="cuda", period_us=5333.3, deadline_us=5333.3,
+                                blocks=100, warmup=10, spin_us=200, prewarm=True, machine="m")
+    for key, (p50, p99) in rows.items():
+        lat = np.r_[np.full(50, p50 * 1e3), np.full(49, p50 * 1e3), [p99 * 1e3] * 2].astype(np.int64)
+        rep.rows.append(CadenceRow(key, key, "floor" if key.startswith("floor") else key,
+                                   figures=PacedFigures.from_ns(lat, 5_333_000, 0)))
+    return rep
+
+
+def test_the_floor_says_whether_a_target_is_below_what_the_machine_allowed():
+    # back to back p99 30 us: the p99 target allows 45 us; the bare round trip paced took 300 us
+    rep = _report_with({"project": (30, 400), "back_to_back": (22, 30), "floor": (12, 300),
+                        "floor_back_to_back": (8, 15)})
+    v = rep.floor_verdicts()
+    assert "below what this machine allowed" in v["p99"] and "45.0 us" in v["p99"]
+    assert "the floor is within it" in v["p50"]  # 12 us paced against the 28.6 us the p50 target allows
+    md = rep.markdown()
+    assert "paced p99 <= 1.5x back to back: **not met**" in md and md.count("below what this machine allowed") == 1
+    # without the floor's rows (CPU backend) there is no verdict
+    assert _report_with({"project": (30, 40), "back_to_back": (22, 30)}).floor_verdicts() == {}
 
 
 def test_unknown_baseline_and_bad_spin_are_config_errors():

@@ -44,9 +44,13 @@ def test_every_part_reports_into_one_json_and_markdown(cadence_run: Path):
     assert data["parts"] == ["w1", "w1_64", "settings", "capacity"] and data["skipped"] == {}
     assert set(data["elapsed_s"]) == {"w1", "w1_64", "settings", "capacity"}
     w1 = data["w1"]
-    assert [r["key"] for r in w1["rows"]] == ["project", "back_to_back", "numpy", "torch"]
+    assert [r["key"] for r in w1["rows"]] == ["project", "back_to_back", "floor", "floor_back_to_back", "numpy", "torch"]
     rows = {r["key"]: r for r in w1["rows"]}
-    assert rows["project"]["figures"]["blocks"] == 30 and rows["back_to_back"]["figures"]["blocks"] == 30
+    for key in ("project", "back_to_back", "floor", "floor_back_to_back"):
+        assert rows[key]["status"] == "ok" and rows[key]["figures"]["blocks"] == 30
+    # the floor (the bare round trip, same rotation) judged against what each target allows
+    assert set(w1["floor_verdicts"]) == {"p50", "p99"}
+    assert "floor: bare round trip, paced" in md and "the bare round trip paced: p99" in md
     assert rows["numpy"]["status"] == "mismatch"  # the fake driver computes nothing
     assert rows["torch"]["status"] in ("skipped", "ok", "mismatch")
     # the project's paced blocks were traced: their phases, python in from the release
