@@ -9,6 +9,7 @@
 #include "../engine/floor.h"
 #include "../engine/paced.h"
 #include "../engine/stream_engine.h"
+#include "../engine/wake.h"
 #include "bindings.h"
 #include "gk/device.h"
 #include "gk/errors.h"
@@ -185,8 +186,18 @@ void bind_engine(py::module_& m) {
             gk::wait_until_ns(t_ns, spin_us);
         },
         py::arg("t_ns"), py::arg("spin_us") = 0,
-        "Sleep (without the GIL) until spin_us before t_ns (CLOCK_MONOTONIC ns), then spin up to it; the "
-        "thread's timer slack is set to 1 ns the first time.");
+        "Sleep (without the GIL) until spin_us before t_ns (CLOCK_MONOTONIC ns), less the thread's wake guard "
+        "(wake_guard_us), then spin up to it; the thread's timer slack is set to 1 ns the first time.");
+    m.def("wake_guard_us", [] { return static_cast<double>(gk::wake_guard_ns()) / 1e3; },
+          "The calling thread's wake guard (us): how much earlier its sleeps before a release end, learned "
+          "from how late its wake-ups came (native/engine/wake.h).");
+    m.def("set_wake_guard_us", [](double us) {
+              if (!(us >= 0)) throw py::value_error("the wake guard must be >= 0 us");
+              gk::set_wake_guard_ns(static_cast<uint64_t>(us * 1e3));
+          },
+          py::arg("us"), "Tests: set the calling thread's wake guard (0 forgets what it learned).");
+    m.def("wake_guard_next", &gk::wake_guard_next, py::arg("guard_ns"), py::arg("late_ns"), py::arg("dt_ns"),
+          "Tests: the guard after a sleep that woke late_ns late, dt_ns after the previous one.");
     py::class_<gk::StallProbe>(m, "StallProbe",
                                "A thread that only reads the clock and records the gaps (time it did not run) "
                                "longer than threshold_us: host stalls beside a benchmark.")

@@ -9,6 +9,7 @@
 #include "gk/loader.h"
 #include "spin.h"
 #include "stream_engine.h"
+#include "wake.h"
 
 namespace gk {
 
@@ -62,7 +63,7 @@ void RoundTripFloor::run(const void* src, void* dst, uint64_t release_ns, int sp
         const uint64_t spin_ns = static_cast<uint64_t>(spin_us) * 1000ULL;
         const uint64_t now = monotonic_ns();
         if (now < release_ns) {
-            if (release_ns - now > spin_ns) wait_until_ns(release_ns - spin_ns, 0);
+            sleep_before(release_ns, spin_ns);
             if (prewarm_first) prewarm(release_ns);
             while (monotonic_ns() < release_ns) cpu_relax();
         }

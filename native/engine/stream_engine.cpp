@@ -1,6 +1,7 @@
 #include "stream_engine.h"
 #include "dispatcher.h"
 #include "spin.h"
+#include "wake.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,9 +13,6 @@
 #include <stdexcept>
 #include <cerrno>
 #include <ctime>
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 #include "gk/device.h"
 #include "gk/jit.h"
@@ -127,31 +125,9 @@ void SpinWaiter::notify() {
 
 uint64_t monotonic_ns() { return now_ns(); }
 
-namespace {
-void sleep_until_monotonic(uint64_t t_ns) {
-#if defined(__linux__)
-    static thread_local bool slack_set = false;
-    if (!slack_set) {
-        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // 1 ns: no 50 us rounding of the sleep
-        slack_set = true;
-    }
-    timespec ts;
-    ts.tv_sec = static_cast<time_t>(t_ns / 1000000000ULL);
-    ts.tv_nsec = static_cast<long>(t_ns % 1000000000ULL);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-    }
-#else
-    const uint64_t now = now_ns();
-    if (t_ns > now) std::this_thread::sleep_for(std::chrono::nanoseconds(t_ns - now));
-#endif
-}
-}  // namespace
-
 void wait_until_ns(uint64_t t_ns, int spin_us) {
     const uint64_t spin_ns = spin_us > 0 ? static_cast<uint64_t>(spin_us) * 1000ULL : 0;
-    uint64_t now = now_ns();
-    if (now >= t_ns) return;
-    if (t_ns - now > spin_ns) sleep_until_monotonic(t_ns - spin_ns);
+    sleep_before(t_ns, spin_ns);  // with this thread's learned wake-up lateness (wake.h)
     while (now_ns() < t_ns) cpu_relax();
 }
 
@@ -971,7 +947,7 @@ void StreamEngine::wait_release(int s, const ReleaseWait& r, uint64_t return_at_
     const uint64_t until = std::min(return_at_ns, r.release_ns);
     const uint64_t now = now_ns();
     if (now >= until) return;  // late already: no prewarm, the block goes at once
-    if (r.release_ns - now > spin_ns) sleep_until_monotonic(r.release_ns - spin_ns);
+    sleep_before(r.release_ns, spin_ns);
     if (r.prewarm) prewarm_slot(s, until);
     while (now_ns() < until) cpu_relax();
 }
