@@ -594,6 +594,10 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             steal0, t_rot = steal_ticks(), time.perf_counter()
             _rotate(impls, inputs, blocks, period_ns, say)
             report.steal = steal_summary(steal0, steal_ticks(), time.perf_counter() - t_rot)
+            if native:  # what the rotation thread's paced sleeps learned (native/engine/wake.cpp)
+                from .. import _native
+
+                report.host["wake_guard_us"] = round(float(_native.wake_guard_us()), 1)
             report.idle_floor = host_idle_floor(inputs[0], period_ns, min(blocks, IDLE_FLOOR_BLOCKS), spin_us, warm_us)
         for m in impls:
             _finish(m, deadline_ns)

@@ -50,6 +50,7 @@ def test_every_part_reports_into_one_json_and_markdown(cadence_run: Path):
         assert rows[key]["status"] == "ok" and rows[key]["figures"]["blocks"] == 30
     # the floor (the bare round trip, same rotation) judged against what each target allows
     assert set(w1["floor_verdicts"]) == {"p50", "p99"}
+    assert 0 <= w1["host"]["wake_guard_us"] <= 1000  # what the paced sleeps learned (wake.cpp)
     assert "floor: bare round trip, paced" in md and "the bare round trip paced: p99" in md
     assert rows["numpy"]["status"] == "mismatch"  # the fake driver computes nothing
     assert rows["torch"]["status"] in ("skipped", "ok", "mismatch")
