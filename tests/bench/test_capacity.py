@@ -52,10 +52,14 @@ def test_the_ladder_stops_after_two_missing_n_and_confirms_each_deadline_s_knee(
     assert [(c[0], c[1]) for c in calls if c[2] == "confirm"] == [(32, 30.0), (16, 30.0)]
 
 
-def test_a_confirmation_that_misses_steps_down_once():
+def test_a_confirmation_that_misses_steps_down_the_ladder():
     run_one, calls = _fake({"5.33": 64, "2.00": 64}, fail={(32, "confirm")})
     _ladder_runs(run_one, [8, 16, 32, 64, 96], 2.0, 30.0, D, [], lambda s: None, "x")
     assert [c[0] for c in calls if c[2] == "confirm"] == [32, 16]  # shared by both deadlines
+    # two that miss: a third try, no more (CONFIRM_TRIES)
+    run_one, calls = _fake({"5.33": 128, "2.00": 128}, fail={(96, "confirm"), (64, "confirm"), (32, "confirm")})
+    _ladder_runs(run_one, [16, 32, 64, 96, 128, 160], 2.0, 30.0, D, [], lambda s: None, "x")
+    assert [c[0] for c in calls if c[2] == "confirm"] == [96, 64, 32]
 
 
 def test_runs_past_the_budget_are_left_out():
