@@ -704,6 +704,15 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
             setup=lambda: pinned(pin_cpu))
         rows.append(_Impl(CadenceRow("completion_no_spin", "default, completion wait without spin (blocks at once)",
                                      "setting"), nospin_call, traced=nospin))
+    if native:
+        from .. import _native
+
+        def unguarded(x: np.ndarray, release: int | None) -> Any:
+            _native.set_wake_guard_us(0)  # forget what the thread learned: the sleep ends spin_us before
+            return default(x, release)
+        unguarded.arrives = True  # type: ignore[attr-defined]
+        add("no_wake_guard", "default without the wake guard (its learned lateness reset before every block)",
+            unguarded, note="before session 11")
     rows.append(_Impl(CadenceRow("pool_input", "default, each block read from the input pool as it is (written "
                                  f"{POOL} periods earlier: cold)", "setting"), default,
                       traced=engine if native else None))
