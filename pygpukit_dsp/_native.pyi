@@ -70,7 +70,7 @@ def monotonic_ns() -> int: ...  # CLOCK_MONOTONIC ns (time.perf_counter_ns's clo
 def wait_until(t_ns: int, spin_us: int = 0) -> None: ...  # sleep (GIL released) to spin_us + the wake guard before t_ns, then spin
 def wake_guard_us() -> float: ...  # the calling thread's learned wake-up lateness (native/engine/wake.h)
 def set_wake_guard_us(us: float) -> None: ...  # tests
-def wake_guard_next(guard_ns: int, late_ns: int, dt_ns: int) -> int: ...  # tests: the learning rule
+def wake_guard_next(guard_ns: int, late_ns: int) -> int: ...  # tests: the learning rule
 def run_paced(engines: list[StreamEngine], periods_ns: list[int], phases_ns: list[int], inputs: list[list[np.ndarray]],
               warmup_s: float, seconds: float, threads: int = 2, spin_us: int = 100) -> dict[str, Any]: ...
 

@@ -196,8 +196,8 @@ void bind_engine(py::module_& m) {
               gk::set_wake_guard_ns(static_cast<uint64_t>(us * 1e3));
           },
           py::arg("us"), "Tests: set the calling thread's wake guard (0 forgets what it learned).");
-    m.def("wake_guard_next", &gk::wake_guard_next, py::arg("guard_ns"), py::arg("late_ns"), py::arg("dt_ns"),
-          "Tests: the guard after a sleep that woke late_ns late, dt_ns after the previous one.");
+    m.def("wake_guard_next", &gk::wake_guard_next, py::arg("guard_ns"), py::arg("late_ns"),
+          "Tests: the guard after a sleep that woke late_ns late.");
     py::class_<gk::StallProbe>(m, "StallProbe",
                                "A thread that only reads the clock and records the gaps (time it did not run) "
                                "longer than threshold_us: host stalls beside a benchmark.")

@@ -1,7 +1,6 @@
 #include "wake.h"
 
 #include <algorithm>
-#include <cmath>
 #include <ctime>
 
 #if defined(__linux__)
@@ -18,7 +17,6 @@ namespace {
 
 struct WakeState {
     uint64_t guard_ns = 0;
-    uint64_t last_ns = 0;  // when the previous sleep ended (0: none yet)
 };
 thread_local WakeState wake_state;
 
@@ -42,11 +40,10 @@ void sleep_until_monotonic(uint64_t t_ns) {
 
 }  // namespace
 
-uint64_t wake_guard_next(uint64_t guard_ns, uint64_t late_ns, uint64_t dt_ns) {
-    const double decayed = static_cast<double>(guard_ns) * std::exp2(-static_cast<double>(dt_ns) / kWakeGuardHalfLifeNs);
-    const uint64_t kept = static_cast<uint64_t>(decayed);
-    if (late_ns > kWakeGuardMaxNs) return kept;
-    return std::max(kept, late_ns);
+uint64_t wake_guard_next(uint64_t guard_ns, uint64_t late_ns) {
+    if (late_ns > kWakeGuardMaxNs) return guard_ns;
+    if (late_ns > guard_ns) return std::min(guard_ns + kWakeGuardUpNs, kWakeGuardMaxNs);
+    return guard_ns > kWakeGuardDownNs ? guard_ns - kWakeGuardDownNs : 0;
 }
 
 void sleep_before(uint64_t t_ns, uint64_t spin_ns) {
@@ -58,15 +55,11 @@ void sleep_before(uint64_t t_ns, uint64_t spin_ns) {
     sleep_until_monotonic(target);
     const uint64_t after = monotonic_ns();
     const uint64_t late = after > target ? after - target : 0;
-    w.guard_ns = wake_guard_next(w.guard_ns, late, w.last_ns ? after - w.last_ns : 0);
-    w.last_ns = after;
+    w.guard_ns = wake_guard_next(w.guard_ns, late);
 }
 
 uint64_t wake_guard_ns() { return wake_state.guard_ns; }
 
-void set_wake_guard_ns(uint64_t ns) {
-    wake_state.guard_ns = ns;
-    wake_state.last_ns = 0;
-}
+void set_wake_guard_ns(uint64_t ns) { wake_state.guard_ns = ns; }
 
 }  // namespace gk
