@@ -118,5 +118,26 @@ def test_miss_episodes_group_misses_by_release_time_and_name_the_stalls_inside()
     assert (big["fill_x_median"], alone["fill_x_median"]) == (8.0, 1.0)
     assert big["longest_stall_us"] == 2500.0
     assert (alone["misses"], alone["streams"], alone["at_s"], alone["longest_stall_us"]) == (1, 1, 0.0805, 0.0)
+    # whose: the first had an 8x fill inside it (a host slowdown), the second nothing (the process's)
+    assert (big["cause"], alone["cause"]) == ("host_slow", "process")
+    assert w["by_cause"] == {"host_slow": 3, "host_stall": 0, "process": 1}
     assert miss_episodes({"latency_ns": [np.zeros(3)], "start_ns": 0, "timed_from_ns": 0}, P, 1, 2.0, None) == \
-        {"episodes": 0, "list": []}
+        {"episodes": 0, "list": [], "by_cause": {"host_slow": 0, "host_stall": 0, "process": 0}}
+
+
+def test_episode_causes_and_the_capacity_no_miss_of_the_process_marks():
+    from pygpukit_dsp.bench.capacity import episode_cause
+
+    assert episode_cause({"fill_x_median": 3.0, "longest_stall_us": 0.0}) == "host_slow"
+    assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 150.0}) == "host_stall"
+    assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 10.0, "steal_ms": 10.0}) == "host_stall"
+    assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 10.0, "steal_ms": 0.0}) == "process"
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0, "coarse_s": 2.0})
+    for n, process, host in [(32, 0, 0), (64, 0, 12), (96, 3, 40)]:
+        pt = CapacityPoint("pygpukit-dsp", n, 30.0, "confirm", blocks=1000, p99_us=100.0)
+        pt.misses = {"5.33": process + host, "2.00": process + host}
+        pt.extra["misses_when"] = {"episodes": 1, "list": [], "by_cause": {"host_slow": host, "host_stall": 0,
+                                                                           "process": process}}
+        rep.points.append(pt)
+    assert rep.capacity("pygpukit-dsp", D[0]) == 32 and rep.capacity_not_blamed() == 64
+    assert "none the process's): 64" in rep.markdown()
