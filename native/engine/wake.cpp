@@ -50,7 +50,8 @@ void sleep_before(uint64_t t_ns, uint64_t spin_ns) {
     WakeState& w = wake_state;
     const uint64_t now = monotonic_ns();
     if (now >= t_ns || t_ns - now <= spin_ns) return;
-    const uint64_t guard = std::min(w.guard_ns, (t_ns - now - spin_ns) / 2);
+    // the guard at most doubles the spin the caller asked for (spin 0: a plain sleep, as asked)
+    const uint64_t guard = std::min({w.guard_ns, spin_ns, (t_ns - now - spin_ns) / 2});
     const uint64_t target = t_ns - spin_ns - guard;
     sleep_until_monotonic(target);
     const uint64_t after = monotonic_ns();

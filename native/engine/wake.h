@@ -9,10 +9,12 @@
 // stochastic quantile: up kWakeGuardUpNs when a wake-up came later than the guard, down
 // kWakeGuardDownNs when not, so it settles where 0.2% of wake-ups exceed it; the rest of the
 // spin window covers them). A lateness over kWakeGuardMaxNs (a stall no spin should chase) is
-// not learned, and the guard never takes more than half of a sleep. Chasing the largest lateness
-// instead (halving every 10 s) kept ~380 us on a quiet H100 lease whose p99.9 was 55 us: 0.11
-// of a core per 5.33-ms stream against 0.04. On a host that wakes on time the guard stays at a
-// few tens of microseconds; where it grows, the spin it adds shows in the CPU a stream uses.
+// not learned, and the guard never takes more than half of a sleep nor more than the spin the
+// caller asked for (spin_us is the caller's spin budget: the guard at most doubles it; 0 stays a
+// plain sleep). Chasing the largest lateness instead (halving every 10 s) kept ~380 us on a
+// quiet H100 lease whose p99.9 was 55 us: 0.11 of a core per 5.33-ms stream against 0.04. On a
+// host that wakes on time the guard stays at a few tens of microseconds; where it grows, the spin
+// it adds shows in the CPU a stream uses.
 #pragma once
 
 #include <cstdint>

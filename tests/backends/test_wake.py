@@ -6,6 +6,7 @@ early, whatever the guard, and each thread learns its own."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -58,3 +59,18 @@ def test_each_thread_learns_its_own_guard():
         native.set_wake_guard_us(-1)
     native.set_wake_guard_us(0)
     assert native.wake_guard_us() == 0.0
+
+
+def test_spin_zero_stays_a_plain_sleep_whatever_the_guard():
+    # spin_us is the caller's spin budget: the guard at most doubles it, so 0 never spins (a guard
+    # applied here would spin ~1.5 ms of each 3-ms wait: ~4.5 ms of this thread's CPU time)
+    native.set_wake_guard_us(5000)
+    try:
+        cpu0 = time.thread_time()
+        for _ in range(3):
+            t = native.monotonic_ns() + 3 * MS
+            native.wait_until(t, 0)
+            assert native.monotonic_ns() >= t
+        assert time.thread_time() - cpu0 < 0.0015
+    finally:
+        native.set_wake_guard_us(0)
