@@ -188,6 +188,7 @@ class CapacityReport:
                                 + (f", steal {e['steal_ms']} ms (one CPU {e['steal_max_cpu_ms']} ms)"
                                    if "steal_ms" in e else "")
                                 + (f": {CAUSE_WORDS[e['cause']]}" if "cause" in e else "")
+                                + (f" ({e['cause_note']})" if "cause_note" in e else "")
                                 for e in w["list"][:4])
                 bc = w.get("by_cause", {})
                 causes = ", ".join(f"{CAUSE_WORDS[c]} {bc.get(c, 0)}" for c in EPISODE_CAUSES)
@@ -253,6 +254,21 @@ def _figures(point: CapacityPoint, lat_ns: np.ndarray, deadlines_ms: tuple[float
 EPISODE_GAP_NS = 20_000_000   # misses closer than this in release time are one episode
 EPISODE_CAUSES = ("host_slow", "host_stall", "process")
 CAUSE_WORDS = {"host_slow": "host slowdown", "host_stall": "host stall", "process": "the process's"}
+
+
+GPU_FULL = 0.9                # a run whose GPU was this busy missed under its own load, whatever the fills did
+
+
+def own_load(when: dict[str, Any], gpu_busy: float | None) -> None:
+    """A run whose GPU was GPU_FULL busy or more: every episode is the process's (its own load;
+    slow fills there came with it: at 384-512 streams on the H200 the fills ran 6-34x their median
+    with the GPU 97-218% busy), not the host's."""
+    if gpu_busy is None or gpu_busy < GPU_FULL or not when.get("list"):
+        return
+    for ep in when["list"]:
+        if ep["cause"] != "process":
+            ep["cause"], ep["cause_note"] = "process", f"GPU {gpu_busy:.0%} busy: the run's own load"
+    when["by_cause"] = {c: (sum(e["misses"] for e in when["list"]) if c == "process" else 0) for c in EPISODE_CAUSES}
 
 
 def episode_cause(ep: dict[str, Any]) -> str:
@@ -486,6 +502,7 @@ class _ProjectStreams:
         pt.late = int(sum(res["late"]))
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"
+        own_load(pt.extra["misses_when"], pt.gpu_busy)
         measured = [s.get("measured_cost_ns") for s in stats if s.get("measured_cost_ns")]
         pt.extra["measured_gpu_cost_ns"] = float(np.median(measured)) if measured else None
         pt.extra["scheduler_missed"] = int(sum(int(s.get("missed", 0)) for s in stats))

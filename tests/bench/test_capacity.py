@@ -132,6 +132,16 @@ def test_episode_causes_and_the_capacity_no_miss_of_the_process_marks():
     assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 150.0}) == "host_stall"
     assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 10.0, "steal_ms": 10.0}) == "host_stall"
     assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 10.0, "steal_ms": 0.0}) == "process"
+    # a run whose GPU was full missed under its own load, whatever its fills did
+    from pygpukit_dsp.bench.capacity import own_load
+
+    when = {"episodes": 1, "list": [{"misses": 7, "cause": "host_slow"}],
+            "by_cause": {"host_slow": 7, "host_stall": 0, "process": 0}}
+    own_load(when, 0.5)
+    assert when["by_cause"]["host_slow"] == 7
+    own_load(when, 0.97)
+    assert when["by_cause"] == {"host_slow": 0, "host_stall": 0, "process": 7}
+    assert when["list"][0]["cause"] == "process" and "97% busy" in when["list"][0]["cause_note"]
     rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0, "coarse_s": 2.0})
     for n, process, host in [(32, 0, 0), (64, 0, 12), (96, 3, 40)]:
         pt = CapacityPoint("pygpukit-dsp", n, 30.0, "confirm", blocks=1000, p99_us=100.0)
