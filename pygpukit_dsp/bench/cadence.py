@@ -137,15 +137,15 @@ class CadenceReport:
         if not (paced and b2b and fl and fl_b2b):
             return {}
         out = {}
-        for key, q, target in (("p50", "p50", P50_TARGET), ("p99", "p99", P99_TARGET)):
+        for q, target in (("p50", P50_TARGET), ("p99", P99_TARGET)):
             allowed = target * getattr(b2b.figures, q)
             floor_paced, floor_b2b = getattr(fl.figures, q), getattr(fl_b2b.figures, q)
             below = floor_paced > allowed
-            out[key] = (f"the bare round trip paced: {q} {floor_paced:.1f} us (back to back {floor_b2b:.1f}: "
-                        f"{floor_paced / floor_b2b:.2f}x) against the {allowed:.1f} us the target allows the project "
-                        f"({target:g} x {getattr(b2b.figures, q):.1f})"
-                        + (": **the target is below what this machine allowed in this run**" if below else
-                           ": the floor is within it"))
+            out[q] = (f"the bare round trip paced: {q} {floor_paced:.1f} us (back to back {floor_b2b:.1f}: "
+                      f"{floor_paced / floor_b2b:.2f}x) against the {allowed:.1f} us the target allows the project "
+                      f"({target:g} x {getattr(b2b.figures, q):.1f})"
+                      + (": **the target is below what this machine allowed in this run**" if below else
+                         ": the floor is within it"))
         return out
 
     def targets(self) -> list[tuple[str, bool | None, str]]:
@@ -595,8 +595,6 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             _rotate(impls, inputs, blocks, period_ns, say)
             report.steal = steal_summary(steal0, steal_ticks(), time.perf_counter() - t_rot)
             if native:  # what the rotation thread's paced sleeps learned (native/engine/wake.cpp)
-                from .. import _native
-
                 report.host["wake_guard_us"] = round(float(_native.wake_guard_us()), 1)
             report.idle_floor = host_idle_floor(inputs[0], period_ns, min(blocks, IDLE_FLOOR_BLOCKS), spin_us, warm_us)
         for m in impls:
