@@ -28,8 +28,11 @@ sleeping until its next release; latency from the release.
 The sweep is coarse first (``coarse_s`` per N, N up the ladder until misses at the 5.33 ms
 deadline appear at two successive N), then the largest N with zero misses at each deadline is
 confirmed over ``confirm_s`` (>= 30 s for the headline); a confirmation that misses steps down the
-ladder, up to CONFIRM_TRIES runs per deadline (a run already made for the other deadline counts). The headline: the largest N with zero misses over the confirmation, at 5.33 ms
-and at 2 ms, for both, and their ratio.
+ladder, up to CONFIRM_TRIES runs per deadline (a run already made for the other deadline
+counts). The headline: the largest N with zero misses over the confirmation, at 5.33 ms and at
+2 ms, for both, and their ratio. Every run's misses come grouped into episodes, each with its
+cause (host slowdown, host stall or the process's: :func:`episode_cause`), and the steal time
+sampled beside it (bench/steal.py).
 """
 
 from __future__ import annotations
@@ -268,7 +271,8 @@ def own_load(when: dict[str, Any], gpu_busy: float | None) -> None:
     for ep in when["list"]:
         if ep["cause"] != "process":
             ep["cause"], ep["cause_note"] = "process", f"GPU {gpu_busy:.0%} busy: the run's own load"
-    when["by_cause"] = {c: (sum(e["misses"] for e in when["list"]) if c == "process" else 0) for c in EPISODE_CAUSES}
+    total = sum(when.get("by_cause", {}).values())  # every episode's misses (the list keeps the 12 largest)
+    when["by_cause"] = {c: (total if c == "process" else 0) for c in EPISODE_CAUSES}
 
 
 def episode_cause(ep: dict[str, Any]) -> str:
