@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .contention import HOST_SLOW_FACTOR, HOST_STALL_US, _start_probe, _stop_probe
+from .stall_probe import HOST_SLOW_FACTOR, HOST_STALL_US, start_probe, stop_probe
 from .steal import StealSampler, steal_summary, steal_ticks
 
 if TYPE_CHECKING:
@@ -486,14 +486,14 @@ class _ProjectStreams:
         with CudaDispatch(sched, device_index=self.device, spin_us=self.dispatcher_spin_us) as dispatch:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
-            probe = _start_probe()
+            probe = start_probe()
             steal = StealSampler().start()
             cpu0, t0 = _cpu_s(), time.perf_counter()
             try:
                 res = _native.run_paced([e._engine for e in engines], [P] * n, [i * P // n for i in range(n)],
                                         [self.inputs] * n, warmup_s, seconds, self.threads, self.spin_us)
             finally:
-                stalls = _stop_probe(probe)
+                stalls = stop_probe(probe)
                 steal.stop()
             wall = time.perf_counter() - t0
             pt.cpu_cores = (_cpu_s() - cpu0) / wall

@@ -51,9 +51,10 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from ..affinity import leave_reserved, pinned, reserved_cpus, resolve_cpu, spare_cpu
+from ..affinity import leave_reserved, pinned, resolve_cpu
 from ..errors import AdmissionError, ConfigError, ConfigErrors, DeviceError
 from ..stages.base import StageParams, validate_params
+from .stall_probe import HOST_SLOW_FACTOR, HOST_SLOW_MIN_US, HOST_STALL_US, start_probe, stop_probe
 from .trace import Breakdown, breakdown
 from .trace import markdown as breakdown_markdown
 
@@ -77,11 +78,7 @@ W2_WARM_S = 0.3             # W2 runs this long before its solo window opens
 SPIN_NS = 150_000           # the host sleeps until this close to an arrival, then spins
 SETTLE_BLOCKS = 20          # untimed W1 blocks after W2 is switched on or off
 PUMP_START_TIMEOUT_S = 120.0
-PROBE_THRESHOLD_US = 50.0   # the stall probe records its gaps from this long (miss_causes)
-HOST_STALL_US = 100.0       # a probe gap this long during a late block: the host stalled (not the process)
-SLOW_PHASES = ("fill", "copy out")  # fixed CPU work of a block: plain copies, no lock, no wait
-HOST_SLOW_FACTOR = 3.0      # ... this many times their median (and >= HOST_SLOW_MIN_US more): the CPU ran slow
-HOST_SLOW_MIN_US = 20.0
+SLOW_PHASES = ("fill", "copy out")  # fixed CPU work of a block: plain copies, no lock, no wait (stall_probe.py)
 
 Progress = Callable[[str], None]
 
@@ -692,7 +689,7 @@ class _ProjectRun:
                         lambda x, r: feed.at(x, r, wait.spin_us, wait.prewarm, wait.warm_us))  # noqa: E731
                     _paced_w1(feed, w1_inputs, warmup=warmup, blocks=0, period_ns=self.period_ns, release_call=at)
                     out = _Interleaved(w2_outputs=w2_outputs)
-                    probe = _start_probe()
+                    probe = start_probe()
                     for seg, n in enumerate(_split(blocks, segments)):
                         for loaded in ((False, True) if seg % 2 == 0 else (True, False)):
                             pump = _start_pump(_resident_pump(w2)) if loaded else None
@@ -711,7 +708,7 @@ class _ProjectRun:
                             if pump is not None:
                                 out.w2_done += pump.count(run.t_start, run.t_end)
                                 out.w2_seconds += (run.t_end - run.t_start) / 1e9
-                    out.stalls = _stop_probe(probe)
+                    out.stalls = stop_probe(probe)
                     out.w1_blocks, out.w1_last = feed.count, list(feed.last)
                     out.extra = {"scheduler_w1": sched.stream_stats(sid1), "scheduler_w2": sched.stream_stats(sid2),
                                  "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns,
@@ -806,26 +803,6 @@ class _Interleaved:
     w1_blocks: int = 0           # W1 blocks from reset to the end of the run
     w1_last: list[np.ndarray] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _start_probe() -> Any:
-    """A native thread that only reads the clock, recording its gaps >= PROBE_THRESHOLD_US (the
-    host took its CPU) while W1 runs; None where the native module has no probe."""
-    try:
-        from .. import _native
-
-        probe = _native.StallProbe(PROBE_THRESHOLD_US, spare_cpu() if reserved_cpus() else -1)
-        probe.start()
-        return probe
-    except (ImportError, AttributeError):
-        return None
-
-
-def _stop_probe(probe: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    if probe is None:
-        return None
-    starts, lengths = probe.stop()
-    return np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
 
 
 def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
