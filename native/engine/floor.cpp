@@ -7,9 +7,8 @@
 #include "gk/device.h"
 #include "gk/errors.h"
 #include "gk/loader.h"
+#include "release_wait.h"
 #include "spin.h"
-#include "stream_engine.h"
-#include "wake.h"
 
 namespace gk {
 
@@ -47,27 +46,16 @@ void RoundTripFloor::prewarm(uint64_t until_ns) {
     cu_check(api.cuMemcpyDtoHAsync(h_out_->data(), d_buf_->ptr(), 4, stream_->handle()), "cuMemcpyDtoHAsync_v2",
              "the floor's prewarm");
     cu_check(api.cuEventRecord(done_, stream_->handle()), "cuEventRecord", "the floor's prewarm");
-    unsigned sum = 0;
-    const auto* p = static_cast<const volatile unsigned char*>(h_in_->data());
-    for (size_t off = 0; off < in_bytes_; off += 64) sum += p[off];
-    const auto* q = static_cast<const volatile unsigned char*>(h_out_->data());
-    for (size_t off = 0; off < out_bytes_; off += 4096) sum += q[off];
-    static thread_local volatile unsigned sink = 0;
-    sink = sink + sum;
+    touch_host(h_in_->data(), in_bytes_, h_out_->data(), out_bytes_);
     while (api.cuEventQuery(done_) == CUDA_ERROR_NOT_READY && monotonic_ns() < until_ns) cpu_relax();
 }
 
 void RoundTripFloor::run(const void* src, void* dst, uint64_t release_ns, int spin_us, bool prewarm_first) {
     if (spin_us < 0) throw std::invalid_argument("spin_us must be >= 0");
-    if (release_ns > 0) {
-        const uint64_t spin_ns = static_cast<uint64_t>(spin_us) * 1000ULL;
-        const uint64_t now = monotonic_ns();
-        if (now < release_ns) {
-            sleep_before(release_ns, spin_ns);
-            if (prewarm_first) prewarm(release_ns);
-            while (monotonic_ns() < release_ns) cpu_relax();
-        }
-    }
+    if (release_ns > 0)
+        wait_for_release(release_ns, release_ns, static_cast<uint64_t>(spin_us) * 1000ULL, [&](uint64_t until) {
+            if (prewarm_first) prewarm(until);
+        });
     const DriverApi& api = driver();
     device_->make_current();
     std::memcpy(h_in_->data(), src, in_bytes_);

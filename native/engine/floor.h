@@ -1,7 +1,8 @@
 // The round trip's floor (benchmarks only: the paced bench, docs/benchmarks.md "Paced W1"): the
 // least a block of a given size needs on this host and GPU, with no pipeline. One block: copy it
-// into pinned memory, to the GPU, and a result of the output's size back (the copy engines, on
-// one stream), poll for the completion, copy the result out. Paced the way the project's blocks
+// into pinned memory, to the GPU, and out_bytes of the same device buffer back (the copy engines,
+// on one stream: the block's first bytes, zeros beyond it), poll for the completion, copy the
+// result out. Paced the way the project's blocks
 // are (the same sleep, prewarm and spin up to the release), against itself back to back, it
 // measures what a paced block pays on this machine whatever it runs: a paced target the floor
 // itself misses is below what the machine allows in that run.

@@ -1,7 +1,7 @@
 #include "stream_engine.h"
 #include "dispatcher.h"
 #include "spin.h"
-#include "wake.h"
+#include "release_wait.h"
 
 #include <algorithm>
 #include <chrono>
@@ -482,6 +482,15 @@ CUgraphExec StreamEngine::capture_slot(int s, bool with_copies) {
     return exec;
 }
 
+CUresult StreamEngine::launch_io_touch(const Slot& slot) {
+    // gk_io_touch: one thread per page of the slot's pinned input and output, read through the mapping
+    CUdeviceptr a = slot.h_in->device_ptr(), b = slot.h_out->device_ptr();
+    unsigned long long na = slot.h_in->nbytes(), nb = slot.h_out->nbytes();
+    void* params[] = {&a, &na, &b, &nb};
+    const unsigned pages = static_cast<unsigned>((na + 4095) / 4096 + (nb + 4095) / 4096);
+    return driver().cuLaunchKernel(io_touch_, (pages + 127) / 128, 1, 1, 128, 1, 1, 0, compute_, params, nullptr);
+}
+
 CUgraphExec StreamEngine::capture_prewarm(int s) {
     // The prewarm's touch of the slot as a graph: launched the way a block is (cuGraphLaunch on
     // the compute stream, then an event), so the prewarm also runs the host side of a block's
@@ -489,14 +498,8 @@ CUgraphExec StreamEngine::capture_prewarm(int s) {
     // a sleep against ~2.4 us when the thread never slept, H200)
     const DriverApi& api = driver();
     const std::string what = "capturing slot " + std::to_string(s) + "'s prewarm into a CUDA graph";
-    const Slot& slot = *slots_[static_cast<size_t>(s)];
-    CUdeviceptr a = slot.h_in->device_ptr(), b = slot.h_out->device_ptr();
-    unsigned long long na = slot.h_in->nbytes(), nb = slot.h_out->nbytes();
-    void* params[] = {&a, &na, &b, &nb};
-    const unsigned pages = static_cast<unsigned>((na + 4095) / 4096 + (nb + 4095) / 4096);
     cu_check(api.cuStreamBeginCapture(compute_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture_v2", what);
-    const CUresult launched =
-        api.cuLaunchKernel(io_touch_, (pages + 127) / 128, 1, 1, 128, 1, 1, 0, compute_, params, nullptr);
+    const CUresult launched = launch_io_touch(*slots_[static_cast<size_t>(s)]);
     CUgraph graph = nullptr;
     const CUresult ended = api.cuStreamEndCapture(compute_, &graph);
     if (launched != CUDA_SUCCESS || ended != CUDA_SUCCESS) {
@@ -944,12 +947,9 @@ void StreamEngine::wait_release(int s, const ReleaseWait& r, uint64_t return_at_
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
     const uint64_t spin_ns = r.spin_us > 0 ? static_cast<uint64_t>(r.spin_us) * 1000ULL : 0;
-    const uint64_t until = std::min(return_at_ns, r.release_ns);
-    const uint64_t now = now_ns();
-    if (now >= until) return;  // late already: no prewarm, the block goes at once
-    sleep_before(r.release_ns, spin_ns);
-    if (r.prewarm) prewarm_slot(s, until);
-    while (now_ns() < until) cpu_relax();
+    wait_for_release(r.release_ns, std::min(return_at_ns, r.release_ns), spin_ns, [&](uint64_t until) {
+        if (r.prewarm) prewarm_slot(s, until);
+    });
 }
 
 void StreamEngine::prewarm_slot(int s, uint64_t until_ns) {
@@ -965,36 +965,17 @@ void StreamEngine::prewarm_slot(int s, uint64_t until_ns) {
             if (!prewarm_event_)
                 cu_check(api.cuEventCreate(&prewarm_event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
                          "creating the prewarm event");
-            if (slot.prewarm_graph) {
+            if (slot.prewarm_graph)
                 cu_check(api.cuGraphLaunch(slot.prewarm_graph, compute_), "cuGraphLaunch", "launching the prewarm");
-            } else {
-                CUdeviceptr a = slot.h_in->device_ptr(), b = slot.h_out->device_ptr();
-                unsigned long long na = slot.h_in->nbytes(), nb = slot.h_out->nbytes();
-                void* params[] = {&a, &na, &b, &nb};
-                const unsigned pages = static_cast<unsigned>((na + 4095) / 4096 + (nb + 4095) / 4096);
-                cu_check(api.cuLaunchKernel(io_touch_, (pages + 127) / 128, 1, 1, 128, 1, 1, 0, compute_, params,
-                                            nullptr),
-                         "cuLaunchKernel", "launching gk_io_touch (prewarm)");
-            }
+            else
+                cu_check(launch_io_touch(slot), "cuLaunchKernel", "launching gk_io_touch (prewarm)");
             cu_check(api.cuEventRecord(prewarm_event_, compute_), "cuEventRecord", "prewarm");
             gpu = true;
         } catch (const std::exception&) {
             // a prewarm is an optimisation: a failure here shows up (and is reported) on the block itself
         }
     }
-    // host: every cache line of the pinned input (the fill then writes lines this core already
-    // holds instead of fetching each; paced, the fill took ~10 us against ~5 us back to back, H100)
-    // and one word of every page of the output (its TLB entries: the GPU's writes invalidate its
-    // lines anyway)
-    unsigned sum = 0;
-    {
-        const auto* p = static_cast<const volatile unsigned char*>(slot.h_in->data());
-        for (size_t off = 0; off < slot.h_in->nbytes(); off += 64) sum += p[off];
-        const auto* q = static_cast<const volatile unsigned char*>(slot.h_out->data());
-        for (size_t off = 0; off < slot.h_out->nbytes(); off += 4096) sum += q[off];
-    }
-    static thread_local volatile unsigned sink = 0;
-    sink = sink + sum;
+    touch_host(slot.h_in->data(), slot.h_in->nbytes(), slot.h_out->data(), slot.h_out->nbytes());
     if (!gpu) return;
     const DriverApi& api = driver();
     while (api.cuEventQuery(prewarm_event_) == CUDA_ERROR_NOT_READY && now_ns() < until_ns) cpu_relax();

@@ -338,6 +338,7 @@ private:
     void capture_graphs();
     CUgraphExec capture_slot(int slot, bool with_copies);
     CUgraphExec capture_prewarm(int slot);
+    CUresult launch_io_touch(const Slot& slot);  // on compute_ (the prewarm's GPU touch; captured or not)
     void warm_up();
     void enqueue_block(int slot);           // worker / inline process: the whole block as one chunk
     // Argument checks shared by submit() and the inline path.

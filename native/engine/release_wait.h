@@ -1,0 +1,39 @@
+// What a paced block does before its release (StreamEngine::wait_release, RoundTripFloor::run):
+// sleep until shortly before it (wake.h), prewarm, spin up to it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "spin.h"
+#include "stream_engine.h"
+#include "wake.h"
+
+namespace gk {
+
+// Returns at until_ns (<= release_ns) at the earliest: sleeps until spin_ns (+ the thread's wake
+// guard) before release_ns, calls prewarm(until_ns), spins to until_ns. Already past until_ns:
+// returns at once, without the prewarm (the block goes at once).
+template <class Prewarm>
+void wait_for_release(uint64_t release_ns, uint64_t until_ns, uint64_t spin_ns, Prewarm&& prewarm) {
+    if (monotonic_ns() >= until_ns) return;
+    sleep_before(release_ns, spin_ns);
+    prewarm(until_ns);
+    while (monotonic_ns() < until_ns) cpu_relax();
+}
+
+// The host half of a prewarm: every cache line of the pinned input (the fill then writes lines
+// this core already holds instead of fetching each; paced, the fill took ~10 us against ~5 us back
+// to back, H100) and one word of every page of the output (its TLB entries: the GPU's writes
+// invalidate its lines anyway).
+inline void touch_host(const void* in, size_t in_bytes, const void* out, size_t out_bytes) {
+    unsigned sum = 0;
+    const auto* p = static_cast<const volatile unsigned char*>(in);
+    for (size_t off = 0; off < in_bytes; off += 64) sum += p[off];
+    const auto* q = static_cast<const volatile unsigned char*>(out);
+    for (size_t off = 0; off < out_bytes; off += 4096) sum += q[off];
+    static thread_local volatile unsigned sink = 0;
+    sink = sink + sum;
+}
+
+}  // namespace gk
