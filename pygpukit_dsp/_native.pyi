@@ -71,7 +71,7 @@ def wait_until(t_ns: int, spin_us: int = 0) -> None: ...  # sleep (GIL released)
 def wake_guard_us() -> float: ...  # the calling thread's learned wake-up lateness (native/engine/wake.h)
 def set_wake_guard_us(us: float) -> None: ...  # tests
 def wake_guard_next(guard_ns: int, late_ns: int) -> int: ...  # tests: the learning rule
-def run_paced(engines: list[StreamEngine], periods_ns: list[int], phases_ns: list[int], inputs: list[list[np.ndarray]],
+def run_paced(engines: list[StreamEngine | RoundTripFloor], periods_ns: list[int], phases_ns: list[int], inputs: list[list[np.ndarray]],
               warmup_s: float, seconds: float, threads: int = 2, spin_us: int = 100) -> dict[str, Any]: ...
 
 class StallProbe:  # a thread that only reads the clock: host stalls beside a benchmark

@@ -264,16 +264,29 @@ void bind_engine(py::module_& m) {
             std::vector<std::shared_ptr<gk::StreamEngine>> keep;
             std::vector<py::array> arrays;  // alive for the run
             for (size_t i = 0; i < n; ++i) {
-                auto e = engines[i].cast<std::shared_ptr<gk::StreamEngine>>();
-                keep.push_back(e);
+                // a StreamEngine, or a RoundTripFloor (the bare round trip: the capacity floor)
+                gk::RoundTripFloor* floor = py::isinstance<gk::RoundTripFloor>(engines[i])
+                                                ? engines[i].cast<gk::RoundTripFloor*>() : nullptr;
+                std::shared_ptr<gk::StreamEngine> e;
+                if (!floor) {
+                    e = engines[i].cast<std::shared_ptr<gk::StreamEngine>>();
+                    keep.push_back(e);
+                }
                 specs[i].engine = e.get();
+                specs[i].floor = floor;
                 specs[i].period_ns = periods_ns[i];
                 specs[i].phase_ns = phases_ns[i];
                 for (auto item : inputs[i].cast<py::list>()) {
                     py::array a = py::reinterpret_borrow<py::array>(item);
-                    check_block(*e, a, "run_paced");
-                    if (a.shape(1) != e->input_desc().items)
-                        throw py::value_error("run_paced: every input must be a full block");
+                    if (floor) {
+                        if (!(a.flags() & py::array::c_style) || static_cast<size_t>(a.nbytes()) != floor->in_bytes())
+                            throw py::value_error("run_paced: a floor's inputs must be C-contiguous arrays of its "
+                                                  "in_bytes (" + std::to_string(floor->in_bytes()) + ") bytes");
+                    } else {
+                        check_block(*e, a, "run_paced");
+                        if (a.shape(1) != e->input_desc().items)
+                            throw py::value_error("run_paced: every input must be a full block");
+                    }
                     arrays.push_back(a);
                     specs[i].inputs.push_back(a.data());
                 }
@@ -308,7 +321,8 @@ void bind_engine(py::module_& m) {
         py::arg("engines"), py::arg("periods_ns"), py::arg("phases_ns"), py::arg("inputs"), py::arg("warmup_s"),
         py::arg("seconds"), py::arg("threads") = 2, py::arg("spin_us") = 100,
         "Release each engine's blocks on its own clock (block k at start + phase + k * period) from driver "
-        "threads, natively, for warmup_s + seconds; returns each stream's latencies (release -> output copied "
+        "threads, natively, for warmup_s + seconds (an engine: a StreamEngine, or a RoundTripFloor: the bare "
+        "round trip, one block in flight); returns each stream's latencies (release -> output copied "
         "out, ns) of the blocks released after the warm-up, and its released / late counts.");
 
     py::class_<gk::StreamEngine, EnginePtr>(

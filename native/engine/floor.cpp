@@ -56,18 +56,31 @@ void RoundTripFloor::run(const void* src, void* dst, uint64_t release_ns, int sp
         wait_for_release(release_ns, release_ns, static_cast<uint64_t>(spin_us) * 1000ULL, [&](uint64_t until) {
             if (prewarm_first) prewarm(until);
         });
+    fill(src);
+    submit();
+    while (!try_finish(dst)) cpu_relax();
+}
+
+void RoundTripFloor::fill(const void* src) { std::memcpy(h_in_->data(), src, in_bytes_); }
+
+void RoundTripFloor::submit() {
     const DriverApi& api = driver();
     device_->make_current();
-    std::memcpy(h_in_->data(), src, in_bytes_);
     cu_check(api.cuMemcpyHtoDAsync(d_buf_->ptr(), h_in_->data(), in_bytes_, stream_->handle()),
              "cuMemcpyHtoDAsync_v2", "the floor's block in");
     cu_check(api.cuMemcpyDtoHAsync(h_out_->data(), d_buf_->ptr(), out_bytes_, stream_->handle()),
              "cuMemcpyDtoHAsync_v2", "the floor's block out");
     cu_check(api.cuEventRecord(done_, stream_->handle()), "cuEventRecord", "the floor's block");
-    CUresult r;
-    while ((r = api.cuEventQuery(done_)) == CUDA_ERROR_NOT_READY) cpu_relax();
+}
+
+bool RoundTripFloor::try_finish(void* dst) {
+    const DriverApi& api = driver();
+    device_->make_current();
+    const CUresult r = api.cuEventQuery(done_);
+    if (r == CUDA_ERROR_NOT_READY) return false;
     cu_check(r, "cuEventQuery", "waiting for the floor's block");
     std::memcpy(dst, h_out_->data(), out_bytes_);
+    return true;
 }
 
 }  // namespace gk

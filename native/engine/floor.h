@@ -36,6 +36,13 @@ public:
     // spin up to it. release_ns 0: at once (back to back).
     void run(const void* src, void* dst, uint64_t release_ns, int spin_us, bool prewarm);
 
+    // The same block in steps, for a driver thread that keeps many floors in flight (run_paced:
+    // the capacity floor): fill copies src into the pinned input, submit enqueues the round trip,
+    // try_finish is true once it is back, with out_bytes copied to dst.
+    void fill(const void* src);
+    void submit();
+    bool try_finish(void* dst);
+
 private:
     void prewarm(uint64_t until_ns);
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "floor.h"
 #include "stream_engine.h"
 
 #if defined(__linux__)
@@ -36,6 +37,23 @@ struct Driven {
     std::vector<unsigned char> sink;  // where outputs are copied out
     int64_t items = 0, out_items = 0;
     int slots = 1;
+
+    // an engine's slot, or the floor's one block
+    void fill(int slot, const void* src) {
+        if (spec->floor) spec->floor->fill(src);
+        else spec->engine->fill(slot, src, items);
+    }
+    void submit(int slot) {
+        if (spec->floor) spec->floor->submit();
+        else spec->engine->submit(slot, items, false);
+    }
+    bool try_finish(int slot) {
+        if (spec->floor) return spec->floor->try_finish(sink.data());
+        int64_t n_out = 0;
+        if (!spec->engine->try_wait(slot, &n_out)) return false;
+        spec->engine->copy_output(slot, n_out, sink.data(), out_items);
+        return true;
+    }
 };
 
 void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint64_t end, int spin_us) {
@@ -43,12 +61,9 @@ void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint6
         bool progressed = false, busy = false, pending = false;
         uint64_t next_release = UINT64_MAX;
         for (Driven& d : mine) {
-            StreamEngine& e = *d.spec->engine;
             while (!d.in_flight.empty()) {
                 const InFlight f = d.in_flight.front();
-                int64_t n_out = 0;
-                if (!e.try_wait(f.slot, &n_out)) break;
-                e.copy_output(f.slot, n_out, d.sink.data(), d.out_items);
+                if (!d.try_finish(f.slot)) break;
                 const uint64_t t = monotonic_ns();
                 if (f.release_ns >= timed_from) {
                     d.result->latency_ns.push_back(static_cast<int64_t>(t - f.release_ns));
@@ -66,9 +81,9 @@ void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint6
                         const int slot = static_cast<int>(d.k % static_cast<uint64_t>(d.slots));
                         const auto& in = d.spec->inputs;
                         const uint64_t f0 = monotonic_ns();
-                        e.fill(slot, in[d.k % in.size()], d.items);
+                        d.fill(slot, in[d.k % in.size()]);
                         const int64_t fill = static_cast<int64_t>(monotonic_ns() - f0);
-                        e.submit(slot, d.items, false);
+                        d.submit(slot);
                         d.in_flight.push_back({slot, release, fill});
                         ++d.k;
                         ++d.result->released;
@@ -107,16 +122,21 @@ PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s,
     std::vector<std::vector<Driven>> groups(static_cast<size_t>(std::min<size_t>(threads, streams.size())));
     for (size_t i = 0; i < streams.size(); ++i) {
         const PacedStreamSpec& s = streams[i];
-        if (!s.engine) throw std::invalid_argument("stream " + std::to_string(i) + " has no engine");
+        if (!s.engine == !s.floor)
+            throw std::invalid_argument("stream " + std::to_string(i) + " needs an engine or a floor (one of them)");
         if (s.period_ns == 0) throw std::invalid_argument("stream " + std::to_string(i) + " has period 0");
         if (s.inputs.empty()) throw std::invalid_argument("stream " + std::to_string(i) + " has no input blocks");
         Driven d;
         d.spec = &s;
         d.result = &run.streams[i];
-        d.items = s.engine->input_desc().items;
-        d.out_items = s.engine->output_desc().items;
-        d.slots = s.engine->slots();
-        d.sink.resize(s.engine->output_desc().nbytes());
+        if (s.engine) {
+            d.items = s.engine->input_desc().items;
+            d.out_items = s.engine->output_desc().items;
+            d.slots = s.engine->slots();
+            d.sink.resize(s.engine->output_desc().nbytes());
+        } else {
+            d.sink.resize(s.floor->out_bytes());
+        }
         const double blocks = (warmup_s + seconds) * 1e9 / static_cast<double>(s.period_ns);
         d.result->latency_ns.reserve(static_cast<size_t>(blocks) + 2);
         d.result->fill_ns.reserve(static_cast<size_t>(blocks) + 2);

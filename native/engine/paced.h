@@ -17,13 +17,17 @@
 
 namespace gk {
 
+class RoundTripFloor;
 class StreamEngine;
 
 struct PacedStreamSpec {
     StreamEngine* engine = nullptr;
+    RoundTripFloor* floor = nullptr;       // instead of an engine: the bare round trip, one block in flight
+                                           // (the capacity floor: what N streams cost with no pipeline)
     uint64_t period_ns = 0;
     uint64_t phase_ns = 0;                 // first release: start + phase
-    std::vector<const void*> inputs;       // full input blocks (the engine's input layout), cycled
+    std::vector<const void*> inputs;       // full input blocks (the engine's input layout; a floor's
+                                           // in_bytes), cycled
 };
 
 struct PacedStreamResult {

@@ -65,6 +65,7 @@ STOP_AFTER_MISSING = 2              # coarse sweep: stop after this many success
 CONFIRM_TRIES = 3                   # confirmations per deadline: the knee, then down the ladder while they miss
 TARGET_STREAMS = 100                # issue 13: >= 100 streams with zero misses at 5.33 ms over 30 s
 TARGET_RATIO = 3.0                  # ... and >= 3x what PyTorch + graph holds
+FLOOR = "floor"                     # the capacity floor's points (_FloorStreams)
 
 
 @dataclass
@@ -144,17 +145,54 @@ class CapacityReport:
                             "torch-graph_coarse": self.capacity("torch-graph", d, "coarse")}
         return out
 
+    def floor_verdict(self) -> dict[str, Any] | None:
+        """The floor's confirmation at TARGET_STREAMS (None: it did not run): its misses at the
+        period and their causes; ``below_machine`` when it missed: the target was below what this
+        machine allowed in this run."""
+        d = _key(self.deadlines_ms[0])
+        runs = [p for p in self.points if p.impl == FLOOR and p.phase == "confirm" and p.n == TARGET_STREAMS
+                and p.status == "ok" and p.blocks > 0]
+        if not runs:
+            return None
+        f = runs[-1]
+        misses = int(f.misses.get(d, 0))
+        return {"n": f.n, "seconds": f.seconds, "blocks": f.blocks, "misses": misses, "p99_us": f.p99_us,
+                "by_cause": f.extra.get("misses_when", {}).get("by_cause", {}), "below_machine": misses > 0}
+
+    def torch_missed_first(self) -> int | None:
+        """The smallest N of PyTorch's ladder when PyTorch + graph missed there (it holds fewer)."""
+        ladder = self.settings.get("torch_ladder") or []
+        if not ladder:
+            return None
+        d = self.deadlines_ms[0]
+        runs = [p for p in self.points if p.impl == "torch-graph" and p.n == ladder[0] and p.status == "ok"]
+        return ladder[0] if any(not p.zero_misses(d) for p in runs) else None
+
     def targets(self) -> list[tuple[str, bool | None, str]]:
         d = _key(self.deadlines_ms[0])
         h = self.headline().get(d, {})
         proj, ratio = h.get("pygpukit-dsp"), h.get("ratio")
         secs = self.settings.get("confirm_s", 0)
-        out = [(f">= {TARGET_STREAMS} W1 streams with zero misses at {self.deadlines_ms[0]:.2f} ms over "
-                f"{secs:g} s", None if proj is None else proj >= TARGET_STREAMS,
-                "not measured" if proj is None else f"{proj} streams"),
-               (f">= {TARGET_RATIO:g}x the streams PyTorch + CUDA graph holds", None if ratio is None else
-                ratio >= TARGET_RATIO, "not measured" if ratio is None else f"{ratio:.2f}x")]
-        return out
+        detail = "not measured" if proj is None else f"{proj} streams"
+        fv = self.floor_verdict()
+        if fv is not None and (proj is None or proj < TARGET_STREAMS):
+            if fv["below_machine"]:
+                detail += (f"; the floor (bare round trips, no pipeline) missed {fv['misses']} blocks at "
+                           f"{fv['n']} streams over {fv['seconds']:g} s in this run: the target was below what this "
+                           "machine allowed in this run")
+            else:
+                detail += (f"; the floor held {fv['n']} streams with zero misses over {fv['seconds']:g} s in this "
+                           "run: the miss is the project's")
+        rdetail, rmet = ("not measured", None) if ratio is None else (f"{ratio:.2f}x", ratio >= TARGET_RATIO)
+        first = self.torch_missed_first()
+        if ratio is None and proj and h.get("torch-graph") is None and first:
+            bound = proj / first
+            rdetail = (f"PyTorch + graph held no N of its ladder (it missed at {first}, the smallest): more than "
+                       f"{proj}/{first} = {bound:.1f}x")
+            rmet = True if bound >= TARGET_RATIO else None
+        return [(f">= {TARGET_STREAMS} W1 streams with zero misses at {self.deadlines_ms[0]:.2f} ms over {secs:g} s",
+                 None if proj is None else proj >= TARGET_STREAMS, detail),
+                (f">= {TARGET_RATIO:g}x the streams PyTorch + CUDA graph holds", rmet, rdetail)]
 
     def markdown(self) -> str:
         keys = [_key(d) for d in self.deadlines_ms]
@@ -231,6 +269,7 @@ class CapacityReport:
         d = asdict(self)
         d["headline"] = self.headline()
         d["capacity_not_blamed"] = self.capacity_not_blamed()
+        d["floor_verdict"] = self.floor_verdict()
         d["targets"] = [{"name": n, "met": m, "detail": t} for n, m, t in self.targets()]
         return d
 
@@ -430,6 +469,33 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
 # ----------------------------------------------------------------------------- pygpukit-dsp
 
 
+def _paced_run(pt: CapacityPoint, targets: list[Any], period_ns: int, inputs: list[np.ndarray], warmup_s: float,
+               seconds: float, deadlines_ms: tuple[float, ...] | list[float], threads: int, spin_us: int) -> float:
+    """``_native.run_paced`` over ``targets`` (engines or floors; stream i's phase i * period / N),
+    the stall probe and the steal sampler beside it; fills ``pt``'s latency figures, misses by
+    episode, steal, late count and CPU use. Returns the wall time."""
+    from .. import _native
+
+    n = len(targets)
+    probe = start_probe()
+    steal = StealSampler().start()
+    cpu0, t0 = _cpu_s(), time.perf_counter()
+    try:
+        res = _native.run_paced(targets, [period_ns] * n, [i * period_ns // n for i in range(n)], [inputs] * n,
+                                warmup_s, seconds, threads, spin_us)
+    finally:
+        stalls = stop_probe(probe)
+        steal.stop()
+    wall = time.perf_counter() - t0
+    pt.cpu_cores = (_cpu_s() - cpu0) / wall
+    lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
+    _figures(pt, lat, deadlines_ms)
+    pt.extra["misses_when"] = miss_episodes(res, period_ns, n, max(deadlines_ms), stalls, threads, steal)
+    pt.extra["steal"] = steal.summary()
+    pt.late = int(sum(res["late"]))
+    return wall
+
+
 class _ProjectStreams:
     """Up to max(ladder) W1 engines, opened once; each run attaches the first N to a fresh scheduler
     and dispatcher (the Session's one-GPU path) and drives them natively."""
@@ -471,7 +537,6 @@ class _ProjectStreams:
             deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
         from pygpukit_dsp_core import Scheduler
 
-        from .. import _native
         from ..backends.cuda_dispatch import CudaDispatch
 
         pt = CapacityPoint("pygpukit-dsp", n, seconds, phase)
@@ -486,24 +551,10 @@ class _ProjectStreams:
         with CudaDispatch(sched, device_index=self.device, spin_us=self.dispatcher_spin_us) as dispatch:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
-            probe = start_probe()
-            steal = StealSampler().start()
-            cpu0, t0 = _cpu_s(), time.perf_counter()
-            try:
-                res = _native.run_paced([e._engine for e in engines], [P] * n, [i * P // n for i in range(n)],
-                                        [self.inputs] * n, warmup_s, seconds, self.threads, self.spin_us)
-            finally:
-                stalls = stop_probe(probe)
-                steal.stop()
-            wall = time.perf_counter() - t0
-            pt.cpu_cores = (_cpu_s() - cpu0) / wall
+            wall = _paced_run(pt, [e._engine for e in engines], P, self.inputs, warmup_s, seconds, deadlines_ms,
+                              self.threads, self.spin_us)
             stats = [dispatch.stream_stats(sid) for sid in ids]
             pt.extra["dispatch"] = dispatch.stats()
-        lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
-        _figures(pt, lat, deadlines_ms)
-        pt.extra["misses_when"] = miss_episodes(res, P, n, max(deadlines_ms), stalls, self.threads, steal)
-        pt.extra["steal"] = steal.summary()
-        pt.late = int(sum(res["late"]))
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"
         own_load(pt.extra["misses_when"], pt.gpu_busy)
@@ -518,6 +569,50 @@ class _ProjectStreams:
             with contextlib.suppress(Exception):
                 e.close()
         self.engines = []
+
+
+class _FloorStreams:
+    """The capacity floor: N bare round trips (``_native.RoundTripFloor``: the W1 block to the GPU
+    and its output's size back, no pipeline, no scheduler, one CUDA stream each), released by the
+    same driver threads on the same staggered clocks as the project's streams. Where the floor
+    itself misses at N, N streams were more than this machine allowed in that run, whatever they
+    ran (the paced rotation's floor, bench/cadence.py, does the same for one stream)."""
+
+    def __init__(self, chain: Any, inputs: list[np.ndarray], *, threads: int, spin_us: int, device: int = 0):
+        from .. import _native
+
+        self.device = _native.Device(device)
+        self.inputs = [np.ascontiguousarray(x) for x in inputs]
+        self.in_bytes, self.out_bytes = int(chain.input.block_nbytes), int(chain.output.block_nbytes)
+        self.period_ns = int(round(chain.input.block_period * 1e9))
+        self.threads, self.spin_us = threads, spin_us
+        self.floors: list[Any] = []
+
+    def run(self, n: int, seconds: float, phase: str, warmup_s: float,
+            deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
+        from .. import _native
+
+        while len(self.floors) < n:
+            self.floors.append(_native.RoundTripFloor(self.device, self.in_bytes, self.out_bytes))
+        pt = CapacityPoint(FLOOR, n, seconds, phase)
+        _paced_run(pt, self.floors[:n], self.period_ns, self.inputs, warmup_s, seconds, deadlines_ms, self.threads,
+                   self.spin_us)
+        return pt
+
+    def close(self) -> None:
+        self.floors = []
+
+
+def floor_plan(points: list[CapacityPoint], deadline_ms: float) -> list[tuple[int, str]]:
+    """The floor's runs, after the project's sweep: a coarse run at every N where the project's
+    coarse sweep missed at ``deadline_ms`` (where its misses began), and, when the project did not
+    confirm TARGET_STREAMS, a confirmation at TARGET_STREAMS (the target's verdict needs it)."""
+    proj = [p for p in points if p.impl == "pygpukit-dsp" and p.status == "ok"]
+    plan = [(p.n, "coarse") for p in proj if p.phase == "coarse" and not p.zero_misses(deadline_ms)]
+    held = [p.n for p in proj if p.phase == "confirm" and p.zero_misses(deadline_ms)]
+    if not held or max(held) < TARGET_STREAMS:
+        plan.append((TARGET_STREAMS, "confirm"))
+    return plan
 
 
 # ----------------------------------------------------------------------------- PyTorch + graph
@@ -626,10 +721,11 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                  torch_ladder: tuple[int, ...] | list[int] = TORCH_LADDER, coarse_s: float = COARSE_S,
                  confirm_s: float = CONFIRM_S, warmup_s: float = WARMUP_S,
                  deadlines_ms: tuple[float, ...] | list[float] = DEADLINES_MS, threads: int | None = None,
-                 spin_us: int = 100, dispatcher_spin_us: int = 200, baseline: bool = True,
+                 spin_us: int = 100, dispatcher_spin_us: int = 200, baseline: bool = True, floor: bool = True,
                  engine_kwargs: dict[str, Any] | None = None, budget_s: float | None = None,
                  progress: Callable[[str], None] | None = None) -> CapacityReport:
-    """The capacity sweep (module doc) of ``pipeline`` (W1) and, with ``baseline``, PyTorch + graph."""
+    """The capacity sweep (module doc) of ``pipeline`` (W1); with ``floor``, the floor's runs
+    (:func:`floor_plan`); with ``baseline``, PyTorch + graph."""
     import os
 
     from ..errors import ConfigError
@@ -641,7 +737,8 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     # the budget: pygpukit-dsp gets up to its share, PyTorch the rest (each sweep skips the runs
     # that would not fit)
     until_all = None if budget_s is None else t_begin + budget_s
-    until_proj = None if budget_s is None else t_begin + budget_s * (0.55 if baseline else 1.0)
+    until_proj = None if budget_s is None else t_begin + budget_s * (0.5 if baseline else 0.85 if floor else 1.0)
+    until_floor = None if budget_s is None else t_begin + budget_s * (0.65 if baseline else 1.0)
     if sorted(ladder) != list(ladder) or sorted(torch_ladder) != list(torch_ladder):
         raise ConfigError("the capacity ladders must increase")
     say = progress or (lambda _line: None)
@@ -673,6 +770,21 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
             report.predictions.append(predict(int(np.median(gpu_costs)), period_ns, deadlines_ms, "gpu"))
     finally:
         proj.close()
+    if floor:
+        floors = _FloorStreams(chain, inputs, threads=threads, spin_us=spin_us)
+        try:
+            for n, phase in floor_plan(report.points, deadlines_ms[0]):
+                secs = coarse_s if phase == "coarse" else confirm_s
+                if secs <= 0:
+                    continue
+                if until_floor is not None and time.perf_counter() + secs + warmup_s + 1 > until_floor:
+                    report.points.append(CapacityPoint(FLOOR, n, secs, phase, status="skipped", reason="time budget"))
+                    continue
+                pt = floors.run(n, secs, phase, warmup_s, deadlines_ms)
+                report.points.append(pt)
+                say(f"capacity: floor N={n} {phase} {secs:g} s: p99 {pt.p99_us:.1f} us, misses {pt.misses}")
+        finally:
+            floors.close()
     if baseline:
         try:
             torch_streams = _TorchStreams(p, inputs)
@@ -694,15 +806,16 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
 
 
 def plot_capacity(report: CapacityReport, path: str) -> None:
-    """p99 latency against N for both implementations, the deadlines as horizontal lines (PNG)."""
+    """p99 latency against N for both implementations (and the floor's runs), the deadlines as
+    horizontal lines (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    for impl, marker in (("pygpukit-dsp", "o"), ("torch-graph", "s")):
-        for phase, style in (("coarse", "-"), ("confirm", "")):
+    for impl, marker in (("pygpukit-dsp", "o"), ("torch-graph", "s"), (FLOOR, "^")):
+        for phase, style in (("coarse", "-" if impl != FLOOR else ""), ("confirm", "")):
             pts = sorted((p.n, p.p99_us) for p in report.points
                          if p.impl == impl and p.phase == phase and p.status == "ok" and p.blocks)
             if not pts:

@@ -116,6 +116,16 @@ for args in ((x[:, :10], y), (x, np.empty((3, 64), np.float32)), (x, y[:, ::2]))
         res.setdefault("floor_bad", []).append(None)
     except ValueError as exc:
         res.setdefault("floor_bad", []).append(str(exc))
+# run_paced over floors (the capacity floor): released and timed on their clocks like engines
+floors = [_native.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4) for _ in range(4)]
+out = _native.run_paced(floors, [2_000_000] * 4, [i * 500_000 for i in range(4)], [[x, x + 1]] * 4, 0.05, 0.3, 2, 100)
+res["floor_paced_run"] = {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
+                          "fills": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["fill_ns"], out["latency_ns"])],
+                          "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"])}
+try:
+    _native.run_paced(floors[:1], [1_000_000], [0], [[x[:, :10].copy()]], 0.0, 0.1)
+except ValueError as exc:
+    res["floor_paced_bad"] = str(exc)
 print(json.dumps(res))
 """
 
@@ -158,6 +168,16 @@ res = {"after_release": all(row[0] >= r for row, r in zip(g.trace().tolist(), re
        "graph_launches": int(g.counters()["graph_launches"]),
        "driver_graph_launches": fake.fake_cuda_graph_launches() - launches0}
 g.close()
+# run_paced over floors (the capacity floor): released and timed on their clocks like engines
+floors = [_native.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4) for _ in range(4)]
+out = _native.run_paced(floors, [2_000_000] * 4, [i * 500_000 for i in range(4)], [[x, x + 1]] * 4, 0.05, 0.3, 2, 100)
+res["floor_paced_run"] = {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
+                          "fills": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["fill_ns"], out["latency_ns"])],
+                          "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"])}
+try:
+    _native.run_paced(floors[:1], [1_000_000], [0], [[x[:, :10].copy()]], 0.0, 0.1)
+except ValueError as exc:
+    res["floor_paced_bad"] = str(exc)
 print(json.dumps(res))
 """
 
@@ -187,6 +207,13 @@ def test_run_paced_releases_every_stream_on_its_clock(paced):
 def test_run_paced_checks_its_arguments(paced):
     a, b, c = paced["bad"]
     assert "at least one stream" in a and "period 0" in b and "full block" in c
+
+
+def test_run_paced_drives_floors_on_their_clocks(paced):
+    p = paced["floor_paced_run"]
+    assert all(174 <= n <= 176 for n in p["released"]) and all(148 <= n <= 151 for n in p["timed"])
+    assert p["positive"] and p["fills"] == [True] * 4 and p["late"] == [0] * 4  # one block in flight, never late
+    assert "in_bytes (1024) bytes" in paced["floor_paced_bad"]
 
 
 def test_the_floor_is_a_round_trip_of_the_block_paced_like_process(paced):

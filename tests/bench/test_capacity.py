@@ -151,3 +151,74 @@ def test_episode_causes_and_the_capacity_no_miss_of_the_process_marks():
         rep.points.append(pt)
     assert rep.capacity("pygpukit-dsp", D[0]) == 32 and rep.capacity_not_blamed() == 64
     assert "none the process's): 64" in rep.markdown()
+
+
+def _report(points, **settings):
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine",
+                         {"confirm_s": 30.0, "coarse_s": 2.0, "torch_ladder": [4, 8], **settings})
+    for impl, n, phase, m5 in points:
+        pt = CapacityPoint(impl, n, 30.0 if phase == "confirm" else 2.0, phase, blocks=1000, p99_us=100.0)
+        pt.misses = {"5.33": m5, "2.00": m5}
+        rep.points.append(pt)
+    return rep
+
+
+def test_the_floor_runs_where_the_misses_began_and_at_the_target_when_it_was_not_confirmed():
+    from pygpukit_dsp.bench.capacity import TARGET_STREAMS, floor_plan
+
+    rep = _report([("pygpukit-dsp", 32, "coarse", 0), ("pygpukit-dsp", 64, "coarse", 0),
+                   ("pygpukit-dsp", 96, "coarse", 5), ("pygpukit-dsp", 128, "coarse", 9),
+                   ("pygpukit-dsp", 64, "confirm", 3), ("pygpukit-dsp", 32, "confirm", 0)])
+    assert floor_plan(rep.points, D[0]) == [(96, "coarse"), (128, "coarse"), (TARGET_STREAMS, "confirm")]
+    held = _report([("pygpukit-dsp", 128, "coarse", 0), ("pygpukit-dsp", 160, "coarse", 1),
+                    ("pygpukit-dsp", 128, "confirm", 0)])
+    assert floor_plan(held.points, D[0]) == [(160, "coarse")]  # the target confirmed: no floor confirmation
+
+
+def test_the_capacity_target_s_verdict_comes_from_the_floor_at_the_target():
+    base = [("pygpukit-dsp", 32, "confirm", 0), ("pygpukit-dsp", 64, "confirm", 4)]
+    rep = _report(base + [("floor", 100, "confirm", 7)])
+    (_, met, detail), _ = rep.targets()
+    assert met is False and "the floor (bare round trips, no pipeline) missed 7 blocks at 100 streams" in detail
+    assert "below what this machine allowed in this run" in detail
+    assert rep.floor_verdict()["below_machine"] and rep.to_dict()["floor_verdict"]["misses"] == 7
+    held = _report(base + [("floor", 100, "confirm", 0)])
+    (_, met, detail), _ = held.targets()
+    assert met is False and "the floor held 100 streams with zero misses" in detail and "the project's" in detail
+    assert "floor held 100" in held.markdown()
+    assert _report(base).floor_verdict() is None
+
+
+def test_pytorch_holding_none_of_its_ladder_bounds_the_ratio_from_below():
+    rep = _report([("pygpukit-dsp", 32, "confirm", 0), ("torch-graph", 4, "coarse", 0),
+                   ("torch-graph", 8, "coarse", 3), ("torch-graph", 4, "confirm", 2)])
+    _, (_, met, detail) = rep.targets()
+    assert met is True and "it missed at 4, the smallest" in detail and "32/4 = 8.0x" in detail
+    small = _report([("pygpukit-dsp", 8, "confirm", 0), ("torch-graph", 4, "coarse", 1)])
+    assert small.targets()[1][1] is None  # more than 2x says nothing about 3x
+    untried = _report([("pygpukit-dsp", 32, "confirm", 0)])
+    assert untried.targets()[1][1:] == (None, "not measured")
+
+
+@pytest.mark.gpu
+def test_a_short_sweep_on_the_gpu_runs_the_project_the_floor_and_pytorch():
+    """The whole sweep on the GPU, tiny: the project's streams through one dispatcher, the floor's
+    bare round trips at the target's N (nothing was confirmed there) and PyTorch + graph."""
+    from pathlib import Path
+
+    from pygpukit_dsp import Pipeline
+    from pygpukit_dsp.bench.capacity import TARGET_STREAMS, run_capacity
+
+    w1 = Pipeline.from_yaml(Path(__file__).resolve().parents[2] / "benchmarks" / "w1.yaml")
+    rep = run_capacity(w1, ladder=(2, 4), torch_ladder=(2,), coarse_s=0.3, confirm_s=0.4, warmup_s=0.1)
+    by = {(p.impl, p.n, p.phase): p for p in rep.points}
+    for key in [("pygpukit-dsp", 2, "coarse"), ("pygpukit-dsp", 4, "coarse"), ("floor", TARGET_STREAMS, "confirm"),
+                ("torch-graph", 2, "coarse")]:
+        p = by[key]
+        expect = p.n * p.seconds / (256 / 48000)
+        assert p.status == "ok" and 0.8 * expect <= p.blocks <= expect + p.n + 1, key
+        assert 0 < p.p50_us <= p.p99_us <= p.max_us and "5.33" in p.misses, key
+    assert by[("pygpukit-dsp", 4, "coarse")].extra["dispatch"]["posted"] >= by[("pygpukit-dsp", 4, "coarse")].blocks
+    assert by[("pygpukit-dsp", 4, "coarse")].gpu_busy > 0
+    assert rep.floor_verdict()["n"] == TARGET_STREAMS
+    json.dumps(rep.to_dict())

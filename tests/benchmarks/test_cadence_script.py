@@ -83,6 +83,11 @@ def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
     assert set(cap["headline"]) == {"5.33", "2.00"}
     torch = [p for p in cap["points"] if p["impl"] == "torch-graph"]
     assert torch and all(p["status"] in ("skipped", "ok") for p in torch)
+    # the floor: 4 streams confirmed at most, so the floor ran at the target's 100 (bare round trips)
+    floor = [p for p in cap["points"] if p["impl"] == "floor" and p["phase"] == "confirm"]
+    assert [p["n"] for p in floor] == [100] and floor[0]["status"] == "ok"
+    assert 0.8 * 100 * 0.3 / (256 / 48000) <= floor[0]["blocks"] and "misses_when" in floor[0]["extra"]
+    assert cap["floor_verdict"]["n"] == 100 and "the floor" in cap["targets"][0]["detail"]
     assert (cadence_run / "capacity.png").stat().st_size > 1000
 
 
