@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         rep = run_capacity(w1, ladder=env_ints("CAPACITY_LADDER", list(PROJECT_LADDER)),
                            torch_ladder=env_ints("CAPACITY_TORCH_LADDER", list(TORCH_LADDER)),
                            coarse_s=coarse, confirm_s=confirm, budget_s=max(30.0, left() - w3_reserve()),
+                           threads=env_int("CAPACITY_THREADS", 0) or None,  # 0: the default (cores / 4, 1..4)
                            progress=say)
         results["capacity"] = rep.to_dict()
         sections.append(rep.markdown())

@@ -737,8 +737,8 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     # the budget: pygpukit-dsp gets up to its share, PyTorch the rest (each sweep skips the runs
     # that would not fit)
     until_all = None if budget_s is None else t_begin + budget_s
-    until_proj = None if budget_s is None else t_begin + budget_s * (0.5 if baseline else 0.85 if floor else 1.0)
-    until_floor = None if budget_s is None else t_begin + budget_s * (0.65 if baseline else 1.0)
+    until_proj = None if budget_s is None else t_begin + budget_s * (0.55 if baseline else 0.85 if floor else 1.0)
+    until_floor = None if budget_s is None else t_begin + budget_s * (0.68 if baseline else 1.0)
     if sorted(ladder) != list(ladder) or sorted(torch_ladder) != list(torch_ladder):
         raise ConfigError("the capacity ladders must increase")
     say = progress or (lambda _line: None)
