@@ -51,7 +51,7 @@ def w1_session(w1_path: Path, streams: int, source: str, cost_us: float | None =
         p.backend = "cuda"
         p.device = "auto"
         if cost_us is not None:
-            p.qos = p.qos.model_copy(update={"cost_us": cost_us})  # declared: placement does not vary
+            p.qos = p.qos.model_copy(update={"cost_us": cost_us})  # declared: nothing measured
         if source == "zeros":
             p.source = NullSource(rate="realtime")  # paced at 48 kHz: a block every 5.33 ms
         else:
@@ -246,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="W1 input: zeros (a null source, the least Python per block, so the streams' threads "
                          "contend least for the GIL) or W1's own seeded noise (synth)")
     ap.add_argument("--cost-us", type=float, help="declare each W1 stream's per-block cost (qos.cost_us) instead "
-                    "of measuring it: the slowest of a few blocks, so one host hiccup while a stream is measured "
-                    "makes it look costly and auto places the streams unevenly")
+                    "of measuring it (admission times one stream's blocks and the identical others share it), "
+                    "so that admission's headroom, and so the placement, is the same from run to run")
     ap.add_argument("--blocks-streamed", type=int, default=200, help="W2 streamed blocks per GPU")
     ap.add_argument("--blocks-resident", type=int, default=1000, help="W2 resident blocks per GPU")
     ap.add_argument("--gpus", help="comma-separated GPU indices (default: every usable GPU)")

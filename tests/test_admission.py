@@ -109,3 +109,67 @@ def test_two_pipelines_with_one_name_are_a_config_error():
 
     with pytest.raises(ConfigError, match="two pipelines of the session are named 'x'"):
         admit([_fake_runner("x", "cpu", {}), _fake_runner("x", "cpu", {})])
+
+
+# ----------------------------------------------------------------------------- the measured cost
+
+
+class _ScriptedEngine:
+    """process() takes the next scripted time on a fake clock (ns); counts its calls."""
+
+    def __init__(self, clock, times):
+        self.clock, self.times, self.calls, self.resets = clock, list(times), 0, 0
+
+    def process(self, x):
+        self.calls += 1
+        self.clock[0] += self.times.pop(0) if self.times else 1_000
+
+    def reset(self):
+        self.resets += 1
+
+
+def _scripted(monkeypatch, times):
+    from types import SimpleNamespace
+
+    import pygpukit_dsp.admission as adm
+
+    clock = [0]
+    monkeypatch.setattr(adm, "time", SimpleNamespace(perf_counter_ns=lambda: clock[0]))
+    return _ScriptedEngine(clock, times)
+
+
+def test_a_round_that_met_a_host_hiccup_is_timed_again(monkeypatch):
+    from pygpukit_dsp.admission import measure_engine_cost_ns
+    from pygpukit_dsp.signal import SignalSpec
+
+    spec = SignalSpec(48000.0, 2, 64)
+    # warm-up, then a round with one 50-us block among 10-us ones (5x its median): timed again
+    e = _scripted(monkeypatch, [99_000] + [10_000] * 3 + [50_000] + [10_000] * 4 + [10_000] * 7 + [14_000])
+    assert measure_engine_cost_ns(e, spec) == 14_000 and e.calls == 17 and e.resets == 1
+    # a calm round is the answer at once: its slowest block, 2.5x its median
+    e = _scripted(monkeypatch, [1] + [10_000] * 7 + [25_000])
+    assert measure_engine_cost_ns(e, spec) == 25_000 and e.calls == 9
+    # no round calm: the least slowest of the three
+    e = _scripted(monkeypatch, [1] + ([10_000] * 7 + [90_000]) + ([10_000] * 7 + [60_000]) + ([10_000] * 7 + [80_000]))
+    assert measure_engine_cost_ns(e, spec) == 60_000 and e.calls == 25
+
+
+def test_streams_of_one_kind_share_one_measured_cost(monkeypatch):
+    from types import SimpleNamespace
+
+    from pygpukit_dsp.admission import admit
+
+    e1 = _scripted(monkeypatch, [])
+    clock = e1.clock
+    engines = [e1, _ScriptedEngine(clock, []), _ScriptedEngine(clock, [])]
+    runners = []
+    for i, (e, block) in enumerate(zip(engines, (480, 480, 960))):
+        r = _fake_runner(f"s{i}", "cpu", {"class": "realtime"}, block=block)
+        e.choice, e.units_per_block = r.engine.choice, 1
+        r.engine = e
+        r.pipeline.stages = [SimpleNamespace(to_config=lambda: {"type": "gain", "db": -3})]
+        runners.append(r)
+    sched = admit(runners)["cpu"]
+    assert [e.calls for e in engines] == [9, 0, 9]  # the second is the first's kind; the third's block differs
+    costs = {st["name"]: st["declared_cost_ns"] for st in sched.stats()["streams"]}
+    assert costs == {"s0": 1_000, "s1": 1_000, "s2": 1_000}

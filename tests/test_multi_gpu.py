@@ -183,6 +183,35 @@ def test_auto_streams_spread_over_the_gpus_by_headroom(n_gpus):
     assert "the most admission headroom" in runners[-1].placement.reason
 
 
+def test_identical_auto_streams_measured_once_spread_evenly(monkeypatch):
+    import pygpukit_dsp.admission as adm
+
+    clock = [0]
+    monkeypatch.setattr(adm, "time", SimpleNamespace(perf_counter_ns=lambda: clock[0]))
+
+    class Timed(_Engine):  # each block takes `ns` on the fake clock
+        def __init__(self, ns):
+            super().__init__(0)
+            self.ns, self.calls = ns, 0
+
+        def process(self, x):
+            self.calls += 1
+            clock[0] += self.ns
+
+        def reset(self):
+            pass
+
+    # no cost declared: measured. Timed one by one, a stream that met a host hiccup looks 10x
+    # costlier and auto crowds the others onto the other GPU; one measurement per kind of stream
+    runners = [_Runner(f"s{i}", {"class": "realtime"}) for i in range(8)]
+    for i, r in enumerate(runners):
+        r.engine = Timed(100_000 if i == 0 else 1_000_000)
+    scheds = admit(runners, gpus=[0, 1])
+    assert [len(_names(scheds[device_key(g)])) for g in (0, 1)] == [4, 4]
+    assert sum(r.moves == [] and r.engine.calls > 0 for r in runners) == 1  # only s0 was timed
+    assert {st["declared_cost_ns"] for g in (0, 1) for st in scheds[device_key(g)].stats()["streams"]} == {100_000}
+
+
 def test_headroom_is_what_admission_can_still_take():
     s = Scheduler(u_max=0.9)
     assert headroom(None, "realtime", 0.9) == pytest.approx(0.9)

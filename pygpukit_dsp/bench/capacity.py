@@ -19,7 +19,7 @@ begin: the measured runs declare a cost of 1 us per block (earliest deadline fir
 streams of one deadline is release order, whatever the cost), and admission's own prediction is
 computed beside them (a scratch scheduler admitting streams until it refuses): with the cost a
 Session measures before the first block (the slowest of 8 blocks of zeros through one engine,
-host wall clock), and with the GPU time the scheduler measured during the run (CUDA events).
+host wall clock, in a calm round), and with the GPU time the scheduler measured during the run (CUDA events).
 
 The PyTorch baseline is what a user would write: one Python thread and one ``torch.cuda.Stream``
 per stream, each replaying the torch-graph W1 (pinned staging, the block's ops in one CUDA graph),
@@ -520,18 +520,11 @@ class _ProjectStreams:
             self.engines.append(self._open())
 
     def session_cost_ns(self) -> int:
-        """What a Session's admission measures: the slowest of 8 blocks of zeros (after one)."""
+        """What a Session's admission measures (admission.measure_engine_cost_ns)."""
+        from ..admission import measure_engine_cost_ns
+
         self.ensure(1)
-        e = self.engines[0]
-        x = np.zeros(self.chain.input.block_shape, self.chain.input.np_dtype)
-        e.process(x)
-        worst = 0
-        for _ in range(8):
-            t0 = time.perf_counter_ns()
-            e.process(x)
-            worst = max(worst, time.perf_counter_ns() - t0)
-        e.reset()
-        return max(1, worst)
+        return measure_engine_cost_ns(self.engines[0], self.chain.input)
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:

@@ -80,11 +80,13 @@ ids = [sched.register_stream(f"s{i}", "realtime", period_ns=2_000_000, cost_ns=1
 disp = _native.Dispatcher(dev, sched.capsule(), spin_us=200)
 for en, sid in zip(engines, ids):
     en.attach(disp, sid)
+def paced_summary(out):
+    return {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
+            "fills": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["fill_ns"], out["latency_ns"])],
+            "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"]),
+            "window": [out["timed_from_ns"] - out["start_ns"], out["end_ns"] - out["timed_from_ns"]]}
 out = _native.run_paced(engines, [2_000_000] * 6, [i * 333_333 for i in range(6)], [[x, x + 1]] * 6, 0.05, 0.3, 2, 100)
-res["paced"] = {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
-                "fills": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["fill_ns"], out["latency_ns"])],
-                "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"]),
-                "window": [out["timed_from_ns"] - out["start_ns"], out["end_ns"] - out["timed_from_ns"]]}
+res["paced"] = paced_summary(out)
 res["sched_submitted"] = [sched.stream_stats(s)["submitted"] for s in ids]
 disp.close()
 for bad in (dict(engines=[], periods_ns=[], phases_ns=[], inputs=[]),
@@ -119,9 +121,7 @@ for args in ((x[:, :10], y), (x, np.empty((3, 64), np.float32)), (x, y[:, ::2]))
 # run_paced over floors (the capacity floor): released and timed on their clocks like engines
 floors = [_native.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4) for _ in range(4)]
 out = _native.run_paced(floors, [2_000_000] * 4, [i * 500_000 for i in range(4)], [[x, x + 1]] * 4, 0.05, 0.3, 2, 100)
-res["floor_paced_run"] = {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
-                          "fills": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["fill_ns"], out["latency_ns"])],
-                          "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"])}
+res["floor_paced_run"] = paced_summary(out)
 try:
     _native.run_paced(floors[:1], [1_000_000], [0], [[x[:, :10].copy()]], 0.0, 0.1)
 except ValueError as exc:
@@ -168,16 +168,6 @@ res = {"after_release": all(row[0] >= r for row, r in zip(g.trace().tolist(), re
        "graph_launches": int(g.counters()["graph_launches"]),
        "driver_graph_launches": fake.fake_cuda_graph_launches() - launches0}
 g.close()
-# run_paced over floors (the capacity floor): released and timed on their clocks like engines
-floors = [_native.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4) for _ in range(4)]
-out = _native.run_paced(floors, [2_000_000] * 4, [i * 500_000 for i in range(4)], [[x, x + 1]] * 4, 0.05, 0.3, 2, 100)
-res["floor_paced_run"] = {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
-                          "fills": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["fill_ns"], out["latency_ns"])],
-                          "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"])}
-try:
-    _native.run_paced(floors[:1], [1_000_000], [0], [[x[:, :10].copy()]], 0.0, 0.1)
-except ValueError as exc:
-    res["floor_paced_bad"] = str(exc)
 print(json.dumps(res))
 """
 
