@@ -17,8 +17,8 @@ Refused by every GPU: an AdmissionError with each GPU's reason. Each runner gets
 A realtime stream (and a throughput stream with ``min_rate``) needs its per-block cost: the
 declared ``qos.cost_us``, or one measured here by running a few blocks of zeros through the
 opened engine (then its state is reset; a round that met a host hiccup is timed again), once per
-kind of stream: streams with the same device, engine, QoS class, input and stages share the
-measurement. Every stream gets its QoS deadline (``deadline_ms``,
+kind of stream: streams with the same kind of device (a GPU's model), engine, QoS class, input and
+stages share the measurement. Every stream gets its QoS deadline (``deadline_ms``,
 default one block period), so the scheduler counts misses as the QoS line reports them. A
 refusal is an AdmissionError carrying the scheduler's figures (utilisation of the stream, total
 already admitted on that device, the bound, and for the response bound the costs and the
@@ -76,16 +76,20 @@ def measure_block_cost_ns(runner: "StreamRunner", blocks: int = CALIBRATION_BLOC
 
 
 def cost_key(runner: "StreamRunner") -> str:
-    """What a block's measured cost depends on: the device its engine runs on, the engine, the QoS
-    class (the engine's options follow it), the input and the stages. Streams of one session with the same key share one measurement (the
-    same work costs the same; timed once, a host hiccup cannot make one of them look costlier and
-    ``device: auto`` place identical streams unevenly)."""
+    """What a block's measured cost depends on: the kind of device its engine runs on (a GPU's
+    model, not its index: GPUs of one model run a block alike), the engine, the QoS class (the
+    engine's options follow it), the input and the stages. Streams of one session with the same
+    key share one measurement (the same work costs the same; timed once, a host hiccup cannot
+    make one of them look costlier and ``device: auto`` place identical streams unevenly)."""
     import json
 
+    device = device_of(runner)
+    model = getattr(getattr(runner.engine, "device", None), "name", None)
+    if is_gpu(device) and isinstance(model, str):
+        device = f"cuda: {model}"
     stages = [st.to_config() for st in getattr(runner.pipeline, "stages", [])]
-    return json.dumps([device_of(runner), type(runner.engine).__name__, runner.pipeline.qos.cls,
-                       repr(runner.chain.input), stages],
-                      sort_keys=True, default=str)
+    return json.dumps([device, type(runner.engine).__name__, runner.pipeline.qos.cls, repr(runner.chain.input),
+                       stages], sort_keys=True, default=str)
 
 
 def device_key(gpu: int | None) -> str:

@@ -190,9 +190,9 @@ def test_identical_auto_streams_measured_once_spread_evenly(monkeypatch):
     monkeypatch.setattr(adm, "time", SimpleNamespace(perf_counter_ns=lambda: clock[0]))
 
     class Timed(_Engine):  # each block takes `ns` on the fake clock
-        def __init__(self, ns):
-            super().__init__(0)
-            self.ns, self.calls = ns, 0
+        def __init__(self, ns, gpu, model="GPU model A"):
+            super().__init__(gpu)
+            self.ns, self.calls, self.device = ns, 0, SimpleNamespace(name=model)
 
         def process(self, x):
             self.calls += 1
@@ -203,13 +203,21 @@ def test_identical_auto_streams_measured_once_spread_evenly(monkeypatch):
 
     # no cost declared: measured. Timed one by one, a stream that met a host hiccup looks 10x
     # costlier and auto crowds the others onto the other GPU; one measurement per kind of stream
-    runners = [_Runner(f"s{i}", {"class": "realtime"}) for i in range(8)]
+    # (the engines opened on GPUs 0 and 1 in turn, as a Session opens them: one model, one kind)
+    runners = [_Runner(f"s{i}", {"class": "realtime"}, gpu=i % 2) for i in range(8)]
     for i, r in enumerate(runners):
-        r.engine = Timed(100_000 if i == 0 else 1_000_000)
+        r.engine = Timed(100_000 if i == 0 else 1_000_000, i % 2)
+    engines = [r.engine for r in runners]
     scheds = admit(runners, gpus=[0, 1])
     assert [len(_names(scheds[device_key(g)])) for g in (0, 1)] == [4, 4]
-    assert sum(r.moves == [] and r.engine.calls > 0 for r in runners) == 1  # only s0 was timed
+    assert [e.calls > 0 for e in engines] == [True] + [False] * 7  # only s0 was timed
     assert {st["declared_cost_ns"] for g in (0, 1) for st in scheds[device_key(g)].stats()["streams"]} == {100_000}
+    # another model is another kind: timed for itself
+    other = [_Runner("a", {"class": "realtime"}), _Runner("b", {"class": "realtime"}, gpu=1)]
+    other[0].engine, other[1].engine = Timed(100_000, 0), Timed(200_000, 1, model="GPU model B")
+    admit(other, gpus=[0, 1])
+    costs = sorted(r.admitted_cost_ns for r in other)
+    assert costs == [100_000, 200_000]
 
 
 def test_headroom_is_what_admission_can_still_take():
