@@ -180,9 +180,14 @@ class CapacityReport:
                 detail += (f"; the floor (bare round trips, no pipeline) missed {fv['misses']} blocks at "
                            f"{fv['n']} streams over {fv['seconds']:g} s in this run: the target was below what this "
                            "machine allowed in this run")
-            else:
+            elif any(p.impl == "pygpukit-dsp" and p.status == "ok" and p.blocks > 0
+                     and not p.zero_misses(self.deadlines_ms[0]) for p in self.points):
                 detail += (f"; the floor held {fv['n']} streams with zero misses over {fv['seconds']:g} s in this "
                            "run: the miss is the project's")
+            else:
+                top = max((p.n for p in self.points if p.impl == "pygpukit-dsp" and p.status == "ok"), default=0)
+                detail += (f"; the floor held {fv['n']} streams with zero misses over {fv['seconds']:g} s in this "
+                           f"run, and the project missed nothing up to {top} streams, where its sweep stopped")
         rdetail, rmet = ("not measured", None) if ratio is None else (f"{ratio:.2f}x", ratio >= TARGET_RATIO)
         first = self.torch_missed_first()
         if ratio is None and proj and h.get("torch-graph") is None and first:

@@ -187,6 +187,11 @@ def test_the_capacity_target_s_verdict_comes_from_the_floor_at_the_target():
     assert met is False and "the floor held 100 streams with zero misses" in detail and "the project's" in detail
     assert "floor held 100" in held.markdown()
     assert _report(base).floor_verdict() is None
+    # the project never missed (its ladder ended first): the floor says nothing of the project
+    short = _report([("pygpukit-dsp", 4, "coarse", 0), ("pygpukit-dsp", 4, "confirm", 0), ("floor", 100, "confirm", 0)])
+    (_, met, detail), _ = short.targets()
+    assert met is False and "missed nothing up to 4 streams, where its sweep stopped" in detail
+    assert "the project's" not in detail
 
 
 def test_pytorch_holding_none_of_its_ladder_bounds_the_ratio_from_below():
