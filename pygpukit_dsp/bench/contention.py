@@ -52,8 +52,9 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from ..affinity import leave_reserved, pinned, resolve_cpu
-from ..errors import AdmissionError, ConfigError, ConfigErrors, DeviceError
-from ..stages.base import StageParams, validate_params
+from ..errors import AdmissionError, ConfigError, DeviceError
+from ..stages.base import StageParams
+from .bench_file import pick_pipeline, validate_bench
 from .stall_probe import HOST_SLOW_FACTOR, HOST_SLOW_MIN_US, HOST_STALL_US, start_probe, stop_probe
 from .trace import Breakdown, breakdown
 from .trace import markdown as breakdown_markdown
@@ -146,14 +147,7 @@ def contention_from_document(section: Any, bm: "Marks", pipelines: list["Pipelin
         raise ConfigError(f"unknown bench kind {section['kind']!r}", where=bm.value_where("kind"),
                           hint="the kinds are: contention (W3: a realtime pipeline under a throughput one), "
                                "link (a stream across two processes over zmq)")
-    try:
-        settings = validate_params(ContentionSettings, section, what="bench")
-    except ConfigError as exc:
-        group = exc.errors if isinstance(exc, ConfigErrors) else [exc]
-        located = [e if e.where else ConfigError(e.message, hint=e.hint, path=e.path,
-                                                 where=bm.locate(e.path, as_key="unknown parameter" in e.message))
-                   for e in group]
-        raise (located[0] if len(located) == 1 else ConfigErrors(located)) from None
+    settings = validate_bench(ContentionSettings, section, bm)
     assert isinstance(settings, ContentionSettings)
     realtime = _pick(pipelines, settings.realtime, "realtime", bm)
     throughput = _pick(pipelines, settings.throughput, "throughput", bm)
@@ -164,25 +158,12 @@ def contention_from_document(section: Any, bm: "Marks", pipelines: list["Pipelin
 
 
 def _pick(pipelines: list["Pipeline"], name: str | None, cls: str, bm: "Marks") -> "Pipeline":
-    from ..stages.base import did_you_mean
-
-    names = [p.name for p in pipelines]
-    if name is None:
-        found = [p for p in pipelines if p.qos.cls == cls]
-        if len(found) != 1:
-            raise ConfigError(f"bench: {len(found)} pipelines have qos class {cls}; the contention bench "
-                              f"needs one", where=bm.where,
-                              hint=f"name it with '{cls}: NAME' (pipelines: {', '.join(names)})")
-        return found[0]
-    for p in pipelines:
-        if p.name == name:
-            if p.qos.cls != cls:
-                raise ConfigError(f"bench: pipeline '{name}' has qos class {p.qos.cls}, but '{cls}:' needs "
-                                  f"class {cls}", where=bm.value_where(cls),
-                                  hint=f"give '{name}' 'qos: {{class: {cls}}}' or name another pipeline")
-            return p
-    raise ConfigError(f"bench: no pipeline named '{name}'", where=bm.value_where(cls),
-                      hint=did_you_mean(name, names) or f"pipelines: {', '.join(names)}")
+    return pick_pipeline(
+        pipelines, name, cls, bm, fits=lambda p: p.qos.cls == cls,
+        count_error=lambda n, names: (f"bench: {n} pipelines have qos class {cls}; the contention bench needs one",
+                                      f"name it with '{cls}: NAME' (pipelines: {', '.join(names)})"),
+        misfit=lambda p: (f"bench: pipeline '{p.name}' has qos class {p.qos.cls}, but '{cls}:' needs class {cls}",
+                          f"give '{p.name}' 'qos: {{class: {cls}}}' or name another pipeline"))
 
 
 # ----------------------------------------------------------------------------- the report

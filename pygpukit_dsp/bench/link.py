@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 import numpy as np
 from pydantic import Field
 
-from ..errors import ConfigError, ConfigErrors, StreamFault
-from ..stages.base import StageParams, validate_params
+from ..errors import ConfigError, StreamFault
+from ..stages.base import StageParams
+from .bench_file import pick_pipeline, validate_bench
 
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
@@ -90,14 +91,7 @@ def load_link(path: str | Path, pipelines: list["Pipeline"]) -> LinkBench | None
 
 def link_from_document(section: Any, bm: "Marks", pipelines: list["Pipeline"], path: str = "<string>") -> LinkBench:
     """Validate a ``bench: {kind: link, ...}`` mapping (marks ``bm``) against the file's pipelines."""
-    try:
-        settings = validate_params(LinkSettings, section, what="bench")
-    except ConfigError as exc:
-        group = exc.errors if isinstance(exc, ConfigErrors) else [exc]
-        located = [e if e.where else ConfigError(e.message, hint=e.hint, path=e.path,
-                                                 where=bm.locate(e.path, as_key="unknown parameter" in e.message))
-                   for e in group]
-        raise (located[0] if len(located) == 1 else ConfigErrors(located)) from None
+    settings = validate_bench(LinkSettings, section, bm)
     assert isinstance(settings, LinkSettings)
     sender = _pick(pipelines, settings.sender, "sender", "sink", bm)
     receiver = _pick(pipelines, settings.receiver, "receiver", "source", bm)
@@ -108,27 +102,12 @@ def link_from_document(section: Any, bm: "Marks", pipelines: list["Pipeline"], p
 
 
 def _pick(pipelines: list["Pipeline"], name: str | None, role: str, part: str, bm: "Marks") -> "Pipeline":
-    from ..stages.base import did_you_mean
-
-    def is_zmq(p: "Pipeline") -> bool:
-        return getattr(getattr(p, part), "type", None) == "zmq"
-
-    names = [p.name for p in pipelines]
-    if name is None:
-        found = [p for p in pipelines if is_zmq(p)]
-        if len(found) != 1:
-            raise ConfigError(f"bench: {len(found)} pipelines have a zmq {part}; the link bench needs one "
-                              f"{role}", where=bm.where, hint=f"name it with '{role}: NAME' (pipelines: "
-                                                              f"{', '.join(names)})")
-        return found[0]
-    for p in pipelines:
-        if p.name == name:
-            if not is_zmq(p):
-                raise ConfigError(f"bench: the {role} '{name}' has no zmq {part}", where=bm.value_where(role),
-                                  hint=f"give it '{part}: {{type: zmq, endpoint: ...}}'")
-            return p
-    raise ConfigError(f"bench: no pipeline named '{name}'", where=bm.value_where(role),
-                      hint=did_you_mean(name, names) or f"pipelines: {', '.join(names)}")
+    return pick_pipeline(
+        pipelines, name, role, bm, fits=lambda p: getattr(getattr(p, part), "type", None) == "zmq",
+        count_error=lambda n, names: (f"bench: {n} pipelines have a zmq {part}; the link bench needs one {role}",
+                                      f"name it with '{role}: NAME' (pipelines: {', '.join(names)})"),
+        misfit=lambda p: (f"bench: the {role} '{p.name}' has no zmq {part}",
+                          f"give it '{part}: {{type: zmq, endpoint: ...}}'"))
 
 
 # ----------------------------------------------------------------------------- report
