@@ -18,7 +18,7 @@
 #   SECTIONS="first-block gpu-tests" bash scripts/gpu_run.sh   # W1/W2 first block cold/warm in fresh processes;
 #       with .wheels-before/ (BEFORE_REF=main scripts/build_wheels.sh) that build is measured as "before"
 #   SECTIONS=cadence bash scripts/gpu_run.sh    # issue 13 in one call (~8 min on one H100): the GPU tests of
-#       the ops' new units and paced blocks (pytest_cadence.log), then benchmarks/cadence.py within what is
+#       the ops' new units, paced blocks and the capacity sweep (pytest_cadence.log), then benchmarks/cadence.py within what is
 #       left of CADENCE_TOTAL_S (default 470 s): W1 paced at 256 and 64 samples with every baseline paced the
 #       same way and back to back, the host settings compared, the capacity sweep of pygpukit-dsp and
 #       PyTorch + graph (coarse, then 30 s confirmations near the knee), W3 and host_jitter if time is left.
@@ -149,6 +149,7 @@ if has cadence; then
             tests/backends/test_cuda_chunked.py tests/backends/test_cuda_sos.py tests/backends/test_cuda_resample.py \
             tests/backends/test_cuda_channelizer.py tests/backends/test_cuda_fir_mix.py tests/backends/test_cuda_delay.py \
             tests/backends/test_cuda_gain.py tests/backends/test_cuda_kernel.py \
+            tests/backends/test_cuda_paced.py tests/bench/test_capacity.py \
             -k "not test_cuda_chunked or gain or delay or sos or resample or channelizer or custom_kernel or fir_mix" \
             > "$OUT/pytest_cadence.log" 2>&1
         summary+=("pytest cadence (units): $(tail -1 "$OUT/pytest_cadence.log")")
@@ -173,6 +174,9 @@ cap = d.get("capacity", {}).get("headline", {})
 for k, v in cap.items():
     print(f"capacity @ {k} ms: pygpukit-dsp {v.get('pygpukit-dsp')} (coarse {v.get('pygpukit-dsp_coarse')}), "
           f"torch-graph {v.get('torch-graph')} (coarse {v.get('torch-graph_coarse')}), ratio {v.get('ratio')}")
+for t in d.get("capacity", {}).get("targets", []):
+    print(f"capacity target {t['name']}: {'not measured' if t['met'] is None else 'met' if t['met'] else 'not met'} "
+          f"({t['detail']})")
 w3 = d.get("w3", {})
 for r in w3.get("rows", []):
     if r.get("w1"):
