@@ -46,9 +46,9 @@ long fake_cuda_graphs_live(void) { return g_graphs_live; }
 CUresult cuStreamBeginCapture_v2(void* s, int mode) { (void)s; (void)mode; return 0; }
 CUresult cuStreamEndCapture(void* s, void** g) { (void)s; *g = malloc(1); return 0; }
 CUresult cuGraphInstantiateWithFlags(void** e, void* g, unsigned long long f) {
-    (void)g; (void)f; *e = malloc(1); ++g_graphs_live; return 0; }
-CUresult cuGraphLaunch(void* e, void* s) { (void)e; (void)s; ++g_graph_launches; return 0; }
-CUresult cuGraphExecDestroy(void* e) { free(e); --g_graphs_live; return 0; }
+    (void)g; (void)f; *e = malloc(1); __atomic_fetch_add(&g_graphs_live, 1, __ATOMIC_RELAXED); return 0; }
+CUresult cuGraphLaunch(void* e, void* s) { (void)e; (void)s; __atomic_fetch_add(&g_graph_launches, 1, __ATOMIC_RELAXED); return 0; }
+CUresult cuGraphExecDestroy(void* e) { free(e); __atomic_fetch_add(&g_graphs_live, -1, __ATOMIC_RELAXED); return 0; }
 CUresult cuGraphDestroy(void* g) { free(g); return 0; }
 CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, void* s) {
     (void)s; for (size_t r = 0; r < h; ++r) memset((void*)(d + r * pitch), v, w); return 0; }
@@ -744,7 +744,7 @@ CUresult cuDeviceGetAttribute(int* value, int attribute, int dev) {
 }
 CUresult cuMemHostAlloc(void** p, size_t n, unsigned flags) {
     CUresult r = fake_base_cuMemHostAlloc(p, n, flags);
-    if (r == 0 && (flags & 0x02)) ++g_mapped_host_allocs; /* CU_MEMHOSTALLOC_DEVICEMAP */
+    if (r == 0 && (flags & 0x02)) __atomic_fetch_add(&g_mapped_host_allocs, 1, __ATOMIC_RELAXED); /* DEVICEMAP */
     return r;
 }
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {

@@ -25,6 +25,10 @@ enum {
     INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_SUPPORTED = 801
 };
 
+/* The counters are updated from several threads (engines' workers, dispatchers, callers): atomically,
+ * or a lost update leaves a live count off by one. */
+#define ATOMIC_ADD(var, n) __atomic_fetch_add(&(var), (n), __ATOMIC_RELAXED)
+
 static int g_initialized = 0;
 static long g_live_device_allocs = 0;
 static long g_live_host_allocs = 0;
@@ -55,7 +59,7 @@ static int ctx_device(void* ctx) {
  * default stream of the current context) or no current context is left alone. */
 static int wrong_context(void* object_ctx) {
     if (!object_ctx || !g_current || object_ctx == g_current) return 0;
-    ++g_context_mismatches;
+    ATOMIC_ADD(g_context_mismatches, 1);
     return 1;
 }
 static void* stream_ctx(void* s) { return s ? ((struct fake_stream*)s)->ctx : 0; }
@@ -185,16 +189,16 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
 
 CUresult cuDevicePrimaryCtxRetain(void** ctx, int dev) {
     if (dev < 0 || dev >= device_count()) return INVALID_VALUE;
-    ++g_retained_contexts;
-    ++g_retained_by_device[dev];
+    ATOMIC_ADD(g_retained_contexts, 1);
+    ATOMIC_ADD(g_retained_by_device[dev], 1);
     *ctx = g_context_tokens[dev];
     return OK;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
     if (dev < 0 || dev >= device_count()) return INVALID_VALUE;
-    --g_retained_contexts;
-    --g_retained_by_device[dev];
+    ATOMIC_ADD(g_retained_contexts, -1);
+    ATOMIC_ADD(g_retained_by_device[dev], -1);
     return OK;
 }
 
@@ -228,10 +232,10 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
     if (!mem) return OUT_OF_MEMORY;
     memcpy(mem, &n, sizeof n);
     memcpy(mem + sizeof n, &dev, sizeof dev);
-    ++g_live_device_allocs;
-    ++g_allocs_by_device[dev];
-    g_device_bytes += n;
-    g_bytes_by_device[dev] += n;
+    ATOMIC_ADD(g_live_device_allocs, 1);
+    ATOMIC_ADD(g_allocs_by_device[dev], 1);
+    ATOMIC_ADD(g_device_bytes, n);
+    ATOMIC_ADD(g_bytes_by_device[dev], n);
     *p = (CUdeviceptr)(uintptr_t)(mem + 256);
     return OK;
 }
@@ -243,11 +247,11 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
     int dev;
     memcpy(&n, mem, sizeof n);
     memcpy(&dev, mem + sizeof n, sizeof dev);
-    g_device_bytes -= n;
-    g_bytes_by_device[dev] -= n;
-    --g_allocs_by_device[dev];
+    ATOMIC_ADD(g_device_bytes, -n);
+    ATOMIC_ADD(g_bytes_by_device[dev], -n);
+    ATOMIC_ADD(g_allocs_by_device[dev], -1);
     free(mem);
-    --g_live_device_allocs;
+    ATOMIC_ADD(g_live_device_allocs, -1);
     return OK;
 }
 
@@ -256,13 +260,13 @@ CUresult cuMemHostAlloc(void** p, size_t n, unsigned flags) {
     if (!g_current) return INVALID_CONTEXT;
     *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
     if (!*p) return OUT_OF_MEMORY;
-    ++g_live_host_allocs;
+    ATOMIC_ADD(g_live_host_allocs, 1);
     return OK;
 }
 
 CUresult cuMemFreeHost(void* p) {
     free(p);
-    --g_live_host_allocs;
+    ATOMIC_ADD(g_live_host_allocs, -1);
     return OK;
 }
 
@@ -299,11 +303,11 @@ CUresult cuStreamCreateWithPriority(void** s, unsigned flags, int priority) {
     fs->priority = priority;
     fs->ctx = g_current;
     *s = fs;
-    ++g_live_streams;
+    ATOMIC_ADD(g_live_streams, 1);
     return OK;
 }
 CUresult cuStreamGetPriority(void* s, int* p) { *p = ((struct fake_stream*)s)->priority; return OK; }
-CUresult cuStreamDestroy_v2(void* s) { free(s); --g_live_streams; return OK; }
+CUresult cuStreamDestroy_v2(void* s) { free(s); ATOMIC_ADD(g_live_streams, -1); return OK; }
 CUresult cuStreamSynchronize(void* s) { (void)s; return OK; }
 CUresult cuStreamQuery(void* s) { (void)s; return OK; }
 CUresult cuStreamWaitEvent(void* s, void* e, unsigned f) { (void)s; (void)e; (void)f; return OK; }
@@ -313,16 +317,16 @@ CUresult cuEventCreate(void** e, unsigned flags) {
     fe->flags = flags;
     fe->ctx = g_current;
     *e = fe;
-    ++g_live_events;
+    ATOMIC_ADD(g_live_events, 1);
     return OK;
 }
-CUresult cuEventDestroy_v2(void* e) { free(e); --g_live_events; return OK; }
+CUresult cuEventDestroy_v2(void* e) { free(e); ATOMIC_ADD(g_live_events, -1); return OK; }
 CUresult cuEventRecord(void* e, void* s) {
     if (wrong_context(stream_ctx(s))) return INVALID_HANDLE;
     void* ectx = ((struct fake_event*)e)->ctx;
     void* sctx = stream_ctx(s);
     if (ectx && sctx && ectx != sctx) {  /* the event and the stream of different GPUs */
-        ++g_context_mismatches;
+        ATOMIC_ADD(g_context_mismatches, 1);
         return INVALID_HANDLE;
     }
     ((struct fake_event*)e)->t = now_ms();
@@ -350,10 +354,10 @@ CUresult cuModuleLoadData(void** m, const void* image) {
     if (!g_current) return INVALID_CONTEXT;
     if (memcmp(image, "\x7f" "ELF", 4) != 0) return 200; /* CUDA_ERROR_INVALID_IMAGE */
     *m = &g_module_token;
-    ++g_live_modules;
+    ATOMIC_ADD(g_live_modules, 1);
     return OK;
 }
-CUresult cuModuleUnload(void* m) { (void)m; --g_live_modules; return OK; }
+CUresult cuModuleUnload(void* m) { (void)m; ATOMIC_ADD(g_live_modules, -1); return OK; }
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     (void)m;
     if (strstr(name, "missing")) return NOT_FOUND;
@@ -402,12 +406,12 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
     if (wrong_context(stream_ctx(s))) return INVALID_HANDLE;
     {
         int dev = ctx_device(s ? stream_ctx(s) : g_current);
-        if (dev >= 0) ++g_launches_by_device[dev];
+        if (dev >= 0) ATOMIC_ADD(g_launches_by_device[dev], 1);
     }
     unsigned dims[7] = {gx, gy, gz, bx, by, bz, smem};
     memcpy(g_last_dims, dims, sizeof dims);
     long count = env_long("FAKE_CUDA_PARAM_COUNT", 0);
     for (long i = 0; i < count && i < FAKE_MAX_PARAMS; ++i) memcpy(g_last_params[i], params[i], 8);
-    ++g_launches;
+    ATOMIC_ADD(g_launches, 1);
     return OK;
 }
