@@ -296,7 +296,7 @@ void bind_engine(py::module_& m) {
                 py::gil_scoped_release release;
                 run = gk::run_paced(specs, warmup_s, seconds, threads, spin_us);
             }
-            py::list lat, fills, released, late;
+            py::list lat, fills, submits, released, late;
             auto array_of = [](const std::vector<int64_t>& v) {
                 py::array_t<int64_t> a(static_cast<py::ssize_t>(v.size()));
                 if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(int64_t));
@@ -305,12 +305,14 @@ void bind_engine(py::module_& m) {
             for (const auto& r : run.streams) {
                 lat.append(array_of(r.latency_ns));
                 fills.append(array_of(r.fill_ns));
+                submits.append(array_of(r.submit_ns));
                 released.append(r.released);
                 late.append(r.late);
             }
             py::dict d;
             d["latency_ns"] = lat;
             d["fill_ns"] = fills;
+            d["submit_ns"] = submits;
             d["released"] = released;
             d["late"] = late;
             d["start_ns"] = run.start_ns;
@@ -323,7 +325,8 @@ void bind_engine(py::module_& m) {
         "Release each engine's blocks on its own clock (block k at start + phase + k * period) from driver "
         "threads, natively, for warmup_s + seconds (an engine: a StreamEngine, or a RoundTripFloor: the bare "
         "round trip, one block in flight); returns each stream's latencies (release -> output copied "
-        "out, ns) of the blocks released after the warm-up, and its released / late counts.");
+        "out, ns) of the blocks released after the warm-up, their fill and submit times (ns), and its released / "
+        "late counts.");
 
     py::class_<gk::StreamEngine, EnginePtr>(
         m, "StreamEngine",

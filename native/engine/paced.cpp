@@ -26,6 +26,7 @@ struct InFlight {
     int slot;
     uint64_t release_ns;
     int64_t fill_ns;
+    int64_t submit_ns;
 };
 
 struct Driven {
@@ -68,6 +69,7 @@ void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint6
                 if (f.release_ns >= timed_from) {
                     d.result->latency_ns.push_back(static_cast<int64_t>(t - f.release_ns));
                     d.result->fill_ns.push_back(f.fill_ns);
+                    d.result->submit_ns.push_back(f.submit_ns);
                 }
                 d.in_flight.pop_front();
                 progressed = true;
@@ -82,9 +84,11 @@ void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint6
                         const auto& in = d.spec->inputs;
                         const uint64_t f0 = monotonic_ns();
                         d.fill(slot, in[d.k % in.size()]);
-                        const int64_t fill = static_cast<int64_t>(monotonic_ns() - f0);
+                        const uint64_t f1 = monotonic_ns();
                         d.submit(slot);
-                        d.in_flight.push_back({slot, release, fill});
+                        const int64_t fill = static_cast<int64_t>(f1 - f0);
+                        const int64_t submit = static_cast<int64_t>(monotonic_ns() - f1);
+                        d.in_flight.push_back({slot, release, fill, submit});
                         ++d.k;
                         ++d.result->released;
                         d.late_counted = false;
@@ -140,6 +144,7 @@ PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s,
         const double blocks = (warmup_s + seconds) * 1e9 / static_cast<double>(s.period_ns);
         d.result->latency_ns.reserve(static_cast<size_t>(blocks) + 2);
         d.result->fill_ns.reserve(static_cast<size_t>(blocks) + 2);
+        d.result->submit_ns.reserve(static_cast<size_t>(blocks) + 2);
         groups[i % groups.size()].push_back(std::move(d));
     }
     run.start_ns = monotonic_ns() + kStartDelayNs;

@@ -34,6 +34,9 @@ struct PacedStreamResult {
     std::vector<int64_t> latency_ns;       // release -> output copied out, blocks released after the warm-up
     std::vector<int64_t> fill_ns;          // the same blocks: the copy into the pinned slot (fixed CPU work:
                                            // a slow one says the CPU under the driver thread ran slow)
+    std::vector<int64_t> submit_ns;        // the same blocks: the hand-over (an engine's submit: through the
+                                           // dispatcher, which launches a realtime block at once; a floor's
+                                           // two copies and event enqueued)
     uint64_t released = 0;                 // blocks released (warm-up included)
     uint64_t late = 0;                     // releases sent late because both slots were still in flight
 };

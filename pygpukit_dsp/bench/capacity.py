@@ -231,6 +231,8 @@ class CapacityReport:
                                 f"threads) at {e['at_s']} s over {e['span_ms']} ms"
                                 + (f", stall {e['longest_stall_us']} us" if "longest_stall_us" in e else "")
                                 + (f", slowest fill {e['fill_x_median']}x its median" if "fill_x_median" in e else "")
+                                + (f", slowest submit {e['submit_x_median']}x its median"
+                                   if "submit_x_median" in e else "")
                                 + (f", steal {e['steal_ms']} ms (one CPU {e['steal_max_cpu_ms']} ms)"
                                    if "steal_ms" in e else "")
                                 + (f": {CAUSE_WORDS[e['cause']]}" if "cause" in e else "")
@@ -245,6 +247,15 @@ class CapacityReport:
             lines += ["", "Steal (/proc/stat: CPU time the hypervisor took from this guest's vCPUs) per run, ms per "
                           "second over every CPU: " + ", ".join(f"{p.impl} N={p.n} {p.phase} "
                                                                f"{p.extra['steal']['ms_per_s']:g}" for p in stolen)]
+        steps = [p for p in self.points if p.extra.get("host_steps_us")]
+        if steps:
+            def step(p: CapacityPoint, k: str) -> str:
+                v = p.extra["host_steps_us"].get(k)
+                return f"{v['p50']:.1f} / {v['p99']:.1f}" if v else "-"
+            lines += ["", "Host work per block, p50 / p99 us (fill: the copy into the pinned slot; submit: the "
+                          "hand-over, through the dispatcher for pygpukit-dsp): " +
+                      "; ".join(f"{p.impl} N={p.n} {p.phase} fill {step(p, 'fill')}, submit {step(p, 'submit')}"
+                                for p in steps)]
         lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
                   "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's cost) | "
                   "admission predicted (measured GPU cost) |", "|---|---:|---:|---:|---:|---:|"]
@@ -345,8 +356,8 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
     ``steal``: the steal time sampled during the run (bench/steal.py): each episode gets the steal
     on every CPU around it (the hypervisor running something else on this guest's vCPUs)."""
     timed_from, over_ns = int(res["timed_from_ns"]), int(deadline_ms * 1e6)
-    fills = res.get("fill_ns")
-    rel, who, fill = [], [], []
+    fills, submits = res.get("fill_ns"), res.get("submit_ns")
+    rel, who, fill, submit = [], [], [], []
     for i, lat in enumerate(res["latency_ns"]):
         a = np.asarray(lat, dtype=np.int64)
         if a.size == 0:
@@ -357,7 +368,11 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
         who.append(np.full(k.size, i))
         if fills is not None:
             fill.append(np.asarray(fills[i], dtype=np.int64)[k])
+        if submits is not None:
+            submit.append(np.asarray(submits[i], dtype=np.int64)[k])
     fill_p50 = float(np.median(np.concatenate([np.asarray(f, dtype=np.int64) for f in fills]))) if fills else 0.0
+    submit_p50 = (float(np.median(np.concatenate([np.asarray(f, dtype=np.int64) for f in submits])))
+                  if submits else 0.0)
     out: dict[str, Any] = {"episodes": 0, "list": [], "by_cause": {c: 0 for c in EPISODE_CAUSES}}
     if not rel or sum(r.size for r in rel) == 0:
         return out
@@ -365,6 +380,7 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
     order = np.argsort(r)
     r, w = r[order], w[order]
     f = np.concatenate(fill)[order] if fill else None
+    sub = np.concatenate(submit)[order] if submit else None
     cuts = np.flatnonzero(np.diff(r) > EPISODE_GAP_NS) + 1
     for a, b in zip(np.r_[0, cuts], np.r_[cuts, r.size]):
         t0, t1 = int(r[a]), int(r[b - 1]) + over_ns
@@ -374,6 +390,10 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
         if f is not None and fill_p50 > 0:
             # the copy into the pinned slot is fixed CPU work: many times its median = the CPU ran slow
             ep["fill_x_median"] = round(float(f[a:b].max()) / fill_p50, 1)
+        if sub is not None and submit_p50 > 0:
+            # the hand-over (through the dispatcher): slow with fills at their median = the process's
+            # own path (a lock, the scheduler), not a slow CPU
+            ep["submit_x_median"] = round(float(sub[a:b].max()) / submit_p50, 1)
         if stalls is not None:
             g0, glen = stalls
             inside = (g0 < t1) & (g0 + glen > t0 - 10_000_000)
@@ -497,8 +517,22 @@ def _paced_run(pt: CapacityPoint, targets: list[Any], period_ns: int, inputs: li
     _figures(pt, lat, deadlines_ms)
     pt.extra["misses_when"] = miss_episodes(res, period_ns, n, max(deadlines_ms), stalls, threads, steal)
     pt.extra["steal"] = steal.summary()
+    pt.extra["host_steps_us"] = host_steps_us(res)
     pt.late = int(sum(res["late"]))
     return wall
+
+
+def host_steps_us(res: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """p50 / p99 / max of the timed blocks' fill (the copy into the pinned slot) and submit (the
+    hand-over), us: the host's fixed work per block beside its latency."""
+    out: dict[str, dict[str, float]] = {}
+    for step in ("fill", "submit"):
+        parts = [np.asarray(a, dtype=np.int64) for a in res.get(f"{step}_ns", [])]
+        v = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        if v.size:
+            out[step] = {"p50": float(np.percentile(v, 50)) / 1e3, "p99": float(np.percentile(v, 99)) / 1e3,
+                         "max": float(v.max()) / 1e3}
+    return out
 
 
 class _ProjectStreams:

@@ -83,6 +83,7 @@ for en, sid in zip(engines, ids):
 def paced_summary(out):
     return {"timed": [len(a) for a in out["latency_ns"]], "released": list(out["released"]),
             "fills": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["fill_ns"], out["latency_ns"])],
+            "submits": [len(f) == len(a) and bool((f > 0).all()) for f, a in zip(out["submit_ns"], out["latency_ns"])],
             "late": list(out["late"]), "positive": all(bool((a > 0).all()) for a in out["latency_ns"]),
             "window": [out["timed_from_ns"] - out["start_ns"], out["end_ns"] - out["timed_from_ns"]]}
 out = _native.run_paced(engines, [2_000_000] * 6, [i * 333_333 for i in range(6)], [[x, x + 1]] * 6, 0.05, 0.3, 2, 100)
@@ -189,7 +190,7 @@ def test_run_paced_releases_every_stream_on_its_clock(paced):
     # 0.35 s of 2 ms periods: 175 blocks per stream (the phase may take one off), 150 of them timed
     assert all(174 <= n <= 176 for n in p["released"])
     assert all(148 <= n <= 151 for n in p["timed"]) and p["positive"]
-    assert p["fills"] == [True] * 6  # every timed block's fill time, beside its latency
+    assert p["fills"] == p["submits"] == [True] * 6  # every timed block's fill and submit times, beside its latency
     assert p["window"] == [50_000_000, 300_000_000]
     assert paced["sched_submitted"] == p["released"]  # every block went through the scheduler
 
@@ -202,7 +203,8 @@ def test_run_paced_checks_its_arguments(paced):
 def test_run_paced_drives_floors_on_their_clocks(paced):
     p = paced["floor_paced_run"]
     assert all(174 <= n <= 176 for n in p["released"]) and all(148 <= n <= 151 for n in p["timed"])
-    assert p["positive"] and p["fills"] == [True] * 4 and p["late"] == [0] * 4  # one block in flight, never late
+    assert p["positive"] and p["fills"] == p["submits"] == [True] * 4
+    assert p["late"] == [0] * 4  # one block in flight, never late
     assert "in_bytes (1024) bytes" in paced["floor_paced_bad"]
 
 

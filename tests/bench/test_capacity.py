@@ -109,13 +109,16 @@ def test_miss_episodes_group_misses_by_release_time_and_name_the_stalls_inside()
     lat[1][80] = 3_000_000          # released at 90.5 ms: a second episode, alone
     fill = [np.full(100, 5_000), np.full(100, 5_000)]
     fill[0][6] = 40_000             # one of the first episode's copies ran 8x slower than usual
-    res = {"latency_ns": lat, "fill_ns": fill, "start_ns": start, "timed_from_ns": timed_from}
+    submit = [np.full(100, 2_000), np.full(100, 2_000)]
+    submit[1][80] = 60_000          # the lone miss's hand-over took 30x its median
+    res = {"latency_ns": lat, "fill_ns": fill, "submit_ns": submit, "start_ns": start, "timed_from_ns": timed_from}
     stalls = (np.array([14_000_000, 50_000_000]), np.array([2_500_000, 100_000]))
     w = miss_episodes(res, P, n, 2.0, stalls, threads=2)
     assert w["episodes"] == 2
     big, alone = w["list"]
     assert (big["misses"], big["streams"], big["driver_threads"], big["at_s"]) == (3, 2, 2, 0.005)
     assert (big["fill_x_median"], alone["fill_x_median"]) == (8.0, 1.0)
+    assert (big["submit_x_median"], alone["submit_x_median"]) == (1.0, 30.0)
     assert big["longest_stall_us"] == 2500.0
     assert (alone["misses"], alone["streams"], alone["at_s"], alone["longest_stall_us"]) == (1, 1, 0.0805, 0.0)
     # whose: the first had an 8x fill inside it (a host slowdown), the second nothing (the process's)
@@ -123,6 +126,11 @@ def test_miss_episodes_group_misses_by_release_time_and_name_the_stalls_inside()
     assert w["by_cause"] == {"host_slow": 3, "host_stall": 0, "process": 1}
     assert miss_episodes({"latency_ns": [np.zeros(3)], "start_ns": 0, "timed_from_ns": 0}, P, 1, 2.0, None) == \
         {"episodes": 0, "list": [], "by_cause": {"host_slow": 0, "host_stall": 0, "process": 0}}
+    from pygpukit_dsp.bench.capacity import host_steps_us
+
+    steps = host_steps_us(res)
+    assert steps["fill"]["p50"] == 5.0 and steps["fill"]["max"] == 40.0 and steps["submit"]["max"] == 60.0
+    assert host_steps_us({"latency_ns": []}) == {}
 
 
 def test_episode_causes_and_the_capacity_no_miss_of_the_process_marks():

@@ -77,6 +77,7 @@ def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
             assert 0.8 * expect <= p["blocks"] <= expect + p["n"] + 1
             assert set(p["misses"]) == {"5.33", "2.00"} and p["cpu_cores"] > 0
             assert p["extra"]["dispatch"]["posted"] >= p["blocks"]
+            assert set(p["extra"]["host_steps_us"]) == {"fill", "submit"}
     assert {pr["how"] for pr in cap["predictions"]} >= {"session"}
     session = next(pr for pr in cap["predictions"] if pr["how"] == "session")
     assert session["streams"]["5.33"] >= session["streams"]["2.00"] >= 1
@@ -87,6 +88,7 @@ def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
     floor = [p for p in cap["points"] if p["impl"] == "floor" and p["phase"] == "confirm"]
     assert [p["n"] for p in floor] == [100] and floor[0]["status"] == "ok"
     assert 0.8 * 100 * 0.3 / (256 / 48000) <= floor[0]["blocks"] and "misses_when" in floor[0]["extra"]
+    assert floor[0]["extra"]["host_steps_us"]["submit"]["p50"] > 0
     assert cap["floor_verdict"]["n"] == 100 and "the floor" in cap["targets"][0]["detail"]
     assert (cadence_run / "capacity.png").stat().st_size > 1000
 
