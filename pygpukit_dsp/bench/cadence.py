@@ -702,6 +702,19 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
             setup=lambda: pinned(pin_cpu))
         rows.append(_Impl(CadenceRow("completion_no_spin", "default, completion wait without spin (blocks at once)",
                                      "setting"), nospin_call, traced=nospin))
+        # the block launched first and copied into the pinned slot after (its pull kernel waits for
+        # the copy's ready word): the fill's tail behind the launch and the GPU's start
+        overlap = CudaEngine(pipeline, chain, choice, overlap_fill=True)
+        extra_engines.append(overlap)
+        for j in range(50):
+            overlap.process(inputs[j % len(inputs)])
+        if overlap._engine.overlap_fill:
+            add("overlap_fill", "default + overlap_fill (launched first, copied in after)",
+                _project_call(overlap, d, True, True, w), note="off by default")
+            rows[-1].traced = overlap
+        else:
+            rows.append(_Impl(CadenceRow("overlap_fill", "default + overlap_fill", "setting", status="skipped",
+                                         reason="overlap_fill needs mapped I/O and inline submit"), lambda x, r: None))
     if native:
         from .. import _native
 

@@ -21,19 +21,26 @@ def _w1() -> Pipeline:
                     name="w1", sample_rate=48_000, channels=64, block_size=256, qos={"class": "realtime"})
 
 
-def _open(p: Pipeline):
-    from pygpukit_dsp.backends import open_backend
+def _open(p: Pipeline, **options):
+    """The realtime engine as a Session opens it; ``options``: CudaEngine's own (overlap_fill)."""
+    from pygpukit_dsp.backends import choose_backend, open_backend
+    from pygpukit_dsp.backends.cuda_engine import CudaEngine
 
-    return open_backend(p, p.propagate(p.input_spec()), "cuda")
+    chain = p.propagate(p.input_spec())
+    if not options:
+        return open_backend(p, chain, "cuda")
+    return CudaEngine(p, chain, choose_backend(p, chain, "cuda"), **options)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("warm_us", [0, 100])
-def test_paced_blocks_with_prewarm_equal_the_same_blocks_back_to_back(warm_us: int):
+@pytest.mark.parametrize("warm_us,overlap_fill", [(0, False), (100, False), (100, True)])
+def test_paced_blocks_with_prewarm_equal_the_same_blocks_back_to_back(warm_us: int, overlap_fill: bool):
+    # overlap_fill (the cadence bench's setting row): the block launched first, copied in after
     p = _w1()
-    paced, ref = _open(p), _open(p)
+    paced, ref = _open(p, **({"overlap_fill": True} if overlap_fill else {})), _open(p)
     try:
         assert paced._engine.mapped_io  # the realtime defaults: the prewarm's GPU touch runs
+        assert paced._engine.overlap_fill is overlap_fill
         rng = np.random.default_rng(3)
         blocks = [rng.standard_normal((64, 256)).astype(np.float32) for _ in range(12)]
         arrived: list[tuple[int, int]] = []
