@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import resource
 import threading
 import time
@@ -315,17 +316,27 @@ CAUSE_WORDS = {"host_slow": "host slowdown", "host_stall": "host stall", "proces
 
 
 GPU_FULL = 0.9                # a run whose GPU was this busy missed under its own load, whatever the fills did
+CPU_FULL = 0.9                # ... and a run whose process used this share of its CPUs
 
 
-def own_load(when: dict[str, Any], gpu_busy: float | None) -> None:
-    """A run whose GPU was GPU_FULL busy or more: every episode is the process's (its own load;
-    slow fills there came with it: at 384-512 streams on the H200 the fills ran 6-34x their median
-    with the GPU 97-218% busy), not the host's."""
-    if gpu_busy is None or gpu_busy < GPU_FULL or not when.get("list"):
+def own_load(when: dict[str, Any], gpu_busy: float | None, cpu_cores: float | None = None,
+             cores: int | None = None) -> None:
+    """A run whose GPU was GPU_FULL busy or more, or whose process used CPU_FULL of the CPUs it
+    may run on or more: every episode is the process's (its own load; slow fills there came with
+    it: at 384-512 streams on the H200 the fills ran 6-34x their median with the GPU 97-218%
+    busy), not the host's. The CPU share counts the threads' spinning too: a process that keeps
+    every CPU busy slows its own copies."""
+    if not when.get("list"):
+        return
+    if gpu_busy is not None and gpu_busy >= GPU_FULL:
+        note = f"GPU {gpu_busy:.0%} busy: the run's own load"
+    elif cpu_cores is not None and cores and cpu_cores >= CPU_FULL * cores:
+        note = f"the process used {cpu_cores:.1f} of {cores} CPUs: the run's own load"
+    else:
         return
     for ep in when["list"]:
         if ep["cause"] != "process":
-            ep["cause"], ep["cause_note"] = "process", f"GPU {gpu_busy:.0%} busy: the run's own load"
+            ep["cause"], ep["cause_note"] = "process", note
     total = sum(when.get("by_cause", {}).values())  # every episode's misses (the list keeps the 12 largest)
     when["by_cause"] = {c: (total if c == "process" else 0) for c in EPISODE_CAUSES}
 
@@ -589,7 +600,7 @@ class _ProjectStreams:
             pt.extra["dispatch"] = dispatch.stats()
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"
-        own_load(pt.extra["misses_when"], pt.gpu_busy)
+        own_load(pt.extra["misses_when"], pt.gpu_busy, pt.cpu_cores, len(os.sched_getaffinity(0)))
         measured = [s.get("measured_cost_ns") for s in stats if s.get("measured_cost_ns")]
         pt.extra["measured_gpu_cost_ns"] = float(np.median(measured)) if measured else None
         pt.extra["scheduler_missed"] = int(sum(int(s.get("missed", 0)) for s in stats))
@@ -629,6 +640,7 @@ class _FloorStreams:
         pt = CapacityPoint(FLOOR, n, seconds, phase)
         _paced_run(pt, self.floors[:n], self.period_ns, self.inputs, warmup_s, seconds, deadlines_ms, self.threads,
                    self.spin_us)
+        own_load(pt.extra["misses_when"], None, pt.cpu_cores, len(os.sched_getaffinity(0)))
         return pt
 
     def close(self) -> None:
@@ -758,8 +770,6 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                  progress: Callable[[str], None] | None = None) -> CapacityReport:
     """The capacity sweep (module doc) of ``pipeline`` (W1); with ``floor``, the floor's runs
     (:func:`floor_plan`); with ``baseline``, PyTorch + graph."""
-    import os
-
     from ..errors import ConfigError
     from .harness import _input_blocks, _source_format, machine_description
 

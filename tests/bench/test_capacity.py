@@ -150,6 +150,14 @@ def test_episode_causes_and_the_capacity_no_miss_of_the_process_marks():
     own_load(when, 0.97)
     assert when["by_cause"] == {"host_slow": 0, "host_stall": 0, "process": 12}
     assert when["list"][0]["cause"] == "process" and "97% busy" in when["list"][0]["cause_note"]
+    # ... and so was a run whose process kept 90% of its CPUs or more busy (its spinning included)
+    busy = {"episodes": 1, "list": [{"misses": 5, "cause": "host_slow"}],
+            "by_cause": {"host_slow": 5, "host_stall": 0, "process": 0}}
+    own_load(busy, 0.2, 3.0, 16)
+    assert busy["by_cause"]["host_slow"] == 5
+    own_load(busy, 0.2, 14.5, 16)
+    assert busy["by_cause"] == {"host_slow": 0, "host_stall": 0, "process": 5}
+    assert "used 14.5 of 16 CPUs" in busy["list"][0]["cause_note"]
     rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0, "coarse_s": 2.0})
     for n, process, host in [(32, 0, 0), (64, 0, 12), (96, 3, 40)]:
         pt = CapacityPoint("pygpukit-dsp", n, 30.0, "confirm", blocks=1000, p99_us=100.0)
