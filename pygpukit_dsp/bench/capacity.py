@@ -21,6 +21,12 @@ computed beside them (a scratch scheduler admitting streams until it refuses): w
 Session measures before the first block (the slowest of 8 blocks of zeros through one engine,
 host wall clock, in a calm round), and with the GPU time the scheduler measured during the run (CUDA events).
 
+The floor (:class:`_FloorStreams`, :func:`floor_plan`): N bare round trips of the W1 block (no
+pipeline, no scheduler), released by the same driver threads on the same clocks, where the
+project's misses began and at the target's N when the project did not hold it; the target's
+verdict says whether the floor itself missed there (the target below what the machine allowed in
+that run) or held (the miss the project's).
+
 The PyTorch baseline is what a user would write: one Python thread and one ``torch.cuda.Stream``
 per stream, each replaying the torch-graph W1 (pinned staging, the block's ops in one CUDA graph),
 sleeping until its next release; latency from the release.
@@ -776,8 +782,8 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     if not ladder:
         raise ConfigError("the capacity ladder is empty")
     t_begin = time.perf_counter()
-    # the budget: pygpukit-dsp gets up to its share, PyTorch the rest (each sweep skips the runs
-    # that would not fit)
+    # the budget: pygpukit-dsp gets up to its share, the floor's runs up to theirs after it,
+    # PyTorch the rest (each skips the runs that would not fit)
     until_all = None if budget_s is None else t_begin + budget_s
     until_proj = None if budget_s is None else t_begin + budget_s * (0.55 if baseline else 0.85 if floor else 1.0)
     until_floor = None if budget_s is None else t_begin + budget_s * (0.68 if baseline else 1.0)
