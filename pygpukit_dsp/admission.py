@@ -165,9 +165,10 @@ def units_per_block(runner: "StreamRunner") -> int:
     return max(1, int(getattr(runner.engine, "units_per_block", 1)))
 
 
-def stream_registration(runner: "StreamRunner", measured: dict[str, int] | None = None) -> dict[str, Any]:
+def stream_registration(runner: "StreamRunner", measured: dict[str, tuple[int, str]] | None = None) -> dict[str, Any]:
     """The keyword arguments of ``Scheduler.register_stream`` for a runner (cost measured if needed).
-    ``measured``: costs already measured in this admission, by :func:`cost_key` (read and filled)."""
+    ``measured``: costs already measured in this admission, by :func:`cost_key`, with the stream
+    they were measured on (read and filled; a runner given one gets ``cost_measured_on``)."""
     spec, q = runner.chain.input, runner.pipeline.qos
     kw: dict[str, Any] = {"deadline_ns": max(1, round(q.deadline_s(spec.block_period) * 1e9))}
     if q.cls == "realtime":
@@ -180,11 +181,11 @@ def stream_registration(runner: "StreamRunner", measured: dict[str, int] | None 
     elif needs_cost:
         key = cost_key(runner) if measured is not None else None
         if key is not None and key in measured:
-            kw["cost_ns"] = measured[key]
+            kw["cost_ns"], runner.cost_measured_on = measured[key]
         else:
             kw["cost_ns"] = measure_block_cost_ns(runner)
             if key is not None:
-                measured[key] = kw["cost_ns"]
+                measured[key] = (kw["cost_ns"], runner.pipeline.name)
     kw["units_per_block"] = units_per_block(runner)
     return kw
 
@@ -216,7 +217,7 @@ def admit(runners: list["StreamRunner"], *, u_max: float = 0.9,
         seen[name] = r
 
     schedulers: dict[str, Scheduler] = {}
-    measured: dict[str, int] = {}
+    measured: dict[str, tuple[int, str]] = {}
     for r in runners:
         device = device_of(r)
         requested = _requested(r)
@@ -261,7 +262,9 @@ def _register(sched: "Scheduler", r: "StreamRunner", kw: dict[str, Any]) -> tupl
         sched.register_stream(p.name, q.cls, **kw)
     except AdmissionRefused as e:
         figures = dict(e.figures)
-        figures["cost_source"] = "declared (qos.cost_us)" if q.cost_us is not None else "measured"
+        shared = getattr(r, "cost_measured_on", None)
+        figures["cost_source"] = ("declared (qos.cost_us)" if q.cost_us is not None else
+                                  f"measured on '{shared}' (the same kind of stream)" if shared else "measured")
         return str(e).removeprefix(f"stream '{p.name}' not admitted: "), figures
     return None
 

@@ -234,6 +234,7 @@ class StreamRunner:
         self.requested_backend = backend or pipeline.backend
         self.device_request = check_device(device) if device is not None else pipeline.device
         self.placement: Any = None  # admission.Placement, set by admission.admit
+        self.cost_measured_on: str | None = None  # admission: the alike stream whose measured cost it shares
         self.cpu = resolve_cpu(pipeline.qos.cpu, pipeline.qos.where_of("cpu") or pipeline.where
                                or f"pipeline '{pipeline.name}'")
         self.source = pipeline.source

@@ -173,3 +173,21 @@ def test_streams_of_one_kind_share_one_measured_cost(monkeypatch):
     assert [e.calls for e in engines] == [9, 0, 9]  # the second is the first's kind; the third's block differs
     costs = {st["name"]: st["declared_cost_ns"] for st in sched.stats()["streams"]}
     assert costs == {"s0": 1_000, "s1": 1_000, "s2": 1_000}
+    assert [getattr(r, "cost_measured_on", None) for r in runners] == [None, "s0", None]
+
+
+def test_a_refused_stream_says_whose_measurement_it_shares(monkeypatch):
+    from pygpukit_dsp.admission import admit
+
+    e = _scripted(monkeypatch, [6_000_000] * 9)  # 6 ms per 10-ms block: two of them exceed U_max
+    runners = []
+    for name in ("first", "second"):
+        r = _fake_runner(name, "cpu", {"class": "realtime"})
+        if not runners:
+            e.choice, e.units_per_block = r.engine.choice, 1
+        r.engine = e
+        runners.append(r)
+    with pytest.raises(AdmissionError) as ei:
+        admit(runners)
+    assert ei.value.stream == "second" and e.calls == 9  # timed once
+    assert ei.value.figures["cost_source"] == "measured on 'first' (the same kind of stream)"
