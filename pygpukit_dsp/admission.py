@@ -89,7 +89,8 @@ def cost_key(runner: "StreamRunner") -> str:
         device = f"cuda: {model}"
     stages = [st.to_config() for st in getattr(runner.pipeline, "stages", [])]
     return json.dumps([device, type(runner.engine).__name__, runner.pipeline.qos.cls, repr(runner.chain.input),
-                       stages], sort_keys=True, default=str)
+                       stages], sort_keys=True,
+                      default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))  # arrays whole
 
 
 def device_key(gpu: int | None) -> str:
