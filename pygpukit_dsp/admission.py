@@ -27,6 +27,7 @@ shortest deadline), raised before the first block.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
@@ -54,7 +55,7 @@ def measure_engine_cost_ns(engine: Any, spec: Any, blocks: int = CALIBRATION_BLO
     is reset after."""
     x = np.zeros(spec.block_shape, spec.np_dtype)
     engine.process(x)
-    best = None
+    least = None
     for _ in range(max(1, rounds)):
         times = []
         for _ in range(blocks):
@@ -62,12 +63,13 @@ def measure_engine_cost_ns(engine: Any, spec: Any, blocks: int = CALIBRATION_BLO
             engine.process(x)
             times.append(time.perf_counter_ns() - t0)
         worst = max(times)
-        best = worst if best is None else min(best, worst)
         if worst <= CALM_FACTOR * float(np.median(times)):
-            best = worst
-            break
+            break  # calm: this round's slowest block
+        least = worst if least is None else min(least, worst)
+    else:
+        worst = least
     engine.reset()
-    return max(1, int(best))
+    return max(1, int(worst))
 
 
 def measure_block_cost_ns(runner: "StreamRunner", blocks: int = CALIBRATION_BLOCKS) -> int:
@@ -81,8 +83,6 @@ def cost_key(runner: "StreamRunner") -> str:
     engine's options follow it), the input and the stages. Streams of one session with the same
     key share one measurement (the same work costs the same; timed once, a host hiccup cannot
     make one of them look costlier and ``device: auto`` place identical streams unevenly)."""
-    import json
-
     device = device_of(runner)
     model = getattr(getattr(runner.engine, "device", None), "name", None)
     if is_gpu(device) and isinstance(model, str):

@@ -11,8 +11,6 @@
 #endif
 #include <deque>
 #include <stdexcept>
-#include <cerrno>
-#include <ctime>
 
 #include "gk/device.h"
 #include "gk/jit.h"
@@ -126,9 +124,8 @@ void SpinWaiter::notify() {
 uint64_t monotonic_ns() { return now_ns(); }
 
 void wait_until_ns(uint64_t t_ns, int spin_us) {
-    const uint64_t spin_ns = spin_us > 0 ? static_cast<uint64_t>(spin_us) * 1000ULL : 0;
-    sleep_before(t_ns, spin_ns);  // with this thread's learned wake-up lateness (wake.h)
-    while (now_ns() < t_ns) cpu_relax();
+    // a release with nothing to prewarm (the sleep ends by this thread's learned lateness: wake.h)
+    wait_for_release(t_ns, t_ns, spin_us > 0 ? static_cast<uint64_t>(spin_us) * 1000ULL : 0, [](uint64_t) {});
 }
 
 // ---------------------------------------------------------------------------------------------
