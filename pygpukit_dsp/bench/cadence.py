@@ -551,8 +551,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             from .. import _native
 
             out = chain.output
-            rt = _native.RoundTripFloor(engine.device, int(inputs[0].nbytes),
-                                        int(np.prod(out.block_shape)) * np.dtype(out.np_dtype).itemsize)
+            rt = _native.RoundTripFloor(engine.device, int(chain.input.block_nbytes), int(out.block_nbytes))
             for paced in (True, False):
                 row = CadenceRow("floor" if paced else "floor_back_to_back",
                                  f"floor: bare round trip, {'paced' if paced else 'back to back'}", "floor")
@@ -629,9 +628,20 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
                 time.sleep(left / 1e9)
         return engine.process(x)
 
-    def add(key: str, label: str, call: Callable, setup: Callable | None = None, note: str = "") -> None:
+    def add(key: str, label: str, call: Callable, setup: Callable | None = None, note: str = "",
+            traced: Any = None) -> None:
         rows.append(_Impl(CadenceRow(key, label, "setting", reason=note), call, setup=setup,
-                          traced=engine if native else None))
+                          traced=traced or (engine if native else None)))
+
+    def warm_engine(**options: Any) -> Any:
+        """Another engine of the pipeline with CudaEngine ``options``, warmed up, closed at the end."""
+        from ..backends.cuda_engine import CudaEngine
+
+        other = CudaEngine(pipeline, chain, choice, **options)
+        extra_engines.append(other)
+        for j in range(50):
+            other.process(inputs[j % len(inputs)])
+        return other
 
     d, w = DEFAULT_SPIN_US, DEFAULT_WARM_US
     default = _project_call(engine, d, native, native, w)
@@ -675,12 +685,7 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
         rows.append(_Impl(CadenceRow("pinned_shallow_idle", f"default + pinned + {CPU_DMA_LATENCY} 0", "setting",
                                      status="skipped", reason=why), lambda x, r: None))
     if native:
-        from ..backends.cuda_engine import CudaEngine
-
-        nospin = CudaEngine(pipeline, chain, choice, spin_us=0)
-        extra_engines.append(nospin)
-        for j in range(50):
-            nospin.process(inputs[j % len(inputs)])
+        nospin = warm_engine(spin_us=0)
 
         def nospin_call(x: np.ndarray, release: int | None) -> Any:
             if release is None:
@@ -700,18 +705,14 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
         out_call.arrives = True  # type: ignore[attr-defined]
         add("out_array", f"default + caller pinned to CPU {pin_cpu} + out= (the caller's output array: no allocation per block)", out_call,
             setup=lambda: pinned(pin_cpu))
-        rows.append(_Impl(CadenceRow("completion_no_spin", "default, completion wait without spin (blocks at once)",
-                                     "setting"), nospin_call, traced=nospin))
+        add("completion_no_spin", "default, completion wait without spin (blocks at once)", nospin_call,
+            traced=nospin)
         # the block launched first and copied into the pinned slot after (its pull kernel waits for
         # the copy's ready word): the fill's tail behind the launch and the GPU's start
-        overlap = CudaEngine(pipeline, chain, choice, overlap_fill=True)
-        extra_engines.append(overlap)
-        for j in range(50):
-            overlap.process(inputs[j % len(inputs)])
+        overlap = warm_engine(overlap_fill=True)
         if overlap._engine.overlap_fill:
             add("overlap_fill", "default + overlap_fill (launched first, copied in after)",
-                _project_call(overlap, d, True, True, w), note="off by default")
-            rows[-1].traced = overlap
+                _project_call(overlap, d, True, True, w), note="off by default", traced=overlap)
         else:
             rows.append(_Impl(CadenceRow("overlap_fill", "default + overlap_fill", "setting", status="skipped",
                                          reason="overlap_fill needs mapped I/O and inline submit"), lambda x, r: None))
