@@ -55,6 +55,7 @@ from ..affinity import leave_reserved, pinned, resolve_cpu
 from ..errors import AdmissionError, ConfigError, DeviceError
 from ..stages.base import StageParams
 from .bench_file import pick_pipeline, validate_bench
+from .gc_pauses import GcPauses, overlap_ns
 from .stall_probe import HOST_SLOW_FACTOR, HOST_SLOW_MIN_US, HOST_STALL_US, start_probe, stop_probe
 from .trace import Breakdown, breakdown
 from .trace import markdown as breakdown_markdown
@@ -79,6 +80,7 @@ W2_WARM_S = 0.3             # W2 runs this long before its solo window opens
 SPIN_NS = 150_000           # the host sleeps until this close to an arrival, then spins
 SETTLE_BLOCKS = 20          # untimed W1 blocks after W2 is switched on or off
 PUMP_START_TIMEOUT_S = 120.0
+LATE_BACK_US = 100.0        # a paced W1 thread back from its sleep this late or later: a late wake-up
 SLOW_PHASES = ("fill", "copy out")  # fixed CPU work of a block: plain copies, no lock, no wait (stall_probe.py)
 
 Progress = Callable[[str], None]
@@ -337,6 +339,16 @@ class ContentionReport:
                              f"{c.get('host_slow', 0)} host slowdowns, {c['process']} the process's"
                              + (f" (probe gaps >= {HOST_STALL_US:g} us in the run: {c.get('probe_gaps', 0)})"
                                 if "probe_gaps" in c else " (no probe)"))
+                if c["process"] and "process_late_back" in c:
+                    lines.append(f"  - of the process's: {c['process_late_back']} came back from the paced sleep "
+                                 f">= {LATE_BACK_US:g} us late, {c['process_gc']} had the garbage collector running "
+                                 f"(>= 50 us) inside; per miss (us late back from the sleep / GC us / GPU time us): "
+                                 + ", ".join(f"block {b['index']} {_or_dash(b.get('back_late_us'))} / {b.get('gc_us', 0):g}"
+                                             f" / {_or_dash(b.get('gpu_us'))}"
+                                             for b in c["blocks"] if b["cause"] == "process"))
+                if "gc_collections" in c:
+                    lines.append(f"  - garbage collections during the interleaved run: {c['gc_collections']}, "
+                                 f"the longest {c['gc_max_us']:.0f} us")
             load = self.row("project_load")
             lc = load.extra.get("miss_causes") if load is not None else None
             if lc is not None:
@@ -670,26 +682,31 @@ class _ProjectRun:
                         lambda x, r: feed.at(x, r, wait.spin_us, wait.prewarm, wait.warm_us))  # noqa: E731
                     _paced_w1(feed, w1_inputs, warmup=warmup, blocks=0, period_ns=self.period_ns, release_call=at)
                     out = _Interleaved(w2_outputs=w2_outputs)
+                    warm_us = wait.warm_us if wait is not None else 0
                     probe = start_probe()
-                    for seg, n in enumerate(_split(blocks, segments)):
-                        for loaded in ((False, True) if seg % 2 == 0 else (True, False)):
-                            pump = _start_pump(_resident_pump(w2)) if loaded else None
-                            try:
+                    with GcPauses() as gc_pauses:
+                        for seg, n in enumerate(_split(blocks, segments)):
+                            for loaded in ((False, True) if seg % 2 == 0 else (True, False)):
+                                pump = _start_pump(_resident_pump(w2)) if loaded else None
+                                try:
+                                    if pump is not None:
+                                        _wait_started(pump)
+                                    _paced_w1(feed, w1_inputs, warmup=SETTLE_BLOCKS, blocks=0,
+                                              period_ns=self.period_ns, release_call=at)
+                                    w1.set_trace(n)
+                                    first = feed.count
+                                    run = _paced_w1(feed, w1_inputs, warmup=0, blocks=n, period_ns=self.period_ns,
+                                                    release_call=at)
+                                    late = feed.back_late_us(first, run.starts, warm_us) if at is not None else None
+                                    (out.load if loaded else out.solo).add(run, w1.block_trace(), late)
+                                finally:
+                                    if pump is not None:
+                                        _finish_pump(pump)
                                 if pump is not None:
-                                    _wait_started(pump)
-                                _paced_w1(feed, w1_inputs, warmup=SETTLE_BLOCKS, blocks=0, period_ns=self.period_ns,
-                                          release_call=at)
-                                w1.set_trace(n)
-                                run = _paced_w1(feed, w1_inputs, warmup=0, blocks=n, period_ns=self.period_ns,
-                                                release_call=at)
-                                (out.load if loaded else out.solo).add(run, w1.block_trace())
-                            finally:
-                                if pump is not None:
-                                    _finish_pump(pump)
-                            if pump is not None:
-                                out.w2_done += pump.count(run.t_start, run.t_end)
-                                out.w2_seconds += (run.t_end - run.t_start) / 1e9
+                                    out.w2_done += pump.count(run.t_start, run.t_end)
+                                    out.w2_seconds += (run.t_end - run.t_start) / 1e9
                     out.stalls = stop_probe(probe)
+                    out.gc = gc_pauses.spans()
                     out.w1_blocks, out.w1_last = feed.count, list(feed.last)
                     out.extra = {"scheduler_w1": sched.stream_stats(sid1), "scheduler_w2": sched.stream_stats(sid2),
                                  "dispatch": dispatch.stats(), "declared_cost_ns": self.cost_ns,
@@ -720,24 +737,41 @@ class _ProjectRun:
 
 class _Feed:
     """W1's input as one continuous stream: block i is inputs[i % len(inputs)], whatever the
-    caller passes; keeps the last W1_CHECK_BLOCKS outputs."""
+    caller passes; keeps the last W1_CHECK_BLOCKS outputs. ``process`` returns a new array per
+    block (CudaEngine.process, the safe API), so they are kept as they are: a copy here would run
+    inside the timed call (its latency ends when the feed returns), which the PyTorch baseline's
+    W1 (a view of its pinned output, copied after the stamp) does not pay."""
 
     def __init__(self, process: Callable[[np.ndarray], Any], inputs: list[np.ndarray]):
         self.process, self.inputs, self.count = process, inputs, 0
         self.last: deque[np.ndarray] = deque(maxlen=W1_CHECK_BLOCKS)
+        self.back_ns: dict[int, int] = {}  # block -> when its wait came back to Python (warm_us)
+
+    def _back(self) -> None:
+        self.back_ns[self.count] = time.perf_counter_ns()
+
+    def back_late_us(self, first: int, starts: np.ndarray, warm_us: int) -> np.ndarray:
+        """For blocks first, first + 1, ...: how late (us) each wait came back to Python against
+        the time it asked for (the release - warm_us); NaN where it did not stop there."""
+        late = np.full(len(starts), np.nan)
+        for j, t0 in enumerate(starts):
+            b = self.back_ns.get(first + j)
+            if b is not None:
+                late[j] = (b - (int(t0) - warm_us * 1000)) / 1e3
+        return late
 
     def __call__(self, _block: Any) -> Any:
         y = self.process(self.inputs[self.count % len(self.inputs)])
         self.count += 1
-        self.last.append(np.array(y, copy=True))
+        self.last.append(y)
         return y
 
     def at(self, _block: Any, release_ns: int, spin_us: int, prewarm: bool, warm_us: int = 0) -> Any:
         """The next block, handed over before its release: the engine waits for it natively."""
         y = self.process(self.inputs[self.count % len(self.inputs)], release_ns=release_ns, spin_us=spin_us,
-                         prewarm=prewarm, warm_us=warm_us)
+                         prewarm=prewarm, warm_us=warm_us, arrive=self._back if warm_us > 0 else None)
         self.count += 1
-        self.last.append(np.array(y, copy=True))
+        self.last.append(y)
         return y
 
 
@@ -753,10 +787,12 @@ class _Timed:
 
     runs: list[_W1Run] = field(default_factory=list)
     traces: list[dict[str, np.ndarray]] = field(default_factory=list)
+    back_late: list[np.ndarray] = field(default_factory=list)  # per block: us late back from the sleep (NaN: unknown)
 
-    def add(self, run: _W1Run, trace: dict[str, np.ndarray]) -> None:
+    def add(self, run: _W1Run, trace: dict[str, np.ndarray], back_late_us: np.ndarray | None = None) -> None:
         self.runs.append(run)
         self.traces.append(trace)
+        self.back_late.append(np.full(len(run.lat_ns), np.nan) if back_late_us is None else back_late_us)
 
     @property
     def lat_ns(self) -> np.ndarray:
@@ -775,6 +811,7 @@ class _Timed:
 @dataclass
 class _Interleaved:
     stalls: tuple[np.ndarray, np.ndarray] | None = None  # the stall probe's (starts, lengths), ns
+    gc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the collector's (starts, ends, generations), ns
     solo: _Timed = field(default_factory=_Timed)
     load: _Timed = field(default_factory=_Timed)
     w2_outputs: list[np.ndarray] = field(default_factory=list)
@@ -786,15 +823,28 @@ class _Interleaved:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+def _or_dash(v: Any) -> str:
+    return "-" if v is None else f"{v:g}"
+
+
+def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.ndarray] | None,
+                gc_spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """Each W1 block over the deadline: a *host stall* when the stall probe (a thread on another
     CPU that only reads the clock) stopped for >= HOST_STALL_US while the block ran (the whole
     guest or its CPUs were held: nothing in the process can fix that); a *host slowdown* when the
     block's fixed CPU work (SLOW_PHASES: copies of a fixed size, no lock, no wait) took
     HOST_SLOW_FACTOR times its median or more: the CPU under the W1 thread ran slow (its vCPU
     shared or preempted beneath the guest, which a probe on another CPU cannot see); else the
-    *process*'s."""
-    out: dict[str, Any] = {"misses": len(bd.over), "host_stall": 0, "host_slow": 0, "process": 0, "blocks": []}
+    *process*'s. Facts beside each miss, which the cause does not use: how late the W1 thread came
+    back from its paced sleep (``back_late_us``: to Python, against the release - warm_us it asked
+    for) and how long the garbage collector ran inside the block (``gc_us``); the process's misses
+    are counted by them too (``process_late_back``: back >= LATE_BACK_US late; ``process_gc``: a
+    collection of 50 us or more inside)."""
+    out: dict[str, Any] = {"misses": len(bd.over), "host_stall": 0, "host_slow": 0, "process": 0,
+                           "process_late_back": 0, "process_gc": 0, "blocks": []}
+    if gc_spans is not None:
+        out["gc_collections"] = int(len(gc_spans[0]))
+        out["gc_max_us"] = float((gc_spans[1] - gc_spans[0]).max()) / 1e3 if len(gc_spans[0]) else 0.0
     if stalls is None:
         out["probe"] = "none"
         return out
@@ -803,6 +853,7 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
     g0, g1 = g0[big], g0[big] + glen[big]
     starts = np.concatenate([r.starts for r in timed.runs])
     ends = np.concatenate([r.ends for r in timed.runs])
+    back_late = np.concatenate(timed.back_late) if timed.back_late else np.full(len(starts), np.nan)
     out["probe_gaps"] = int(big.sum())
     work_p50 = sum(ph.p50_us for ph in bd.phases if ph.name in SLOW_PHASES)
     slow_at = max(HOST_SLOW_FACTOR * work_p50, work_p50 + HOST_SLOW_MIN_US)
@@ -813,8 +864,16 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
         work = sum(o.phases_us.get(k, 0.0) for k in SLOW_PHASES)
         cause = "host_stall" if hit.any() else "host_slow" if work_p50 > 0 and work >= slow_at else "process"
         out[cause] += 1
+        late = float(back_late[o.index]) if o.index < len(back_late) else float("nan")
+        gc_ns, gc_gen = overlap_ns(gc_spans, a - 1_000_000, b)  # the Python before the call included
+        if cause == "process":
+            out["process_late_back"] += int(late >= LATE_BACK_US)
+            out["process_gc"] += int(gc_ns >= 50_000)
         out["blocks"].append({"index": o.index, "total_us": o.total_us, "largest": o.largest,
-                              "cause": cause, "probe_stall_us": stalled})
+                              "cause": cause, "probe_stall_us": stalled,
+                              "back_late_us": None if np.isnan(late) else round(late, 1),
+                              "gc_us": round(gc_ns / 1e3, 1), "gc_generation": gc_gen,
+                              "gpu_us": None if o.gpu_us is None else round(o.gpu_us, 1)})
     return out
 
 
@@ -919,8 +978,8 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     load.w1 = LatencyFigures.from_ns(run.load.lat_ns, deadline_ns, run.load.overruns)
     solo.extra["w1_breakdown"] = run.solo.breakdown(deadline_ns)
     load.extra = {**run.extra, "w1_breakdown": run.load.breakdown(deadline_ns)}
-    solo.extra["miss_causes"] = miss_causes(run.solo, solo.extra["w1_breakdown"], run.stalls)
-    load.extra["miss_causes"] = miss_causes(run.load, load.extra["w1_breakdown"], run.stalls)
+    solo.extra["miss_causes"] = miss_causes(run.solo, solo.extra["w1_breakdown"], run.stalls, run.gc)
+    load.extra["miss_causes"] = miss_causes(run.load, load.extra["w1_breakdown"], run.stalls, run.gc)
     if run.stalls is not None:
         solo.extra["probe_gaps_over_100us"] = int((run.stalls[1] >= HOST_STALL_US * 1000).sum())
         solo.extra["probe_max_gap_us"] = float(run.stalls[1].max()) / 1e3 if run.stalls[1].size else 0.0

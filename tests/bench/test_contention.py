@@ -192,6 +192,20 @@ def test_markdown_table_targets_and_checks():
     assert "- pygpukit-dsp, W1 + W2 on one scheduler: p99 41.0 us, missed 0 of 3300" in md
 
 
+def test_markdown_lists_the_process_s_misses_with_their_facts():
+    rep = _report(load_misses=2)
+    rep.row("project_load").extra["miss_causes"] = {
+        "misses": 2, "host_stall": 0, "host_slow": 1, "process": 1, "process_late_back": 1, "process_gc": 0,
+        "probe_gaps": 3, "gc_collections": 4, "gc_max_us": 310.0,
+        "blocks": [{"index": 7, "cause": "host_slow"},
+                   {"index": 9, "cause": "process", "back_late_us": 1210.5, "gc_us": 0.0, "gpu_us": 14.2}]}
+    md = rep.markdown()
+    assert "- pygpukit-dsp, W1 + W2 on one scheduler: 2 misses: 0 host stalls, 1 host slowdowns, 1 the process's" in md
+    assert "of the process's: 1 came back from the paced sleep >= 100 us late, 0 had the garbage collector" in md
+    assert "block 9 1210.5 / 0 / 14.2" in md and "block 7" not in md.split("of the process's")[1]
+    assert "garbage collections during the interleaved run: 4, the longest 310 us" in md
+
+
 def test_a_failed_check_shows_in_the_report():
     rep = _report()
     rep.checks.append(OutputCheck("PyTorch w1 = pygpukit-dsp", 0.5, 2e-3, False, project=False))
@@ -246,6 +260,22 @@ def test_paced_loop_counts_blocks_slower_than_a_period():
     assert run.overruns == 6
 
 
+def test_the_feed_keeps_each_output_without_copying_it_inside_the_timed_call():
+    # the feed's return ends W1's latency: a copy of the output there would be timed (the PyTorch
+    # baseline's copy comes after its stamp), so it keeps the new array process() returned
+    made = []
+
+    def process(x, **_):
+        made.append(x * 2)
+        return made[-1]
+
+    feed = contention._Feed(process, [np.full((1, 4), i, np.float32) for i in range(3)])
+    ys = [feed(None) for _ in range(2)] + [feed.at(None, 0, 0, False) for _ in range(contention.W1_CHECK_BLOCKS)]
+    assert feed.count == 2 + contention.W1_CHECK_BLOCKS
+    assert all(a is b for a, b in zip(feed.last, ys[-contention.W1_CHECK_BLOCKS:]))
+    assert [float(y[0, 0]) for y in feed.last] == [2 * (i % 3) for i in range(2, feed.count)]
+
+
 def test_pump_rate_counts_blocks_in_the_window():
     pump = contention._Pump(stamps=[5, 10, 20, 30, 40])
     assert pump.rate(10, 40, 100) == pytest.approx(3 * 100 / 30e-9)
@@ -287,10 +317,14 @@ class _FakeEngine:
 
     released = 0  # blocks handed over with a release time (issue 13's native wait)
 
-    def process(self, x, *, release_ns=None, spin_us=0, prewarm=False, warm_us=0):
+    def process(self, x, *, release_ns=None, spin_us=0, prewarm=False, warm_us=0, arrive=None):
         if release_ns is not None:  # as CudaEngine: wait for the release inside the call
             from pygpukit_dsp import _native
 
+            if warm_us > 0:  # back in Python warm_us before the release, then the rest
+                _native.wait_until(int(release_ns) - warm_us * 1000, int(spin_us))
+                if arrive is not None:
+                    arrive()
             _native.wait_until(int(release_ns), int(spin_us))
             self.released += 1
         t = time.perf_counter_ns()
@@ -631,6 +665,33 @@ def test_a_miss_whose_copies_ran_three_times_slower_is_a_host_slowdown():
     assert [b["cause"] for b in c["blocks"]] == ["host_slow", "process"]
 
 
+def test_the_process_s_misses_say_how_late_the_thread_came_back_and_whether_the_collector_ran():
+    from pygpukit_dsp.bench.contention import _Timed, _W1Run, miss_causes
+    from pygpukit_dsp.bench.trace import Breakdown, OverBlock, PhaseFigures
+
+    starts = np.array([0, 10_000_000, 20_000_000], dtype=np.int64)
+    ends = starts + np.array([50_000, 1_500_000, 1_800_000])
+    timed = _Timed()
+    # block 1 came back from its sleep 1.3 ms late; block 2 on time, with a 900-us gen-2
+    # collection just before its call
+    timed.add(_W1Run(ends - starts, [], 0, 0, 0, starts, ends), {}, np.array([2.0, 1300.0, 3.0]))
+    phases = [PhaseFigures("fill", 8.0, 12.0, 9.0), PhaseFigures("copy out", 1.0, 2.0, 1.0)]
+    over = [OverBlock(1, 1500.0, {"fill": 8.0, "copy out": 1.0, "python in": 1400.0}, "python in", None),
+            OverBlock(2, 1800.0, {"fill": 9.0, "copy out": 1.0, "python in": 1780.0}, "python in", None)]
+    bd = Breakdown(3, 1, phases, PhaseFigures("total", 0, 0, 0), None, 1000.0, over)
+    no_stalls = (np.array([], dtype=np.int64), np.array([], dtype=np.int64))
+    gc_spans = (np.array([19_950_000]), np.array([20_850_000]), np.array([2]))
+    c = miss_causes(timed, bd, no_stalls, gc_spans)
+    assert (c["process"], c["process_late_back"], c["process_gc"]) == (2, 1, 1)
+    assert [(b["back_late_us"], b["gc_us"], b["gc_generation"]) for b in c["blocks"]] == [(1300.0, 0.0, -1),
+                                                                                          (3.0, 900.0, 2)]
+    assert c["gc_collections"] == 1 and c["gc_max_us"] == 900.0
+    # a run without the stamps (no warm_us) says nothing about them
+    bare = _Timed()
+    bare.runs.append(_W1Run(ends - starts, [], 0, 0, 0, starts, ends))
+    assert [b["back_late_us"] for b in miss_causes(bare, bd, no_stalls)["blocks"]] == [None, None]
+
+
 def test_run_w3_reports_miss_causes_from_its_stall_probe(tmp_path, fake_gpu):
     bench = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, segments: 1}\n"))
     rep = run_w3(bench, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False)
@@ -640,3 +701,8 @@ def test_run_w3_reports_miss_causes_from_its_stall_probe(tmp_path, fake_gpu):
             len(rep.row(key).extra["w1_breakdown"].over)
     assert "probe_max_gap_us" in rep.row("project_solo").extra
     assert "W1's misses by cause" in rep.markdown() and "can be blamed for" in rep.markdown()
+    # the run recorded the collector and when each paced wait came back to Python
+    c = rep.row("project_solo").extra["miss_causes"]
+    assert "gc_collections" in c and "garbage collections during the interleaved run" in rep.markdown()
+    assert len(rep.row("project_solo").extra["w1_breakdown"].over) == 0 or all(
+        b["back_late_us"] is not None for b in c["blocks"])
