@@ -292,8 +292,13 @@ class StreamEngine:
     def input_slot(self, slot: int) -> _Block: ...  # writable view of the slot's pinned input
     def output_slot(self, slot: int) -> _Block: ...  # view of the slot's pinned output
     def submit(self, slot: int, n_valid: int, final: bool = False) -> None: ...  # non-blocking
-    # a new array, or `out` (the full output block's shape) filled
-    def process(self, slot: int, block: _Block, final: bool = False, out: _Block | None = None) -> _Block: ...
+    # a new array, or `out` (the full output block's shape) filled; release_ns > 0: wait for it first
+    # (sleep, prewarm, spin; prewarm_lines: the host reads every line of the input, not one word a page)
+    def process(self, slot: int, block: _Block, final: bool = False, out: _Block | None = None,
+                release_ns: int = 0, spin_us: int = 0, prewarm: bool = False, prewarm_lines: bool = False) -> _Block: ...
+    # the first half of a paced wait: up to return_at_ns, without the GIL
+    def wait_release(self, slot: int, release_ns: int, spin_us: int, prewarm: bool, return_at_ns: int,
+                     prewarm_lines: bool = False) -> None: ...
     def fill(self, slot: int, block: _Block) -> None: ...  # copy in and zero the tail
     def wait(self, slot: int) -> int: ...  # valid output items of the slot's block
     def reset(self) -> None: ...

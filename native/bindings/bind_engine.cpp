@@ -407,13 +407,14 @@ void bind_engine(py::module_& m) {
         .def(
             "process",
             [](gk::StreamEngine& e, int slot, const py::array& block, bool final, std::optional<py::array> out,
-               uint64_t release_ns, int spin_us, bool prewarm) {
+               uint64_t release_ns, int spin_us, bool prewarm, bool prewarm_lines) {
                 check_block(e, block, "process");
                 if (spin_us < 0) throw py::value_error("spin_us must be >= 0");
                 gk::ReleaseWait rw;
                 rw.release_ns = release_ns;
                 rw.spin_us = spin_us;
                 rw.prewarm = prewarm;
+                rw.prewarm_lines = prewarm_lines;
                 if (out) check_out(e, *out);
                 const int64_t n = block.shape(1);
                 const void* src = block.data();
@@ -437,6 +438,7 @@ void bind_engine(py::module_& m) {
             },
             py::arg("slot"), py::arg("block"), py::arg("final") = false, py::arg("out") = py::none(),
             py::arg("release_ns") = 0, py::arg("spin_us") = 0, py::arg("prewarm") = false,
+            py::arg("prewarm_lines") = false,
             "Copy a block into the (free) slot, run it, and return its valid output: a new array, or "
             "`out` (the full output block's shape; a view of its first n_out items for a short block). "
             "release_ns (CLOCK_MONOTONIC, perf_counter_ns): first wait for the block's release without "
@@ -444,16 +446,19 @@ void bind_engine(py::module_& m) {
             "host and from the GPU, when the spin starts).")
         .def(
             "wait_release",
-            [](gk::StreamEngine& e, int slot, uint64_t release_ns, int spin_us, bool prewarm, uint64_t return_at_ns) {
+            [](gk::StreamEngine& e, int slot, uint64_t release_ns, int spin_us, bool prewarm, uint64_t return_at_ns,
+               bool prewarm_lines) {
                 if (spin_us < 0) throw py::value_error("spin_us must be >= 0");
                 gk::ReleaseWait rw;
                 rw.release_ns = release_ns;
                 rw.spin_us = spin_us;
                 rw.prewarm = prewarm;
+                rw.prewarm_lines = prewarm_lines;
                 py::gil_scoped_release release;
                 e.wait_release(slot, rw, return_at_ns);
             },
             py::arg("slot"), py::arg("release_ns"), py::arg("spin_us"), py::arg("prewarm"), py::arg("return_at_ns"),
+            py::arg("prewarm_lines") = false,
             "The first half of a paced wait: sleep until spin_us before release_ns, prewarm the slot, spin "
             "until return_at_ns, return (no GIL held meanwhile).")
         .def(

@@ -46,7 +46,7 @@ void RoundTripFloor::prewarm(uint64_t until_ns) {
     cu_check(api.cuMemcpyDtoHAsync(h_out_->data(), d_buf_->ptr(), 4, stream_->handle()), "cuMemcpyDtoHAsync_v2",
              "the floor's prewarm");
     cu_check(api.cuEventRecord(done_, stream_->handle()), "cuEventRecord", "the floor's prewarm");
-    touch_host(h_in_->data(), in_bytes_, h_out_->data(), out_bytes_);
+    touch_host(h_in_->data(), in_bytes_, 64, h_out_->data(), out_bytes_);  // fill() is a plain memcpy
     while (api.cuEventQuery(done_) == CUDA_ERROR_NOT_READY && monotonic_ns() < until_ns) cpu_relax();
 }
 

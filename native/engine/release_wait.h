@@ -22,14 +22,16 @@ void wait_for_release(uint64_t release_ns, uint64_t until_ns, uint64_t spin_ns, 
     while (monotonic_ns() < until_ns) cpu_relax();
 }
 
-// The host half of a prewarm: every cache line of the pinned input (the fill then writes lines
-// this core already holds instead of fetching each; paced, the fill took ~10 us against ~5 us back
-// to back, H100) and one word of every page of the output (its TLB entries: the GPU's writes
-// invalidate its lines anyway).
-inline void touch_host(const void* in, size_t in_bytes, const void* out, size_t out_bytes) {
+// The host half of a prewarm: one word of every page of the pinned output (its TLB entries: the
+// GPU's writes invalidate its lines anyway) and of the pinned input every `in_step` bytes. An
+// engine fills its input with non-temporal stores, which must first evict a line the core holds:
+// after reading every line (in_step 64, sessions 10-12) the fill ran slower than after reading
+// one word per page (4096: the TLB entries only; a host probe, 64 KiB: 3.1-3.3 us against 2.4,
+// 2.0 back to back). The round-trip floor fills with plain stores, which a read line speeds up.
+inline void touch_host(const void* in, size_t in_bytes, size_t in_step, const void* out, size_t out_bytes) {
     unsigned sum = 0;
     const auto* p = static_cast<const volatile unsigned char*>(in);
-    for (size_t off = 0; off < in_bytes; off += 64) sum += p[off];
+    for (size_t off = 0; off < in_bytes; off += in_step) sum += p[off];
     const auto* q = static_cast<const volatile unsigned char*>(out);
     for (size_t off = 0; off < out_bytes; off += 4096) sum += q[off];
     static thread_local volatile unsigned sink = 0;

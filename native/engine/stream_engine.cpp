@@ -945,11 +945,11 @@ void StreamEngine::wait_release(int s, const ReleaseWait& r, uint64_t return_at_
                                     std::to_string(slots() - 1) + ")");
     const uint64_t spin_ns = r.spin_us > 0 ? static_cast<uint64_t>(r.spin_us) * 1000ULL : 0;
     wait_for_release(r.release_ns, std::min(return_at_ns, r.release_ns), spin_ns, [&](uint64_t until) {
-        if (r.prewarm) prewarm_slot(s, until);
+        if (r.prewarm) prewarm_slot(s, until, r.prewarm_lines);
     });
 }
 
-void StreamEngine::prewarm_slot(int s, uint64_t until_ns) {
+void StreamEngine::prewarm_slot(int s, uint64_t until_ns, bool lines) {
     const Slot& slot = *slots_[static_cast<size_t>(s)];
     // GPU first (it runs while the host touches below): the slot's pages once through their
     // mapping, on the compute stream (reads only: whatever runs on the stream before or after it is
@@ -972,7 +972,7 @@ void StreamEngine::prewarm_slot(int s, uint64_t until_ns) {
             // a prewarm is an optimisation: a failure here shows up (and is reported) on the block itself
         }
     }
-    touch_host(slot.h_in->data(), slot.h_in->nbytes(), slot.h_out->data(), slot.h_out->nbytes());
+    touch_host(slot.h_in->data(), slot.h_in->nbytes(), lines ? 64 : 4096, slot.h_out->data(), slot.h_out->nbytes());
     if (!gpu) return;
     const DriverApi& api = driver();
     while (api.cuEventQuery(prewarm_event_) == CUDA_ERROR_NOT_READY && now_ns() < until_ns) cpu_relax();

@@ -111,6 +111,9 @@ struct ReleaseWait {
     // slot's pinned input and output on the host and, with mapped I/O, once from the GPU (a
     // one-page-per-thread kernel on the compute stream, waited for until the release at most).
     bool prewarm = false;
+    // The host also reads every line of the input, not one word per page (the prewarm of sessions
+    // 10-12, kept for the host settings' comparison: the non-temporal fill runs slower after it).
+    bool prewarm_lines = false;
 };
 
 // Sleeps until `t_ns` (CLOCK_MONOTONIC) less `spin_us`, then spins up to it. The calling thread's
@@ -319,7 +322,7 @@ private:
     CUfunction io_touch_ = nullptr;           // prewarm (ReleaseWait::prewarm)
     CUevent prewarm_event_ = nullptr;         // created on the first prewarm
     // ReleaseWait: sleep / prewarm / spin up to the release (process()).
-    void prewarm_slot(int slot, uint64_t until_ns);
+    void prewarm_slot(int slot, uint64_t until_ns, bool lines = false);
     std::unique_ptr<PinnedBuffer> io_flag_;   // flag_wait: one mapped host word the push writes
     std::unique_ptr<DeviceBuffer> io_state_;  // flag_wait: {push CTAs arrived, flagged pushes}
     bool direct_output_ = false;  // the block graphs' last op writes the mapped output (no push)

@@ -158,7 +158,7 @@ class CudaEngine:
 
     def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None, *,
                 release_ns: int | None = None, spin_us: int = 0, prewarm: bool = False,
-                warm_us: int = 0, arrive: Callable[[], Any] | None = None) -> np.ndarray:
+                warm_us: int = 0, arrive: Callable[[], Any] | None = None, prewarm_lines: bool = False) -> np.ndarray:
         """Process one block and return a new array with its output (the safe API).
 
         One native call: the copy into the pinned slot, the hand-over, the wait and the copy
@@ -176,6 +176,8 @@ class CudaEngine:
         is warm when the block is due: after a sleep the way back to Python cost ~10 us more.
         ``arrive`` (with ``warm_us``): called then, before the block is read; a benchmark writes
         the block there, as a live source would just have written it (bench/cadence.py).
+        ``prewarm_lines``: the prewarm reads every line of the pinned input instead of one word per
+        page (sessions 10-12; the non-temporal fill runs slower after it: benchmarks compare it).
         """
         if self._closed:
             raise StreamFault("the CUDA engine is closed")
@@ -190,12 +192,14 @@ class CudaEngine:
             y = self._engine.process(slot, block, final, out)
         elif warm_us > 0:
             release_ns = int(release_ns)
-            self._engine.wait_release(slot, release_ns, int(spin_us), bool(prewarm), release_ns - int(warm_us) * 1000)
+            self._engine.wait_release(slot, release_ns, int(spin_us), bool(prewarm), release_ns - int(warm_us) * 1000,
+                                      bool(prewarm_lines))
             if arrive is not None:
                 arrive()
             y = self._engine.process(slot, block, final, out, release_ns, int(spin_us), False)
         else:
-            y = self._engine.process(slot, block, final, out, int(release_ns), int(spin_us), bool(prewarm))
+            y = self._engine.process(slot, block, final, out, int(release_ns), int(spin_us), bool(prewarm),
+                                     bool(prewarm_lines))
         self._next = (slot + 1) % self._slots
         return y
 

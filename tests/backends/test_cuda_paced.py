@@ -33,9 +33,11 @@ def _open(p: Pipeline, **options):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("warm_us,overlap_fill", [(0, False), (100, False), (100, True)])
-def test_paced_blocks_with_prewarm_equal_the_same_blocks_back_to_back(warm_us: int, overlap_fill: bool):
-    # overlap_fill (the cadence bench's setting row): the block launched first, copied in after
+@pytest.mark.parametrize("warm_us,overlap_fill,lines", [(0, False, False), (100, False, False), (100, True, False),
+                                                       (0, False, True), (100, False, True)])
+def test_paced_blocks_with_prewarm_equal_the_same_blocks_back_to_back(warm_us: int, overlap_fill: bool, lines: bool):
+    # overlap_fill (the cadence bench's setting row): the block launched first, copied in after;
+    # lines: the prewarm reads every line of the input (the settings' comparison row)
     p = _w1()
     paced, ref = _open(p, **({"overlap_fill": True} if overlap_fill else {})), _open(p)
     try:
@@ -53,10 +55,11 @@ def test_paced_blocks_with_prewarm_equal_the_same_blocks_back_to_back(warm_us: i
                 def arrive(buf=buf, x=x, release=release) -> None:
                     np.copyto(buf, x)
                     arrived.append((time.perf_counter_ns(), release))
-                y = paced.process(buf, release_ns=release, spin_us=300, prewarm=True, warm_us=warm_us, arrive=arrive)
+                y = paced.process(buf, release_ns=release, spin_us=300, prewarm=True, warm_us=warm_us, arrive=arrive,
+                                  prewarm_lines=lines)
                 returned.append(time.perf_counter_ns())
             else:
-                y = paced.process(x, release_ns=release, spin_us=300, prewarm=True)
+                y = paced.process(x, release_ns=release, spin_us=300, prewarm=True, prewarm_lines=lines)
             assert time.perf_counter_ns() >= release
             np.testing.assert_array_equal(y, ref.process(x))
         if warm_us:

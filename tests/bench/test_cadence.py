@@ -146,8 +146,23 @@ def test_the_floor_says_whether_a_target_is_below_what_the_machine_allowed():
     assert "the floor is within it" in v["p50"]  # 12 us paced against the 28.6 us the p50 target allows
     md = rep.markdown()
     assert "paced p99 <= 1.5x back to back: **not met**" in md and md.count("below what this machine allowed") == 1
+    assert "torch" not in v  # no PyTorch + graph row: nothing to judge against
     # without the floor's rows (CPU backend) there is no verdict
     assert _report_with({"project": (30, 40), "back_to_back": (22, 30)}).floor_verdicts() == {}
+
+
+def test_the_floor_judges_the_target_against_pytorch_too():
+    # PyTorch + graph paced p99 257 us: the target allows the project 128.5 us; the bare round trip
+    # paced took 241 (a host whose hiccups add ~200 us to everyone's tail)
+    rows = {"project": (30, 216), "back_to_back": (22, 36), "floor": (26, 241), "floor_back_to_back": (25, 33),
+            "torch-graph": (124, 257)}
+    rep = _report_with(rows)
+    v = rep.floor_verdicts()["torch"]
+    assert "p99 241.0 us against the 128.5 us" in v and "below what this machine allowed" in v
+    md = rep.markdown()
+    assert "paced p99 <= 0.5x PyTorch + CUDA graph paced: **not met** (0.84x); the bare round trip paced: p99 241.0" in md
+    rows["floor"] = (26, 100)
+    assert "the floor is within it" in _report_with(rows).floor_verdicts()["torch"]
 
 
 def test_unknown_baseline_and_bad_spin_are_config_errors():

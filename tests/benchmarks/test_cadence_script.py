@@ -60,7 +60,8 @@ def test_every_part_reports_into_one_json_and_markdown(cadence_run: Path):
     assert data["w1_64"]["pipeline"] == "w1_b64" and data["w1_64"]["period_us"] == pytest.approx(1333.33, abs=0.01)
     settings = {s["key"]: s for s in data["settings"]["settings"]}
     assert {"sleep_python", "native_sleep", "spin200_prewarm", "spin200_warm", "spin_period",
-            "completion_no_spin", "no_wake_guard", "overlap_fill"} <= set(settings)
+            "completion_no_spin", "no_wake_guard", "overlap_fill", "prewarm_lines"} <= set(settings)
+    assert settings["prewarm_lines"]["status"] == "ok"
     assert settings["overlap_fill"]["status"] == "ok"  # the fake driver maps host memory: it runs
     assert all(s["figures"]["blocks"] == 12 for s in settings.values() if s["status"] == "ok")
     assert "### w1 at its real cadence" in md and "### w1_b64 at its real cadence" in md
