@@ -136,23 +136,21 @@ class CadenceReport:
         fl, fl_b2b, tg = self.row("floor"), self.row("floor_back_to_back"), self.row("torch-graph")
         if not (paced and b2b and fl and fl_b2b):
             return {}
+
+        def verdict(q: str, floor_paced: float, aside: str, target: float, base: float) -> str:
+            allowed = target * base
+            return (f"the bare round trip paced: {q} {floor_paced:.1f} us{aside} against the {allowed:.1f} us the "
+                    f"target allows the project ({target:g} x {base:.1f})"
+                    + (": **the target is below what this machine allowed in this run**" if floor_paced > allowed
+                       else ": the floor is within it"))
+
         out = {}
         if tg:  # the same test against PyTorch + graph's paced p99 (a hiccup of the host adds the same us to both)
-            allowed = TORCH_TARGET * tg.figures.p99
-            below = fl.figures.p99 > allowed
-            out["torch"] = (f"the bare round trip paced: p99 {fl.figures.p99:.1f} us against the {allowed:.1f} us the "
-                            f"target allows the project ({TORCH_TARGET:g} x {tg.figures.p99:.1f})"
-                            + (": **the target is below what this machine allowed in this run**" if below else
-                               ": the floor is within it"))
+            out["torch"] = verdict("p99", fl.figures.p99, "", TORCH_TARGET, tg.figures.p99)
         for q, target in (("p50", P50_TARGET), ("p99", P99_TARGET)):
-            allowed = target * getattr(b2b.figures, q)
             floor_paced, floor_b2b = getattr(fl.figures, q), getattr(fl_b2b.figures, q)
-            below = floor_paced > allowed
-            out[q] = (f"the bare round trip paced: {q} {floor_paced:.1f} us (back to back {floor_b2b:.1f}: "
-                      f"{floor_paced / floor_b2b:.2f}x) against the {allowed:.1f} us the target allows the project "
-                      f"({target:g} x {getattr(b2b.figures, q):.1f})"
-                      + (": **the target is below what this machine allowed in this run**" if below else
-                         ": the floor is within it"))
+            out[q] = verdict(q, floor_paced, f" (back to back {floor_b2b:.1f}: {floor_paced / floor_b2b:.2f}x)",
+                             target, getattr(b2b.figures, q))
         return out
 
     def targets(self) -> list[tuple[str, bool | None, str]]:
@@ -461,13 +459,13 @@ def _floor_call(floor: Any, out_shape: tuple[int, ...], out_dtype: Any, spin_us:
 
 
 def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
-                  warm_us: int = 0) -> Callable[[np.ndarray, int | None], Any]:
+                  warm_us: int = 0, prewarm_lines: bool = False) -> Callable[[np.ndarray, int | None], Any]:
     if native:  # CudaEngine: the wait inside its own call
         def call(x: np.ndarray, release: int | None) -> Any:
             if release is None:
                 return engine.process(x)
             return engine.process(x, release_ns=release, spin_us=spin_us, prewarm=prewarm, warm_us=warm_us,
-                                  arrive=_arrive)
+                                  arrive=_arrive, prewarm_lines=prewarm_lines)
         call.arrives = warm_us > 0  # type: ignore[attr-defined]  # else the block is written before the call
         return call
     return _baseline_call(engine, _waiter(spin_us, warm_us))
@@ -724,14 +722,8 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
             rows.append(_Impl(CadenceRow("overlap_fill", "default + overlap_fill", "setting", status="skipped",
                                          reason="overlap_fill needs mapped I/O and inline submit"), lambda x, r: None))
     if native:
-        def lines_call(x: np.ndarray, release: int | None) -> Any:
-            if release is None:
-                return engine.process(x)
-            return engine.process(x, release_ns=release, spin_us=d, prewarm=True, warm_us=w, arrive=_arrive,
-                                  prewarm_lines=True)
-        lines_call.arrives = True  # type: ignore[attr-defined]
         add("prewarm_lines", "default, the prewarm reading every line of the input (not one word a page)",
-            lines_call, note="sessions 10-12")
+            _project_call(engine, d, True, True, w, prewarm_lines=True), note="sessions 10-12")
         from .. import _native
 
         def unguarded(x: np.ndarray, release: int | None) -> Any:

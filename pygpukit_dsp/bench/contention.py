@@ -865,7 +865,7 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
         cause = "host_stall" if hit.any() else "host_slow" if work_p50 > 0 and work >= slow_at else "process"
         out[cause] += 1
         late = float(back_late[o.index]) if o.index < len(back_late) else float("nan")
-        gc_ns, gc_gen = overlap_ns(gc_spans, a - 1_000_000, b)  # the Python before the call included
+        gc_ns, gc_gen = overlap_ns(gc_spans, a, b)
         if cause == "process":
             out["process_late_back"] += int(late >= LATE_BACK_US)
             out["process_gc"] += int(gc_ns >= 50_000)

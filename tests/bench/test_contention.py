@@ -673,14 +673,14 @@ def test_the_process_s_misses_say_how_late_the_thread_came_back_and_whether_the_
     ends = starts + np.array([50_000, 1_500_000, 1_800_000])
     timed = _Timed()
     # block 1 came back from its sleep 1.3 ms late; block 2 on time, with a 900-us gen-2
-    # collection just before its call
+    # collection inside it (between its release and its call)
     timed.add(_W1Run(ends - starts, [], 0, 0, 0, starts, ends), {}, np.array([2.0, 1300.0, 3.0]))
     phases = [PhaseFigures("fill", 8.0, 12.0, 9.0), PhaseFigures("copy out", 1.0, 2.0, 1.0)]
     over = [OverBlock(1, 1500.0, {"fill": 8.0, "copy out": 1.0, "python in": 1400.0}, "python in", None),
             OverBlock(2, 1800.0, {"fill": 9.0, "copy out": 1.0, "python in": 1780.0}, "python in", None)]
     bd = Breakdown(3, 1, phases, PhaseFigures("total", 0, 0, 0), None, 1000.0, over)
     no_stalls = (np.array([], dtype=np.int64), np.array([], dtype=np.int64))
-    gc_spans = (np.array([19_950_000]), np.array([20_850_000]), np.array([2]))
+    gc_spans = (np.array([20_050_000]), np.array([20_950_000]), np.array([2]))
     c = miss_causes(timed, bd, no_stalls, gc_spans)
     assert (c["process"], c["process_late_back"], c["process_gc"]) == (2, 1, 1)
     assert [(b["back_late_us"], b["gc_us"], b["gc_generation"]) for b in c["blocks"]] == [(1300.0, 0.0, -1),
