@@ -576,6 +576,9 @@ void StreamEngine::setup_mapped_io() {
     io_pull_ = io_module_->function("gk_io_pull")->handle();  // the module keeps them loaded
     io_push_ = io_module_->function("gk_io_push")->handle();
     io_touch_ = io_module_->function("gk_io_touch")->handle();
+    // the prewarm's event, made here rather than on the first prewarm: created lazily, it could
+    // race close() (a prewarm past its closed_ check while teardown runs) and outlive the engine
+    cu_check(api.cuEventCreate(&prewarm_event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "creating the prewarm event");
     io_pull_grid_ = io_grid(input_desc().nbytes(), p.multiprocessors);
     io_push_grid_ = io_grid(output_desc().nbytes(), p.multiprocessors);
     if (options_.flag_wait) {
@@ -955,13 +958,10 @@ void StreamEngine::prewarm_slot(int s, uint64_t until_ns, bool lines) {
     // mapping, on the compute stream (reads only: whatever runs on the stream before or after it is
     // unaffected), launched as a graph the way a block is
     bool gpu = false;
-    if (io_touch_ && options_.mapped_io && !failed_.load() && !closed_.load()) {
+    if (io_touch_ && prewarm_event_ && options_.mapped_io && !failed_.load() && !closed_.load()) {
         try {
             const DriverApi& api = driver();
             device_->make_current();
-            if (!prewarm_event_)
-                cu_check(api.cuEventCreate(&prewarm_event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
-                         "creating the prewarm event");
             if (slot.prewarm_graph)
                 cu_check(api.cuGraphLaunch(slot.prewarm_graph, compute_), "cuGraphLaunch", "launching the prewarm");
             else

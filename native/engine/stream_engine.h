@@ -320,7 +320,7 @@ private:
     CUfunction io_pull_ = nullptr, io_push_ = nullptr;
     unsigned io_pull_grid_ = 1, io_push_grid_ = 1;
     CUfunction io_touch_ = nullptr;           // prewarm (ReleaseWait::prewarm)
-    CUevent prewarm_event_ = nullptr;         // created on the first prewarm
+    CUevent prewarm_event_ = nullptr;         // mapped I/O: made with the io kernels (setup), for prewarm_slot
     // ReleaseWait: sleep / prewarm / spin up to the release (process()).
     void prewarm_slot(int slot, uint64_t until_ns, bool lines = false);
     std::unique_ptr<PinnedBuffer> io_flag_;   // flag_wait: one mapped host word the push writes

@@ -848,6 +848,15 @@ res["overlap"] = [e.overlap_fill, fake.fake_cuda_mapped_host_allocs() - mapped0]
 e.process(0, x, False)
 res["overlap_counters"] = [e.counters()["blocks"], e.inline_blocks]
 e.close()
+# the prewarm's event is made with the engine, not by the first prewarm (made lazily it could race
+# close() and outlive the engine); every event goes with close()
+events0 = fake.fake_cuda_live_events()
+e = _native.StreamEngine(dev, [gain], single_stream=True, use_graph=True, inline_submit=True, mapped_io=True)
+opened = fake.fake_cuda_live_events()
+e.process(0, x, False, None, time.perf_counter_ns() + 1_000_000, 300, True)
+res["prewarm_events"] = [fake.fake_cuda_live_events() - opened, opened > events0]
+e.close()
+res["prewarm_events"].append(fake.fake_cuda_live_events() - events0)
 
 # 4. A failing push launch surfaces as a DeviceError naming the kernel.
 e = _native.StreamEngine(dev, [gain], use_graph=False, single_stream=True, mapped_io=True)
@@ -890,6 +899,11 @@ def test_fake_mapped_io_refuses_option_combinations_that_cannot_work(fake_mapped
     assert "mapped_io needs single_stream=True" in fake_mapped_results["mapped_without_single"]
     assert "flag_wait needs mapped_io=True" in fake_mapped_results["flag_without_mapped"]
     assert "mapped_io needs single_stream=True" in fake_mapped_results["wrapper_refusal"]
+
+
+def test_fake_mapped_io_makes_the_prewarm_event_with_the_engine_and_frees_it_on_close(fake_mapped_results):
+    # a paced block with prewarm creates no event; open made it; close freed every one
+    assert fake_mapped_results["prewarm_events"] == [0, True, 0]
 
 
 def test_fake_mapped_io_refuses_a_gpu_that_cannot_map_host_memory(fake_mapped_results):
