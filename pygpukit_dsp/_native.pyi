@@ -303,6 +303,11 @@ class StreamEngine:
     def wait(self, slot: int) -> int: ...  # valid output items of the slot's block
     def reset(self) -> None: ...
     def close(self) -> None: ...
+    def set_gpu_timing(self, on: bool) -> None: ...  # events around each block process() runs itself
+    @property
+    def last_gpu_ns(self) -> int: ...  # GPU time of the last block timed; 0: none or not timed
+    @property
+    def last_launch_ns(self) -> int: ...  # host time queueing the last timed block took
     def set_trace(self, capacity: int) -> None: ...  # last `capacity` process() calls; 0: off
     # (n, 9): call, filled, launch_begin, launched, done_seen, woke (ns), gpu_ns, scheduled, copied (ns).
     def trace(self) -> npt.NDArray[np.uint64]: ...

@@ -16,7 +16,9 @@ Refused by every GPU: an AdmissionError with each GPU's reason. Each runner gets
 
 A realtime stream (and a throughput stream with ``min_rate``) needs its per-block cost: the
 declared ``qos.cost_us``, or one measured here by running a few blocks of zeros through the
-opened engine (then its state is reset; a round that met a host hiccup is timed again), once per
+opened engine (then its state is reset; a round that met a host hiccup is timed again): its
+device time (on a GPU, CUDA events around each block's work) for the scheduler's sums, and its
+own latency alone (host wall clock) for its own wait (:class:`BlockCost`), once per
 kind of stream: streams with the same kind of device (a GPU's model), engine, QoS class, input and
 stages share the measurement. Every stream gets its QoS deadline (``deadline_ms``,
 default one block period), so the scheduler counts misses as the QoS line reports them. A
@@ -46,35 +48,83 @@ CALIBRATION_ROUNDS = 3      # rounds of CALIBRATION_BLOCKS at most, while a roun
 CALM_FACTOR = 3.0           # a round is calm when its slowest block is within this many times its median
 
 
-def measure_engine_cost_ns(engine: Any, spec: Any, blocks: int = CALIBRATION_BLOCKS,
-                           rounds: int = CALIBRATION_ROUNDS) -> int:
-    """The slowest of ``blocks`` full blocks of zeros through ``engine`` (after one warm-up block),
-    host wall clock, in the first calm round of up to ``rounds``: a round whose slowest block took
-    over CALM_FACTOR times its median met a host hiccup (a preemption is not the block's cost) and
-    is timed again; when none is calm, the round with the least slowest block. The engine's state
-    is reset after."""
+@dataclass(frozen=True)
+class BlockCost:
+    """What admission knows of one kind of stream's block, measured before the first block.
+
+    ``device_ns`` is what the scheduler sums (the utilisation bound, Σ C in the response bound, and
+    what its dispatcher measures later with events): how long one block holds its device. On a
+    GPU, the larger of the block's GPU time (CUDA events around its work; the median of the
+    round: a share of the device is an average) and the host time its launch calls took (whoever
+    launches every stream's blocks, a dispatcher, does that one block at a time). On the host's
+    dispatcher (CPU backend) blocks run one at a time, so it is the wall clock. ``latency_ns`` is
+    the block's own latency alone, release to done (host wall clock, the slowest of the round):
+    the response bound adds its excess over the device time to the stream's own wait, once, not
+    once per stream (the host's copies and completion wait overlap other streams' blocks).
+    """
+
+    device_ns: int
+    latency_ns: int
+    how: str                     # how device_ns was measured
+    gpu_ns: int | None = None    # the GPU time alone (median), when measured
+    launch_ns: int | None = None  # the launch's host time alone (median), when measured
+
+    def describe(self) -> str:
+        if self.gpu_ns is None:
+            return f"{self.device_ns / 1e3:.1f} us per block ({self.how})"
+        return (f"{self.device_ns / 1e3:.1f} us of device time per block ({self.how}: GPU "
+                f"{self.gpu_ns / 1e3:.1f} us, launch {(self.launch_ns or 0) / 1e3:.1f} us), "
+                f"{self.latency_ns / 1e3:.1f} us alone release to done")
+
+
+def measure_engine_cost(engine: Any, spec: Any, blocks: int = CALIBRATION_BLOCKS,
+                        rounds: int = CALIBRATION_ROUNDS) -> BlockCost:
+    """``blocks`` full blocks of zeros through ``engine`` (after one warm-up block), in the first
+    calm round of up to ``rounds``: a round whose slowest block took over CALM_FACTOR times its
+    median (host wall clock) met a host hiccup (a preemption is not the block's cost) and is timed
+    again; when none is calm, the round with the least slowest block. An engine that can time its
+    blocks on the GPU (``set_gpu_timing``: the CUDA engine) is timed there too, in the same
+    blocks. The engine's state is reset after. See :class:`BlockCost`."""
+    timing = callable(getattr(engine, "set_gpu_timing", None))
     x = np.zeros(spec.block_shape, spec.np_dtype)
-    engine.process(x)
-    least = None
-    for _ in range(max(1, rounds)):
-        times = []
-        for _ in range(blocks):
-            t0 = time.perf_counter_ns()
-            engine.process(x)
-            times.append(time.perf_counter_ns() - t0)
-        worst = max(times)
-        if worst <= CALM_FACTOR * float(np.median(times)):
-            break  # calm: this round's slowest block
-        least = worst if least is None else min(least, worst)
-    else:
-        worst = least
+    if timing:
+        engine.set_gpu_timing(True)
+    try:
+        engine.process(x)
+        least: tuple[int, list[int], list[int]] | None = None
+        for _ in range(max(1, rounds)):
+            times, gpu, launch = [], [], []
+            for _ in range(blocks):
+                t0 = time.perf_counter_ns()
+                engine.process(x)
+                times.append(time.perf_counter_ns() - t0)
+                if timing:
+                    gpu.append(int(engine.last_gpu_ns))
+                    launch.append(int(engine.last_launch_ns))
+            round_ = (max(times), gpu, launch)
+            if round_[0] <= CALM_FACTOR * float(np.median(times)):
+                break  # calm: this round
+            least = round_ if least is None or round_[0] < least[0] else least
+        else:
+            assert least is not None
+            round_ = least
+    finally:
+        if timing:
+            engine.set_gpu_timing(False)
     engine.reset()
-    return max(1, int(worst))
+    latency, gpu, launch = max(1, int(round_[0])), round_[1], round_[2]
+    if not timing:
+        return BlockCost(latency, latency, "wall clock: the host's dispatcher runs one block at a time")
+    if not gpu or min(gpu) <= 0:
+        return BlockCost(latency, latency, "wall clock: the driver gave no GPU time for the block")
+    g, l = int(np.median(gpu)), int(np.median(launch))
+    how = "GPU events" if g >= l else "the launch's host time (more than the GPU time)"
+    return BlockCost(max(1, g, l), max(latency, g, l), how, gpu_ns=g, launch_ns=l)
 
 
-def measure_block_cost_ns(runner: "StreamRunner", blocks: int = CALIBRATION_BLOCKS) -> int:
-    """:func:`measure_engine_cost_ns` of the runner's engine and input."""
-    return measure_engine_cost_ns(runner.engine, runner.chain.input, blocks)
+def measure_block_cost(runner: "StreamRunner", blocks: int = CALIBRATION_BLOCKS) -> BlockCost:
+    """:func:`measure_engine_cost` of the runner's engine and input."""
+    return measure_engine_cost(runner.engine, runner.chain.input, blocks)
 
 
 def cost_key(runner: "StreamRunner") -> str:
@@ -166,10 +216,13 @@ def units_per_block(runner: "StreamRunner") -> int:
     return max(1, int(getattr(runner.engine, "units_per_block", 1)))
 
 
-def stream_registration(runner: "StreamRunner", measured: dict[str, tuple[int, str]] | None = None) -> dict[str, Any]:
-    """The keyword arguments of ``Scheduler.register_stream`` for a runner (cost measured if needed).
-    ``measured``: costs already measured in this admission, by :func:`cost_key`, with the stream
-    they were measured on (read and filled; a runner given one gets ``cost_measured_on``)."""
+def stream_registration(runner: "StreamRunner",
+                        measured: dict[str, tuple[BlockCost, str]] | None = None) -> dict[str, Any]:
+    """The keyword arguments of ``Scheduler.register_stream`` for a runner (cost measured if needed:
+    ``cost_ns`` its device time, ``latency_ns`` its own latency alone; a runner given one gets
+    ``measured_cost``). ``measured``: costs already measured in this admission, by
+    :func:`cost_key`, with the stream they were measured on (read and filled; a runner given one
+    gets ``cost_measured_on``). A declared ``qos.cost_us`` is the device time, and its latency."""
     spec, q = runner.chain.input, runner.pipeline.qos
     kw: dict[str, Any] = {"deadline_ns": max(1, round(q.deadline_s(spec.block_period) * 1e9))}
     if q.cls == "realtime":
@@ -182,11 +235,15 @@ def stream_registration(runner: "StreamRunner", measured: dict[str, tuple[int, s
     elif needs_cost:
         key = cost_key(runner) if measured is not None else None
         if key is not None and key in measured:
-            kw["cost_ns"], runner.cost_measured_on = measured[key]
+            cost, runner.cost_measured_on = measured[key]
         else:
-            kw["cost_ns"] = measure_block_cost_ns(runner)
+            cost = measure_block_cost(runner)
             if key is not None:
-                measured[key] = (kw["cost_ns"], runner.pipeline.name)
+                measured[key] = (cost, runner.pipeline.name)
+        runner.measured_cost = cost
+        kw["cost_ns"] = cost.device_ns
+        if q.cls == "realtime" and cost.latency_ns > cost.device_ns:
+            kw["latency_ns"] = cost.latency_ns
     kw["units_per_block"] = units_per_block(runner)
     return kw
 
@@ -218,7 +275,7 @@ def admit(runners: list["StreamRunner"], *, u_max: float = 0.9,
         seen[name] = r
 
     schedulers: dict[str, Scheduler] = {}
-    measured: dict[str, tuple[int, str]] = {}
+    measured: dict[str, tuple[BlockCost, str]] = {}
     for r in runners:
         device = device_of(r)
         requested = _requested(r)
@@ -266,6 +323,9 @@ def _register(sched: "Scheduler", r: "StreamRunner", kw: dict[str, Any]) -> tupl
         shared = getattr(r, "cost_measured_on", None)
         figures["cost_source"] = ("declared (qos.cost_us)" if q.cost_us is not None else
                                   f"measured on '{shared}' (the same kind of stream)" if shared else "measured")
+        cost = getattr(r, "measured_cost", None)
+        if q.cost_us is None and cost is not None:
+            figures["measured"] = cost.describe()
         return str(e).removeprefix(f"stream '{p.name}' not admitted: "), figures
     return None
 

@@ -154,6 +154,7 @@ class RunSummary:
     gpu: int | None = None        # cuda: the GPU the stream ran on (None on cpu)
     placement: str | None = None  # cuda: why that GPU ("GPU 1: auto: the most admission headroom ...")
     cpu: int | None = None        # qos.cpu: the CPU the thread that ran the blocks was pinned to
+    admission: str | None = None  # a measured realtime cost: what admission measured (BlockCost.describe)
     # what the source saw happen on the way, in order: e.g. a zmq source's lost blocks, each
     # {"sample": samples delivered before it, "dropped_samples", "dropped_blocks", "sequence", "why"}
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -181,6 +182,7 @@ class RunSummary:
             f"  latency per block, host (us): p50 {lat.get('p50', 0):.1f}  p99 {lat.get('p99', 0):.1f}  "
             f"p99.9 {lat.get('p999', 0):.1f}  max {lat.get('max', 0):.1f}",
             f"  qos {self.qos_class}: deadline {self.deadline_us:.1f} us, deadline misses {self.deadline_misses} (host)",
+            *([f"  admitted with a measured cost: {self.admission}"] if self.admission else []),
         ]
         sa = self.scheduler
         if sa is not None:
@@ -235,6 +237,7 @@ class StreamRunner:
         self.device_request = check_device(device) if device is not None else pipeline.device
         self.placement: Any = None  # admission.Placement, set by admission.admit
         self.cost_measured_on: str | None = None  # admission: the alike stream whose measured cost it shares
+        self.measured_cost: Any = None  # admission.BlockCost, when admission measured (or shared) one
         self.cpu = resolve_cpu(pipeline.qos.cpu, pipeline.qos.where_of("cpu") or pipeline.where
                                or f"pipeline '{pipeline.name}'")
         self.source = pipeline.source
@@ -454,17 +457,23 @@ class StreamRunner:
         return summary
 
     def _where(self) -> dict[str, Any]:
-        """RunSummary's ``gpu`` and ``placement``: where the engine ran and why."""
+        """RunSummary's ``gpu``, ``placement`` and ``admission``: where the engine ran and why, and
+        the cost admission measured."""
+        where: dict[str, Any] = {}
+        cost = self.measured_cost
+        if cost is not None:
+            shared = f" (measured on '{self.cost_measured_on}', the same kind of stream)" if self.cost_measured_on else ""
+            where["admission"] = cost.describe() + shared
         choice = self.engine.choice
         if choice.name != "cuda":
-            return {}
+            return where
         gpu = getattr(choice, "device", None) or 0
         reason = getattr(self.placement, "reason", None)
         if reason is None:
             req = self.device_request
             reason = (f"GPU {gpu}: the default (the pipeline sets no device)" if req is None
                       else f"GPU {gpu}: requested (device: {req})")
-        return {"gpu": gpu, "placement": reason}
+        return {**where, "gpu": gpu, "placement": reason}
 
     def _report_to_sink(self, ended_by: str, fault: StreamFault | str | None, blocks: int, samples_in: int,
                         samples_out: int) -> None:

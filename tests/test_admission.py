@@ -38,6 +38,10 @@ def test_admitted_streams_run_and_measured_cost_is_used_when_none_is_declared():
     stats = {name: s.stream_stats(name) for name in ("a", "b")}
     assert stats["a"]["admitted"] and stats["a"]["declared_cost_ns"] > 0  # measured before the run
     assert stats["b"]["declared_cost_ns"] == 100_000
+    # the run summary says what admission measured (the CPU's dispatcher: one block at a time)
+    assert "admitted with a measured cost:" in summaries[0].format()
+    assert "the host's dispatcher runs one block at a time" in summaries[0].admission
+    assert summaries[1].admission is None  # declared
 
 
 def test_best_effort_streams_need_no_cost():
@@ -138,20 +142,80 @@ def _scripted(monkeypatch, times):
     return _ScriptedEngine(clock, times)
 
 
+def _wall(e, spec):
+    from pygpukit_dsp.admission import measure_engine_cost
+
+    cost = measure_engine_cost(e, spec)
+    assert cost.device_ns == cost.latency_ns and cost.gpu_ns is None  # no GPU timing: the wall clock
+    return cost.latency_ns
+
+
 def test_a_round_that_met_a_host_hiccup_is_timed_again(monkeypatch):
-    from pygpukit_dsp.admission import measure_engine_cost_ns
     from pygpukit_dsp.signal import SignalSpec
 
     spec = SignalSpec(48000.0, 2, 64)
     # warm-up, then a round with one 50-us block among 10-us ones (5x its median): timed again
     e = _scripted(monkeypatch, [99_000] + [10_000] * 3 + [50_000] + [10_000] * 4 + [10_000] * 7 + [14_000])
-    assert measure_engine_cost_ns(e, spec) == 14_000 and e.calls == 17 and e.resets == 1
+    assert _wall(e, spec) == 14_000 and e.calls == 17 and e.resets == 1
     # a calm round is the answer at once: its slowest block, 2.5x its median
     e = _scripted(monkeypatch, [1] + [10_000] * 7 + [25_000])
-    assert measure_engine_cost_ns(e, spec) == 25_000 and e.calls == 9
+    assert _wall(e, spec) == 25_000 and e.calls == 9
     # no round calm: the least slowest of the three
     e = _scripted(monkeypatch, [1] + ([10_000] * 7 + [90_000]) + ([10_000] * 7 + [60_000]) + ([10_000] * 7 + [80_000]))
-    assert measure_engine_cost_ns(e, spec) == 60_000 and e.calls == 25
+    assert _wall(e, spec) == 60_000 and e.calls == 25
+
+
+class _TimedEngine(_ScriptedEngine):
+    """A scripted engine that also times its blocks "on the GPU" (as CudaEngine.set_gpu_timing)."""
+
+    def __init__(self, clock, times, gpu, launch):
+        super().__init__(clock, times)
+        self.gpu, self.launch, self.timing = list(gpu), list(launch), []
+        self.last_gpu_ns = self.last_launch_ns = 0
+
+    def set_gpu_timing(self, on):
+        self.timing.append(on)
+
+    def process(self, x):
+        super().process(x)
+        self.last_gpu_ns = self.gpu.pop(0) if self.gpu else 0
+        self.last_launch_ns = self.launch.pop(0) if self.launch else 0
+
+
+def test_a_gpu_block_is_admitted_by_its_device_time_and_its_own_latency(monkeypatch):
+    from pygpukit_dsp.admission import measure_engine_cost
+    from pygpukit_dsp.signal import SignalSpec
+
+    spec = SignalSpec(48000.0, 2, 64)
+    base = _scripted(monkeypatch, [])
+    # 30-us blocks alone (the slowest 36 us) that hold the GPU 12 us (median) and launch in 3 us
+    e = _TimedEngine(base.clock, [30_000] * 8 + [36_000], [11_000] + [12_000] * 5 + [13_000, 20_000, 12_000],
+                     [3_000] * 9)
+    cost = measure_engine_cost(e, spec)
+    assert (cost.device_ns, cost.latency_ns, cost.gpu_ns, cost.launch_ns) == (12_000, 36_000, 12_000, 3_000)
+    assert cost.how == "GPU events" and e.timing == [True, False] and e.resets == 1
+    assert "12.0 us of device time per block" in cost.describe() and "36.0 us alone" in cost.describe()
+    # a launch slower than the GPU's work: the launching thread is what the blocks share
+    e = _TimedEngine(base.clock, [30_000] * 9, [2_000] * 9, [5_000] * 9)
+    cost = measure_engine_cost(e, spec)
+    assert cost.device_ns == 5_000 and cost.how.startswith("the launch's host time")
+    # a driver that gives no GPU time: the wall clock, and it says so
+    e = _TimedEngine(base.clock, [30_000] * 9, [0] * 9, [1_000] * 9)
+    cost = measure_engine_cost(e, spec)
+    assert cost.device_ns == cost.latency_ns == 30_000 and "no GPU time" in cost.how
+
+
+def test_registration_passes_the_device_time_as_cost_and_the_latency_beside_it(monkeypatch):
+    from pygpukit_dsp.admission import admit
+
+    base = _scripted(monkeypatch, [])
+    r = _fake_runner("rt", "cuda", {"class": "realtime"})
+    e = _TimedEngine(base.clock, [30_000] * 9, [12_000] * 9, [3_000] * 9)
+    e.choice, e.units_per_block = r.engine.choice, 1
+    r.engine = e
+    st = admit([r])["cuda"].stats()["streams"][0]
+    assert (st["declared_cost_ns"], st["declared_latency_ns"]) == (12_000, 30_000)
+    assert r.admitted_cost_ns == 12_000 and r.measured_cost.latency_ns == 30_000
 
 
 def test_streams_of_one_kind_share_one_measured_cost(monkeypatch):
@@ -191,3 +255,55 @@ def test_a_refused_stream_says_whose_measurement_it_shares(monkeypatch):
         admit(runners)
     assert ei.value.stream == "second" and e.calls == 9  # timed once
     assert ei.value.figures["cost_source"] == "measured on 'first' (the same kind of stream)"
+
+
+# ----------------------------------------------------------------------------- on the GPU
+
+
+def _w1_realtime(name):
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    return Pipeline([stages.Fir(taps=rng.standard_normal(256) / 16), stages.Mix(matrix=rng.standard_normal((16, 64)))],
+                    name=name, sample_rate=48_000, channels=64, block_size=256, backend="cuda",
+                    qos={"class": "realtime"}, source=NullSource(duration_s=0.1), sink=NullSink())
+
+
+@pytest.mark.gpu
+def test_gpu_calibration_times_each_block_on_the_gpu_and_leaves_the_engine_as_it_was():
+    import numpy as np
+
+    from pygpukit_dsp.admission import measure_engine_cost
+    from pygpukit_dsp.backends import open_backend
+
+    p = _w1_realtime("w1")
+    chain = p.propagate(p.input_spec())
+    e, ref = open_backend(p, chain, "cuda"), open_backend(p, chain, "cuda")
+    try:
+        cost = measure_engine_cost(e, chain.input)
+        assert cost.how == "GPU events" and cost.device_ns == cost.gpu_ns
+        # the block's GPU time is part of its latency alone, and holds at least its kernels
+        resident_ns = min(e.time_resident(50)) * 1e9
+        assert 0.5 * resident_ns < cost.gpu_ns < cost.latency_ns, (cost, resident_ns)
+        assert 0 < cost.launch_ns < cost.latency_ns
+        assert e.last_gpu_ns == 0  # timing off again
+        x = np.random.default_rng(5).standard_normal((64, 256)).astype(np.float32)
+        np.testing.assert_array_equal(e.process(x), ref.process(x))  # state reset after calibration
+        e.set_gpu_timing(True)  # a timed block computes the same (filled before its launch)
+        y = e.process(x)
+        assert e.last_gpu_ns > 0
+        np.testing.assert_array_equal(y, ref.process(x))
+    finally:
+        e.close()
+        ref.close()
+
+
+@pytest.mark.gpu
+def test_gpu_session_admits_realtime_streams_by_device_time_with_their_latency_beside_it():
+    s = Session([_w1_realtime("a"), _w1_realtime("b")])
+    summaries = s.run()
+    for x in summaries:
+        assert x.blocks > 0 and "of device time per block (GPU events" in x.admission
+    st = s.stream_stats("a")
+    assert 0 < st["declared_cost_ns"] < st["declared_latency_ns"]  # the device time, the latency beside it
+    assert "measured on 'a'" in summaries[1].admission  # one measurement per kind of stream

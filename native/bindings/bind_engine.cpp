@@ -489,6 +489,14 @@ void bind_engine(py::module_& m) {
              "Block until the slot's block is done; returns its valid output items.")
         .def("reset", &gk::StreamEngine::reset, py::call_guard<py::gil_scoped_release>())
         .def("close", &gk::StreamEngine::close, py::call_guard<py::gil_scoped_release>())
+        .def("set_gpu_timing", &gk::StreamEngine::set_gpu_timing, py::arg("on"),
+             py::call_guard<py::gil_scoped_release>(),
+             "Time each block process() runs itself on the GPU (events around its work on the compute\n"
+             "stream; a block is filled before its launch while on). Waits for in-flight work.")
+        .def_property_readonly("last_gpu_ns", &gk::StreamEngine::last_gpu_ns,
+                               "GPU time (ns) of the last block completed with gpu timing on; 0: none or not timed.")
+        .def_property_readonly("last_launch_ns", &gk::StreamEngine::last_launch_ns,
+                               "Host time (ns) queueing the last block took with gpu timing on; 0: none.")
         .def("set_trace", &gk::StreamEngine::set_trace, py::arg("capacity"),
              "Record the timing of the last `capacity` process() calls (0: off); clears the ring.")
         .def(

@@ -294,10 +294,10 @@ void StreamEngine::teardown() noexcept {
         if (slot->block_graph) api->cuGraphExecDestroy(slot->block_graph);
         if (slot->prewarm_graph) api->cuGraphExecDestroy(slot->prewarm_graph);
         slot->block_graph = slot->prewarm_graph = nullptr;
-        for (CUevent e : {slot->ev_h2d, slot->ev_comp, slot->ev_done})
+        for (CUevent e : {slot->ev_h2d, slot->ev_comp, slot->ev_done, slot->ev_t0, slot->ev_t1})
             if (e) api->cuEventDestroy(e);
         slot->graph = nullptr;
-        slot->ev_h2d = slot->ev_comp = slot->ev_done = nullptr;
+        slot->ev_h2d = slot->ev_comp = slot->ev_done = slot->ev_t0 = slot->ev_t1 = nullptr;
     }
     if (prewarm_event_) api->cuEventDestroy(prewarm_event_);
     prewarm_event_ = nullptr;
@@ -529,7 +529,30 @@ void StreamEngine::reset_ops_locked() {
 // The per-block path (worker thread)
 // ---------------------------------------------------------------------------------------------
 
-void StreamEngine::enqueue_block(int s) { enqueue_chunk(s, 0, units_total_, nullptr, nullptr); }
+void StreamEngine::enqueue_block(int s) {
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    slot.timed = gpu_timing_.load(std::memory_order_acquire) && slot.ev_t0 && slot.ev_t1;
+    if (!slot.timed) {
+        enqueue_chunk(s, 0, units_total_, nullptr, nullptr);
+        return;
+    }
+    // the host's side too: queueing a block is serial work for whoever launches (a dispatcher)
+    const uint64_t t0 = now_ns();
+    enqueue_chunk(s, 0, units_total_, slot.ev_t0, slot.ev_t1);
+    last_launch_ns_.store(std::max<uint64_t>(1, now_ns() - t0), std::memory_order_release);
+}
+
+void StreamEngine::note_gpu_time(Slot& slot) {
+    slot.gpu_ns = 0;
+    if (!slot.timed) return;
+    slot.timed = false;
+    float ms = 0.0f;
+    // the block is done, so both events completed; a driver that cannot time them leaves 0
+    if (driver().cuEventElapsedTime(&ms, slot.ev_t0, slot.ev_t1) == CUDA_SUCCESS && ms > 0.0f)
+        slot.gpu_ns = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(ms) * 1e6));
+    last_gpu_ns_.store(slot.gpu_ns, std::memory_order_release);
+}
+
 
 // ---------------------------------------------------------------------------------------------
 // mapped I/O (EngineOptions::mapped_io, flag_wait; docs/cuda.md, "Mapped I/O")
@@ -701,7 +724,7 @@ void StreamEngine::worker_main() {
             }
             slot.flag_seq = 0;
             slot.t_done_seen = now_ns();
-            slot.gpu_ns = 0;
+            note_gpu_time(slot);
             counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
             inflight.pop_front();
             counters_.blocks.fetch_add(1, std::memory_order_relaxed);
@@ -911,7 +934,8 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final, v
     const bool scheduled = attached();
     const bool inline_ok = options_.inline_submit && !scheduled;
     // overlap_fill: a full block goes to the GPU first and into the pinned slot after
-    const bool late = inline_ok && options_.mapped_io && options_.overlap_fill && n == input_desc().items && !final;
+    const bool late = inline_ok && options_.mapped_io && options_.overlap_fill && n == input_desc().items &&
+                      !final && !gpu_timing_.load(std::memory_order_relaxed);
     if (late) {
         check_fill(s, n);  // the copy comes after the launch (process_inline)
     } else {
@@ -1126,7 +1150,7 @@ bool StreamEngine::process_inline(int s, int64_t n_valid, bool final, int64_t* n
     }
     slot.flag_seq = 0;
     slot.t_done_seen = now_ns();
-    slot.gpu_ns = 0;
+    note_gpu_time(slot);
     counters_.completion_waits.fetch_add(1, std::memory_order_relaxed);
     counters_.blocks.fetch_add(1, std::memory_order_relaxed);
     inline_blocks_.fetch_add(1, std::memory_order_relaxed);
@@ -1406,6 +1430,25 @@ void StreamEngine::detach() {
 // ---------------------------------------------------------------------------------------------
 // Benchmark entry points
 // ---------------------------------------------------------------------------------------------
+
+void StreamEngine::set_gpu_timing(bool on) {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    check_usable("set_gpu_timing");
+    ExclusiveGuard guard(exclusive_);
+    wait_idle();
+    if (on) {
+        device_->make_current();
+        const DriverApi& api = driver();
+        for (auto& slot : slots_)
+            for (CUevent* e : {&slot->ev_t0, &slot->ev_t1})
+                if (!*e)
+                    cu_check(api.cuEventCreate(e, CU_EVENT_DEFAULT), "cuEventCreate",
+                             "creating the block timing events (set_gpu_timing)");
+    }
+    last_gpu_ns_.store(0);
+    last_launch_ns_.store(0);
+    gpu_timing_.store(on, std::memory_order_release);
+}
 
 std::vector<double> StreamEngine::time_resident(int iterations) {
     if (iterations < 1) throw std::invalid_argument("iterations must be >= 1");

@@ -226,6 +226,18 @@ public:
     // default; turning it on or off clears it). trace() returns the ring oldest first.
     void set_trace(size_t capacity);
     std::vector<BlockTrace> trace() const;
+    // GPU time of the blocks process() runs itself (inline or through the worker), measured with
+    // a timing event pair around the block's work on the compute stream: admission's calibration
+    // (the device time a block occupies, beside its wall-clock latency). Off by default (two event
+    // records and a query per block otherwise wasted). While on, a block is filled before it is
+    // launched (no overlap_fill: its GPU time must not include waiting for the host's copy).
+    // Waits for in-flight work; creates the events on first use.
+    void set_gpu_timing(bool on);
+    // The GPU time of the last block completed while gpu timing was on (ns); 0 when none, or when
+    // the driver could not time it. Also in the trace's gpu_ns column.
+    uint64_t last_gpu_ns() const noexcept { return last_gpu_ns_.load(std::memory_order_acquire); }
+    // The host time (ns) queueing the last block took while gpu timing was on (its launch calls).
+    uint64_t last_launch_ns() const noexcept { return last_launch_ns_.load(std::memory_order_acquire); }
 
     // ---- chunks and the scheduler (native/engine/dispatcher.h, docs/scheduler.md) ----
     // Units of one full block: the ops' units() in op order (the scheduler's units_per_block).
@@ -273,6 +285,7 @@ private:
         std::shared_ptr<PinnedBuffer> h_in, h_out;
         std::unique_ptr<DeviceBuffer> d_in, d_out;
         CUevent ev_h2d = nullptr, ev_comp = nullptr, ev_done = nullptr;
+        CUevent ev_t0 = nullptr, ev_t1 = nullptr;  // set_gpu_timing: timing events around the block
         CUgraphExec graph = nullptr;        // the ops only (compute stream)
         CUgraphExec block_graph = nullptr;  // single_stream: H2D + ops + D2H in one graph
         CUgraphExec prewarm_graph = nullptr;  // mapped_io: gk_io_touch over the slot (prewarm_slot)
@@ -286,6 +299,7 @@ private:
         uint64_t flag_seq = 0;
         // trace stamps of the block in flight (written before the slot is marked done)
         uint64_t t_launch_begin = 0, t_launched = 0, t_done_seen = 0, gpu_ns = 0;
+        bool timed = false;  // this block was queued between ev_t0 and ev_t1 (set_gpu_timing)
         // mapped_io: a mapped host word, 1 while h_in holds the block the next pull reads;
         // overlap_fill clears it before queueing a block and sets it after copying the block in.
         std::unique_ptr<PinnedBuffer> ready;
@@ -294,6 +308,9 @@ private:
     };
     // Zero-fills the slot's pinned input unless it was written already (caller's thread).
     void init_input(Slot& slot) const;
+    // A completed block's GPU time (set_gpu_timing; 0 when it was not timed): into slot.gpu_ns
+    // and last_gpu_ns_.
+    void note_gpu_time(Slot& slot);
 
     struct Counters {
         std::atomic<uint64_t> blocks{0}, h2d_copies{0}, d2h_copies{0}, completion_waits{0},
@@ -405,6 +422,9 @@ private:
     std::vector<int64_t> unit_begin_;  // unit_begin_[i]: op i's first unit in the block
     int64_t units_total_ = 1;
     std::atomic<bool> resident_{false};
+    std::atomic<bool> gpu_timing_{false};    // set_gpu_timing
+    std::atomic<uint64_t> last_gpu_ns_{0};
+    std::atomic<uint64_t> last_launch_ns_{0};
     std::atomic<bool> pump_stop_{false};
     std::shared_ptr<Dispatcher> dispatcher_;  // set while attached (guarded by producer_mutex_)
     uint32_t sched_stream_ = 0;

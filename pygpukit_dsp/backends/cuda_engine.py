@@ -283,6 +283,27 @@ class CudaEngine:
             raise StreamFault("the CUDA engine is closed")
         self._engine.set_trace(int(capacity))
 
+    def set_gpu_timing(self, on: bool = True) -> None:
+        """Time on the GPU each block :meth:`process` runs itself (admission's calibration: the
+        device time a block occupies, beside its wall-clock latency). While on, every block is
+        filled before its launch, and :attr:`last_gpu_ns` gives the last one's GPU time (CUDA
+        events around its work on the compute stream). Off by default; waits for in-flight work."""
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        self._engine.set_gpu_timing(bool(on))
+
+    @property
+    def last_gpu_ns(self) -> int:
+        """GPU time (ns) of the last block completed with gpu timing on; 0: none, or the driver
+        could not time it."""
+        return int(self._engine.last_gpu_ns)
+
+    @property
+    def last_launch_ns(self) -> int:
+        """Host time (ns) the last block's launch calls took with gpu timing on (0: none): the
+        serial part of a block for whoever launches it (a dispatcher launches every stream's)."""
+        return int(self._engine.last_launch_ns)
+
     def block_trace(self) -> dict[str, np.ndarray]:
         """The trace ring, oldest first: one int64 array per field of :data:`TRACE_FIELDS`."""
         if self._closed:

@@ -17,9 +17,12 @@ the GPU at N x 187.5 blocks/s, so the blocks are released by a few native driver
 would refuse the N beyond its bound, which is what the sweep must cross to find where misses
 begin: the measured runs declare a cost of 1 us per block (earliest deadline first among
 streams of one deadline is release order, whatever the cost), and admission's own prediction is
-computed beside them (a scratch scheduler admitting streams until it refuses): with the cost a
-Session measures before the first block (the slowest of 8 blocks of zeros through one engine,
-host wall clock, in a calm round), and with the GPU time the scheduler measured during the run (CUDA events).
+computed beside them (a scratch scheduler admitting streams until it refuses): with the costs a
+Session measures before the first block (admission.measure_engine_cost: 8 blocks of zeros through
+one engine in a calm round, each timed on the GPU with events, the device time it occupies, and on
+the host's clock, its own latency alone), and with the GPU time the dispatcher measured during the
+runs (CUDA events). :meth:`CapacityReport.admission_verdict` says whether the Session's prediction
+falls where misses begin (between the largest N that held and the smallest that missed).
 
 The floor (:class:`_FloorStreams`, :func:`floor_plan`): N bare round trips of the W1 block (no
 pipeline, no scheduler), released by the same driver threads on the same clocks, where the
@@ -109,10 +112,11 @@ def _key(deadline_ms: float) -> str:
 class Prediction:
     """Admission control's capacity: the number of these streams a scheduler admits."""
 
-    cost_us: float
-    how: str
+    cost_us: float                # device time per block (what the scheduler sums)
+    how: str                      # "session": the Session's calibration; "gpu": the GPU time measured in the runs
     streams: dict[str, int] = field(default_factory=dict)    # deadline -> streams admitted
     reason: dict[str, str] = field(default_factory=dict)     # deadline -> why the next one was refused
+    latency_us: float | None = None  # one block alone, release to done (the response bound's L)
 
 
 @dataclass
@@ -176,6 +180,25 @@ class CapacityReport:
             return None
         p = min(missed, key=lambda p: (p.n, p.phase != "confirm"))
         return p.n, p.phase
+
+    def admission_verdict(self, deadline_ms: float, how: str = "session") -> dict[str, Any] | None:
+        """Does admission (its prediction ``how``) refuse where misses begin, and not much earlier?
+
+        ``held``: the largest N confirmed with zero misses; ``missed``: the smallest N above it
+        that missed (any run; None when the sweep found none). ``verdict``: "where misses begin"
+        when held <= predicted < missed; "earlier" (``fraction`` = predicted / held) when it
+        refuses N that held; "later" when it admits an N that missed. None: nothing to compare."""
+        pred = next((p for p in self.predictions if p.how == how), None)
+        held = self.capacity("pygpukit-dsp", deadline_ms)
+        if pred is None or held is None or _key(deadline_ms) not in pred.streams:
+            return None
+        n = pred.streams[_key(deadline_ms)]
+        above = [p.n for p in self.points if p.impl == "pygpukit-dsp" and p.status == "ok" and p.blocks > 0
+                 and p.n > held and not p.zero_misses(deadline_ms)]
+        missed = min(above) if above else None
+        verdict = ("earlier" if n < held else "later" if missed is not None and n >= missed
+                   else "where misses begin")
+        return {"predicted": n, "held": held, "missed": missed, "verdict": verdict, "fraction": n / held}
 
     def targets(self) -> list[tuple[str, bool | None, str]]:
         d = _key(self.deadlines_ms[0])
@@ -271,20 +294,36 @@ class CapacityReport:
                       "; ".join(f"{p.impl} N={p.n} {p.phase} fill {step(p, 'fill')}, submit {step(p, 'submit')}"
                                 for p in steps)]
         lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
-                  "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's cost) | "
-                  "admission predicted (measured GPU cost) |", "|---|---:|---:|---:|---:|---:|"]
+                  "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's "
+                  "calibration) | admission predicted (GPU time measured in the runs) |", "|---|---:|---:|---:|---:|---:|"]
         pred = {p.how: p for p in self.predictions}
+
+        def cell(p: Prediction | None, k: str) -> str:
+            if p is None:
+                return ""
+            alone = f", {p.latency_us:.1f} us alone" if p.latency_us is not None else ""
+            return f"{p.streams.get(k, '')} ({p.cost_us:.1f} us device{alone})"
+
         for d in self.deadlines_ms:
             h = self.headline()[_key(d)]
-            ps = [pred.get(how) for how in ("session", "gpu")]
-            cells = [str(p.streams.get(_key(d), "")) + (f" ({p.cost_us:.1f} us/block)" if p else "") if p else ""
-                     for p in ps]
+            cells = [cell(pred.get(how), _key(d)) for how in ("session", "gpu")]
             ratio = f"{h['ratio']:.2f}x" if h["ratio"] else ""
             lines.append(f"| {d:.2f} ms | {h['pygpukit-dsp'] or '-'} [{h['pygpukit-dsp_coarse'] or '-'}] | "
                          f"{h['torch-graph'] or '-'} [{h['torch-graph_coarse'] or '-'}] | {ratio} | {cells[0]} | {cells[1]} |")
         lines += ["", "Targets (issue 13):"]
         for name, met, detail in self.targets():
             lines.append(f"- {name}: {'not measured' if met is None else '**met**' if met else '**not met**'} ({detail})")
+        for d in self.deadlines_ms:
+            v = self.admission_verdict(d)
+            if v is None:
+                continue
+            beyond = f", and missed at {v['missed']}" if v["missed"] is not None else \
+                " (no larger N missed in the sweep)"
+            words = {"where misses begin": "it refuses where misses begin",
+                     "earlier": f"it refuses earlier ({v['fraction']:.2f}x the N that held)",
+                     "later": "it admits an N that missed"}[v["verdict"]]
+            lines.append(f"- admission at {d:.2f} ms (the Session's calibration): predicted {v['predicted']} "
+                         f"streams; the project held {v['held']}{beyond}: {words}")
         nb = self.capacity_not_blamed()
         if nb is not None and nb != self.capacity("pygpukit-dsp", self.deadlines_ms[0]):
             lines.append(f"- beside them: the largest confirmed N whose misses at {keys[0]} ms all came in episodes of "
@@ -439,19 +478,23 @@ PREDICT_REGISTER_MAX = 2000   # register at most this many streams in the scratc
 
 
 def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list[float], how: str,
-            u_max: float = 0.9, margin_ns: int = 50_000) -> Prediction:
-    """Streams of this cost and period a fresh scheduler admits at each deadline (its defaults).
+            u_max: float = 0.9, margin_ns: int = 50_000, latency_ns: int | None = None) -> Prediction:
+    """Streams of this device cost (and own latency alone) and period a fresh scheduler admits at
+    each deadline (its defaults).
 
-    The documented admission rule (docs/scheduler.md: n C / P <= U_max and n C + margin <= the
-    shortest deadline) gives the count; when it is at most PREDICT_REGISTER_MAX the scheduler itself
+    The documented admission rule (docs/scheduler.md: n C / P <= U_max and n C + margin + (L - C)
+    <= the deadline) gives the count; when it is at most PREDICT_REGISTER_MAX the scheduler itself
     confirms it (streams registered until it refuses, its answer kept)."""
     from pygpukit_dsp_core import AdmissionRefused, Scheduler
 
-    pred = Prediction(cost_us=cost_ns / 1e3, how=how)
     c = max(1, int(cost_ns))
+    lat = int(latency_ns) if latency_ns is not None and latency_ns > c else None
+    pred = Prediction(cost_us=cost_ns / 1e3, how=how, latency_us=lat / 1e3 if lat else None)
+    excess = (lat - c) if lat else 0
+    extra = {"latency_ns": lat} if lat else {}
     for d in deadlines_ms:
         deadline_ns = int(d * 1e6)
-        rule = max(0, min(int(u_max * period_ns // c), int((deadline_ns - margin_ns) // c)))
+        rule = max(0, min(int(u_max * period_ns // c), int((deadline_ns - margin_ns - excess) // c)))
         if rule > PREDICT_REGISTER_MAX:
             pred.streams[_key(d)] = rule
             pred.reason[_key(d)] = "the documented rule (not registered: too many streams)"
@@ -460,7 +503,8 @@ def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list
         n = 0
         try:
             while n <= PREDICT_REGISTER_MAX:
-                sched.register_stream(f"s{n}", "realtime", period_ns=period_ns, deadline_ns=deadline_ns, cost_ns=c)
+                sched.register_stream(f"s{n}", "realtime", period_ns=period_ns, deadline_ns=deadline_ns, cost_ns=c,
+                                      **extra)
                 n += 1
         except AdmissionRefused as exc:
             pred.reason[_key(d)] = f"{exc.reason}"
@@ -582,12 +626,12 @@ class _ProjectStreams:
         while len(self.engines) < n:
             self.engines.append(self._open())
 
-    def session_cost_ns(self) -> int:
-        """What a Session's admission measures (admission.measure_engine_cost_ns)."""
-        from ..admission import measure_engine_cost_ns
+    def session_cost(self) -> Any:
+        """What a Session's admission measures (admission.measure_engine_cost: a BlockCost)."""
+        from ..admission import measure_engine_cost
 
         self.ensure(1)
-        return measure_engine_cost_ns(self.engines[0], self.chain.input)
+        return measure_engine_cost(self.engines[0], self.chain.input)
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
@@ -813,16 +857,20 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     proj = _ProjectStreams(p, inputs, threads=threads, spin_us=spin_us, dispatcher_spin_us=dispatcher_spin_us,
                            engine_kwargs=engine_kwargs)
     try:
-        cost = proj.session_cost_ns()
-        report.predictions.append(predict(cost, period_ns, deadlines_ms, "session"))
-        say(f"capacity: admission with the Session's cost ({cost / 1e3:.1f} us) admits "
+        cost = proj.session_cost()
+        report.settings["session_cost"] = {"device_ns": cost.device_ns, "latency_ns": cost.latency_ns,
+                                           "gpu_ns": cost.gpu_ns, "launch_ns": cost.launch_ns, "how": cost.how}
+        report.predictions.append(predict(cost.device_ns, period_ns, deadlines_ms, "session",
+                                          latency_ns=cost.latency_ns))
+        say(f"capacity: admission with the Session's calibration ({cost.describe()}) admits "
             f"{report.predictions[-1].streams}")
         _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms), ladder, coarse_s, confirm_s,
                      deadlines_ms, report.points, say, "pygpukit-dsp", until=until_proj, overhead_s=warmup_s + 1)
         gpu_costs = [pt.extra.get("measured_gpu_cost_ns") for pt in report.points
                      if pt.impl == "pygpukit-dsp" and pt.extra.get("measured_gpu_cost_ns")]
         if gpu_costs:
-            report.predictions.append(predict(int(np.median(gpu_costs)), period_ns, deadlines_ms, "gpu"))
+            report.predictions.append(predict(int(np.median(gpu_costs)), period_ns, deadlines_ms, "gpu",
+                                              latency_ns=cost.latency_ns))
     finally:
         proj.close()
     if floor:

@@ -857,6 +857,29 @@ e.process(0, x, False, None, time.perf_counter_ns() + 1_000_000, 300, True)
 res["prewarm_events"] = [fake.fake_cuda_live_events() - opened, opened > events0]
 e.close()
 res["prewarm_events"].append(fake.fake_cuda_live_events() - events0)
+# set_gpu_timing (admission's calibration): blocks run inline and by the worker get their GPU time
+# (the fake's events: host time between the two records) and their launch's host time
+events0 = fake.fake_cuda_live_events()
+e = _native.StreamEngine(dev, [gain], slots=2, single_stream=True, use_graph=True, inline_submit=True,
+                         mapped_io=True, overlap_fill=True)
+opened = fake.fake_cuda_live_events()
+e.process(0, x, False)
+g = {"before": [e.last_gpu_ns, e.last_launch_ns]}
+e.set_gpu_timing(True)
+g["events"] = fake.fake_cuda_live_events() - opened
+e.set_trace(4)
+e.process(0, x, False)
+g["inline"] = [e.last_gpu_ns > 0, e.last_launch_ns > 0, int(e.trace()[-1][6]) == e.last_gpu_ns]
+e.input_slot(1)[:] = 1
+e.submit(1, 16); e.wait(1)
+g["worker"] = e.last_gpu_ns > 0
+e.set_gpu_timing(False)
+g["off"] = [e.last_gpu_ns, e.last_launch_ns]
+e.process(0, x, False)
+g["off_after"] = [e.last_gpu_ns, int(e.trace()[-1][6])]
+e.close()
+g["freed"] = fake.fake_cuda_live_events() - events0
+res["gpu_timing"] = g
 
 # 4. A failing push launch surfaces as a DeviceError naming the kernel.
 e = _native.StreamEngine(dev, [gain], use_graph=False, single_stream=True, mapped_io=True)
@@ -904,6 +927,16 @@ def test_fake_mapped_io_refuses_option_combinations_that_cannot_work(fake_mapped
 def test_fake_mapped_io_makes_the_prewarm_event_with_the_engine_and_frees_it_on_close(fake_mapped_results):
     # a paced block with prewarm creates no event; open made it; close freed every one
     assert fake_mapped_results["prewarm_events"] == [0, True, 0]
+
+
+def test_fake_gpu_timing_times_inline_and_worker_blocks_and_stops_when_off(fake_mapped_results):
+    g = fake_mapped_results["gpu_timing"]
+    assert g["before"] == [0, 0]           # off by default: nothing timed
+    assert g["events"] == 4                # a timing pair per slot, made when turned on
+    assert g["inline"] == [True, True, True]  # and the trace's gpu_ns column carries it
+    assert g["worker"]
+    assert g["off"] == [0, 0] and g["off_after"] == [0, 0]
+    assert g["freed"] == 0                 # close() freed them
 
 
 def test_fake_mapped_io_refuses_a_gpu_that_cannot_map_host_memory(fake_mapped_results):

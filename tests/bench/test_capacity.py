@@ -24,6 +24,32 @@ def test_prediction_is_the_scheduler_s_own_answer(cost_ns):
     assert set(pred.reason.values()) <= {"utilisation_bound", "response_bound"}
 
 
+def test_a_prediction_with_a_latency_beyond_the_cost_charges_the_excess_once():
+    pytest.importorskip("pygpukit_dsp_core")
+    # 12 us of device time, 35 us alone: the utilisation bound counts 12 us a stream; the response
+    # bound waits behind 12 us a stream plus the block's own 23 us beyond it, once
+    pred = predict(12_000, P, D, "session", latency_ns=35_000)
+    assert pred.streams == {"5.33": int(0.9 * P // 12_000), "2.00": int((2_000_000 - 50_000 - 23_000) // 12_000)}
+    assert pred.latency_us == 35.0 and pred.reason == {"5.33": "utilisation_bound", "2.00": "response_bound"}
+    assert predict(12_000, P, D, "gpu", latency_ns=5_000).latency_us is None  # no excess: the cost alone
+
+
+def test_admission_verdict_places_the_prediction_between_what_held_and_what_missed():
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    for n, phase, m5 in [(320, "coarse", 0), (384, "coarse", 0), (512, "coarse", 40), (384, "confirm", 0)]:
+        pt = CapacityPoint("pygpukit-dsp", n, 2.0, phase, blocks=1000)
+        pt.misses = {"5.33": m5, "2.00": m5}
+        rep.points.append(pt)
+    for cost, verdict in [(12_400, "where misses begin"), (35_000, "earlier"), (9_000, "later")]:
+        rep.predictions = [predict(cost, P, D, "session")]
+        v = rep.admission_verdict(D[0])
+        assert (v["held"], v["missed"], v["verdict"]) == (384, 512, verdict), cost
+    assert rep.admission_verdict(D[0])["predicted"] == 533
+    rep.predictions = [predict(35_000, P, D, "session")]
+    assert "predicted 137 streams; the project held 384, and missed at 512: it refuses earlier (0.36x" \
+        in rep.markdown()
+
+
 def test_a_tiny_cost_is_predicted_by_the_rule_without_registering_every_stream():
     pytest.importorskip("pygpukit_dsp_core")
     pred = predict(100, P, D, "gpu")
@@ -93,7 +119,7 @@ def test_report_headline_targets_and_markdown():
     (n100, ok100, _), (n3, ok3, _) = rep.targets()
     assert ok100 and ok3
     md = rep.markdown()
-    assert "| 5.33 ms | 256 [256] | 32 [-] | 8.00x | 191 (25.0 us/block) |" in md
+    assert "| 5.33 ms | 256 [256] | 32 [-] | 8.00x | 191 (25.0 us device) |" in md
     json.dumps(rep.to_dict())
 
 

@@ -615,7 +615,14 @@ unsafe fn stream_spec_from_c(spec: &GkStreamSpec) -> Result<StreamSpec, String> 
             ))
         }
     };
-    Ok(StreamSpec { name, qos, cost_ns: optional(spec.cost_ns), units_per_block: spec.units_per_block })
+    // the C ABI declares no latency (v1 spec): the response bound takes the cost for it
+    Ok(StreamSpec {
+        name,
+        qos,
+        cost_ns: optional(spec.cost_ns),
+        latency_ns: None,
+        units_per_block: spec.units_per_block,
+    })
 }
 
 // ---- scheduler functions ------------------------------------------------------------------

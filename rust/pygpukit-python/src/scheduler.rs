@@ -49,6 +49,7 @@ fn admission_error(py: Python<'_>, r: &CoreRefusal) -> PyErr {
         figures.set_item("cost_sum_ns", r.cost_sum_ns)?;
         figures.set_item("safety_margin_ns", r.safety_margin_ns)?;
         figures.set_item("shortest_deadline_ns", r.shortest_deadline_ns)?;
+        figures.set_item("latency_excess_ns", r.latency_excess_ns)?;
         for (k, v) in figures.iter() {
             value.setattr(k.extract::<String>()?, v)?;
         }
@@ -225,6 +226,7 @@ fn stream_dict<'py>(py: Python<'py>, s: &StreamStats) -> PyResult<Bound<'py, PyD
     d.set_item("cost_ns", s.cost_ns)?;
     d.set_item("declared_cost_ns", s.declared_cost_ns)?;
     d.set_item("measured_cost_ns", s.measured_cost_ns)?;
+    d.set_item("declared_latency_ns", s.declared_latency_ns)?;
     d.set_item("measured_cost_max_ns", s.measured_cost_max_ns)?;
     d.set_item("cost_samples", s.cost_samples)?;
     d.set_item("utilisation", s.utilisation)?;
@@ -321,7 +323,7 @@ impl PyScheduler {
             .map_err(|now| PyValueError::new_err(format!("cannot move the clock back from {now} ns to {t_ns} ns")))
     }
 
-    #[pyo3(signature = (name, qos, *, period_ns = None, deadline_ns = None, min_rate_hz = None, cost_ns = None, units_per_block = 1))]
+    #[pyo3(signature = (name, qos, *, period_ns = None, deadline_ns = None, min_rate_hz = None, cost_ns = None, latency_ns = None, units_per_block = 1))]
     #[allow(clippy::too_many_arguments)]
     fn register_stream(
         &self,
@@ -332,6 +334,7 @@ impl PyScheduler {
         deadline_ns: Option<u64>,
         min_rate_hz: Option<f64>,
         cost_ns: Option<u64>,
+        latency_ns: Option<u64>,
         units_per_block: u32,
     ) -> PyResult<u32> {
         let where_ = format!("stream '{name}'");
@@ -360,7 +363,7 @@ impl PyScheduler {
             "throughput" => Qos::Throughput { min_rate_hz, deadline_ns },
             _ => Qos::BestEffort { deadline_ns },
         };
-        let spec = StreamSpec { name, qos, cost_ns, units_per_block };
+        let spec = StreamSpec { name, qos, cost_ns, latency_ns, units_per_block };
         self.lock()?.register_stream(spec).map_err(|e| sched_error(py, e))
     }
 

@@ -53,6 +53,8 @@ pub struct StreamStats {
     pub cost_ns: Option<u64>,
     pub declared_cost_ns: Option<u64>,
     pub measured_cost_ns: Option<u64>,
+    /// Declared own latency of a block alone (realtime; the response bound's `L_i`).
+    pub declared_latency_ns: Option<u64>,
     pub measured_cost_max_ns: u64,
     pub cost_samples: u64,
     /// Share of the device the stream reserves at its current cost (0 if not admitted).
@@ -85,6 +87,7 @@ impl StreamStats {
             cost_ns: stream.cost.block_cost_ns(),
             declared_cost_ns: stream.cost.declared_ns,
             measured_cost_ns: stream.cost.measured_ns(),
+            declared_latency_ns: stream.spec.latency_ns,
             measured_cost_max_ns: stream.cost.measured_max_ns,
             cost_samples: stream.cost.samples,
             utilisation: stream.reserved_utilisation(),

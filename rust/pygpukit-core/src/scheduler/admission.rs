@@ -8,11 +8,16 @@
 //!    `1 - U_max` is what throughput chunks and best-effort work can count on.
 //! 2. **Device capacity** (realtime and rate-reserving throughput):
 //!    `Σ realtime + Σ reserved throughput (C·rate) + new share <= 1`.
-//! 3. **Response bound** (realtime): `Σ C_i + C + margin <= min_i D_i` over the
-//!    admitted realtime set including the new stream. With total utilisation <= 1
+//! 3. **Response bound** (realtime): `Σ C_i + C + margin <= min_i (D_i - E_i)` over
+//!    the admitted realtime set including the new stream. With total utilisation <= 1
 //!    the queue in front of a block released at `r` never holds more than one block
-//!    per realtime stream, so every block finishes within `Σ C_i` of its release;
-//!    this check makes that fit inside the shortest deadline.
+//!    per realtime stream, so every block's device work is done within `Σ C_i` of its
+//!    release; `E_i` is stream i's own latency beyond its device cost (`L_i - C_i`: the
+//!    host's copies, launch and completion wait, which overlap other streams' blocks
+//!    and so are not device time, but do delay its own). This check makes the worst
+//!    case fit inside every stream's deadline. `C_i` is device time (what the
+//!    dispatcher measures with events), not a block's wall-clock latency alone: summing
+//!    latencies would count the host's overlapped work once per stream.
 //!
 //! A refusal is a value ([`AdmissionRefused`]) carrying the figures behind it.
 
@@ -45,7 +50,9 @@ impl RefusalReason {
 /// `stream_utilisation`, `current_total` and `bound` are always set; what they are
 /// ratios of depends on `reason` (see the module docs): for the response bound they
 /// are `C/D_min`, `(Σ C_i + margin)/D_min` and 1. The nanosecond figures are the
-/// inputs of the response bound (they are filled in for every reason).
+/// inputs of the response bound (they are filled in for every reason): for it,
+/// `shortest_deadline_ns` and `latency_excess_ns` are those of the stream whose
+/// deadline binds (the least `D_i - E_i`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdmissionRefused {
     pub stream: String,
@@ -57,6 +64,7 @@ pub struct AdmissionRefused {
     pub cost_sum_ns: u64,
     pub safety_margin_ns: u64,
     pub shortest_deadline_ns: u64,
+    pub latency_excess_ns: u64,
 }
 
 impl fmt::Display for AdmissionRefused {
@@ -82,7 +90,7 @@ impl fmt::Display for AdmissionRefused {
                 self.current_total + self.stream_utilisation,
                 self.bound
             ),
-            RefusalReason::ResponseBound => write!(
+            RefusalReason::ResponseBound if self.latency_excess_ns == 0 => write!(
                 f,
                 "stream '{}' not admitted: realtime block costs {} ns + its {} ns + safety margin {} ns = {} ns \
                  exceed the shortest realtime deadline {} ns (a block could wait behind one block of every \
@@ -92,6 +100,20 @@ impl fmt::Display for AdmissionRefused {
                 self.stream_cost_ns,
                 self.safety_margin_ns,
                 self.cost_sum_ns + self.stream_cost_ns + self.safety_margin_ns,
+                self.shortest_deadline_ns
+            ),
+            RefusalReason::ResponseBound => write!(
+                f,
+                "stream '{}' not admitted: realtime block costs {} ns + its {} ns + safety margin {} ns + the \
+                 binding stream's own latency beyond its cost {} ns = {} ns exceed that stream's deadline {} ns \
+                 (a block could wait behind one block of every realtime stream; lengthen the deadline or lower \
+                 the costs)",
+                self.stream,
+                self.cost_sum_ns,
+                self.stream_cost_ns,
+                self.safety_margin_ns,
+                self.latency_excess_ns,
+                self.cost_sum_ns + self.stream_cost_ns + self.safety_margin_ns + self.latency_excess_ns,
                 self.shortest_deadline_ns
             ),
         }
@@ -106,11 +128,18 @@ pub struct RealtimeLoad {
     pub cost_ns: u64,
     pub period_ns: u64,
     pub deadline_ns: u64,
+    /// Its own latency beyond its device cost (`L - C`, 0 when the cost covers it).
+    pub latency_excess_ns: u64,
 }
 
 impl RealtimeLoad {
     pub fn utilisation(&self) -> f64 {
         self.cost_ns as f64 / self.period_ns as f64
+    }
+
+    /// `(D - E, D, E)`: what is left of its deadline for waiting behind others' device work.
+    pub fn binding(&self) -> (u64, u64, u64) {
+        (self.deadline_ns.saturating_sub(self.latency_excess_ns), self.deadline_ns, self.latency_excess_ns)
     }
 }
 
@@ -130,8 +159,9 @@ impl CurrentLoad {
         self.realtime.iter().map(|l| l.cost_ns).sum()
     }
 
-    pub fn shortest_deadline_ns(&self) -> Option<u64> {
-        self.realtime.iter().map(|l| l.deadline_ns).min()
+    /// The deadline that binds the response bound, `(D_i - E_i, D_i, E_i)` of the least `D_i - E_i`.
+    pub fn binding_deadline(&self) -> Option<(u64, u64, u64)> {
+        self.realtime.iter().map(RealtimeLoad::binding).min()
     }
 }
 
@@ -171,13 +201,13 @@ pub fn check(
     let rt_total = current.realtime_utilisation();
     let reserved_total = rt_total + current.reserved_throughput;
     let cost_sum = current.realtime_cost_sum_ns();
-    let (share, cost, deadline) = match *candidate {
-        Candidate::Realtime(load) => (load.utilisation(), load.cost_ns, Some(load.deadline_ns)),
+    let (share, cost, own) = match *candidate {
+        Candidate::Realtime(load) => (load.utilisation(), load.cost_ns, Some(load.binding())),
         Candidate::Throughput { cost_ns, utilisation } => (utilisation, cost_ns, None),
     };
-    let shortest = match (current.shortest_deadline_ns(), deadline) {
+    let (_, shortest, excess) = match (current.binding_deadline(), own) {
         (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b).unwrap_or(0),
+        (a, b) => a.or(b).unwrap_or((0, 0, 0)),
     };
     let refuse = |reason, stream_utilisation, current_total, bound| AdmissionRefused {
         stream: stream.to_string(),
@@ -189,6 +219,7 @@ pub fn check(
         cost_sum_ns: cost_sum,
         safety_margin_ns: policy.safety_margin_ns,
         shortest_deadline_ns: shortest,
+        latency_excess_ns: excess,
     };
 
     if let Candidate::Realtime(_) = candidate {
@@ -200,13 +231,13 @@ pub fn check(
         return Err(refuse(RefusalReason::DeviceCapacity, share, reserved_total, 1.0));
     }
     if let Candidate::Realtime(_) = candidate {
-        let needed = cost_sum as u128 + cost as u128 + policy.safety_margin_ns as u128;
+        let needed = cost_sum as u128 + cost as u128 + policy.safety_margin_ns as u128 + excess as u128;
         if needed > shortest as u128 {
             let d = shortest.max(1) as f64;
             return Err(refuse(
                 RefusalReason::ResponseBound,
                 cost as f64 / d,
-                (cost_sum + policy.safety_margin_ns) as f64 / d,
+                (cost_sum + policy.safety_margin_ns + excess) as f64 / d,
                 1.0,
             ));
         }
@@ -226,7 +257,7 @@ mod tests {
     const POLICY: AdmissionPolicy = AdmissionPolicy { u_max: 0.9, safety_margin_ns: 10 };
 
     fn rt(cost_ns: u64, period_ns: u64) -> RealtimeLoad {
-        RealtimeLoad { cost_ns, period_ns, deadline_ns: period_ns }
+        RealtimeLoad { cost_ns, period_ns, deadline_ns: period_ns, latency_excess_ns: 0 }
     }
 
     #[test]
@@ -264,12 +295,32 @@ mod tests {
     fn response_bound_uses_the_shortest_deadline() {
         // Utilisation is tiny but the long block could sit in front of the short-deadline one.
         let current = CurrentLoad { realtime: vec![rt(95, 100_000)], reserved_throughput: 0.0 };
-        let short = RealtimeLoad { cost_ns: 1, period_ns: 1_000, deadline_ns: 100 };
+        let short = RealtimeLoad { cost_ns: 1, period_ns: 1_000, deadline_ns: 100, latency_excess_ns: 0 };
         let err = check(&POLICY, &current, "short", &Candidate::Realtime(short)).unwrap_err();
         assert_eq!(err.reason, RefusalReason::ResponseBound);
         assert_eq!((err.cost_sum_ns, err.stream_cost_ns, err.shortest_deadline_ns), (95, 1, 100));
         assert!(err.to_string().contains("106 ns"));
-        let fits = RealtimeLoad { cost_ns: 1, period_ns: 1_000, deadline_ns: 106 };
+        let fits = RealtimeLoad { cost_ns: 1, period_ns: 1_000, deadline_ns: 106, latency_excess_ns: 0 };
         assert!(check(&POLICY, &current, "ok", &Candidate::Realtime(fits)).is_ok());
+    }
+
+    #[test]
+    fn response_bound_adds_the_binding_streams_own_latency_beyond_its_cost() {
+        // Device costs of 100 ns each fit a 1000-ns deadline many times over; a stream whose block
+        // takes 700 ns alone (600 beyond its cost) has only 400 ns left to wait behind the others.
+        let slow = RealtimeLoad { cost_ns: 100, period_ns: 100_000, deadline_ns: 1_000, latency_excess_ns: 600 };
+        let current = CurrentLoad { realtime: vec![slow, rt(100, 100_000)], reserved_throughput: 0.0 };
+        // 200 + 100 + 10 + 600 = 910 <= 1000
+        assert!(check(&POLICY, &current, "c", &Candidate::Realtime(rt(100, 100_000))).is_ok());
+        let err = check(&POLICY, &current, "d", &Candidate::Realtime(rt(200, 100_000))).unwrap_err();
+        assert_eq!(err.reason, RefusalReason::ResponseBound);
+        assert_eq!((err.shortest_deadline_ns, err.latency_excess_ns), (1_000, 600));
+        assert!(err.to_string().contains("own latency beyond its cost 600 ns = 1010 ns"), "{err}");
+        // the candidate's own excess binds too
+        let own = RealtimeLoad { deadline_ns: 1_000, latency_excess_ns: 800, ..rt(100, 100_000) };
+        let current = CurrentLoad { realtime: vec![rt(100, 100_000)], reserved_throughput: 0.0 };
+        let err = check(&POLICY, &current, "e", &Candidate::Realtime(own)).unwrap_err();
+        assert_eq!((err.shortest_deadline_ns, err.latency_excess_ns), (1_000, 800));
+        // 100+100+10+800 > 1000
     }
 }

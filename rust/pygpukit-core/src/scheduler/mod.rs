@@ -308,13 +308,25 @@ impl Scheduler {
                 spec.name
             )));
         }
+        if spec.latency_ns == Some(0) {
+            return Err(SchedError::InvalidArgument(format!(
+                "stream '{}': latency_ns must be > 0 (leave it unset when it is the cost)",
+                spec.name
+            )));
+        }
+        if spec.latency_ns.is_some() && spec.qos.kind() != QosKind::Realtime {
+            return Err(SchedError::InvalidArgument(format!(
+                "stream '{}': latency_ns applies to realtime streams only (the response bound)",
+                spec.name
+            )));
+        }
         if self.registry.contains_name(&spec.name) {
             return Err(SchedError::DuplicateStream(spec.name));
         }
         let admission = if !spec.qos.needs_admission() {
             Admission::Admitted
         } else if let Some(cost) = spec.cost_ns {
-            let candidate = candidate_of(&spec.qos, cost);
+            let candidate = candidate_of(&spec.qos, cost, spec.latency_ns);
             admission::check(&self.admission_policy(), &self.current_load(), &spec.name, &candidate)?;
             Admission::Admitted
         } else {
@@ -348,7 +360,7 @@ impl Scheduler {
             });
         }
         let cost = s.cost.block_cost_ns().ok_or_else(|| SchedError::NoCostSample { stream: s.spec.name.clone() })?;
-        let candidate = candidate_of(&s.spec.qos, cost);
+        let candidate = candidate_of(&s.spec.qos, cost, s.spec.latency_ns);
         let admitted = admission::check(&policy, &current, &s.spec.name, &candidate)?;
         let is_rt = s.kind() == QosKind::Realtime;
         let ready: Vec<(u64, TaskId)> = if is_rt {
@@ -634,6 +646,7 @@ impl Scheduler {
                     cost_ns: s.cost.block_cost_ns().unwrap_or(0),
                     period_ns,
                     deadline_ns,
+                    latency_excess_ns: s.latency_excess_ns(),
                 }),
                 Qos::Throughput { min_rate_hz: Some(_), .. } => load.reserved_throughput += s.reserved_utilisation(),
                 _ => {}
@@ -723,6 +736,7 @@ impl Scheduler {
             sources.push(RealtimeSource {
                 stream: s.id,
                 cost_ns: s.cost.block_cost_ns().unwrap_or(0),
+                latency_excess_ns: s.latency_excess_ns(),
                 period_ns,
                 relative_deadline_ns: deadline_ns,
                 pending,
@@ -831,11 +845,14 @@ impl Scheduler {
     }
 }
 
-fn candidate_of(qos: &Qos, cost_ns: u64) -> Candidate {
+fn candidate_of(qos: &Qos, cost_ns: u64, latency_ns: Option<u64>) -> Candidate {
     match *qos {
-        Qos::Realtime { period_ns, deadline_ns } => {
-            Candidate::Realtime(RealtimeLoad { cost_ns, period_ns, deadline_ns })
-        }
+        Qos::Realtime { period_ns, deadline_ns } => Candidate::Realtime(RealtimeLoad {
+            cost_ns,
+            period_ns,
+            deadline_ns,
+            latency_excess_ns: latency_ns.map_or(0, |l| l.saturating_sub(cost_ns)),
+        }),
         _ => Candidate::Throughput { cost_ns, utilisation: registry::utilisation_of(qos, Some(cost_ns)) },
     }
 }

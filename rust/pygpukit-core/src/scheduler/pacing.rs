@@ -41,6 +41,9 @@ pub const MAX_REPLAY_STEPS: usize = 10_000;
 pub struct RealtimeSource {
     pub stream: StreamId,
     pub cost_ns: u64,
+    /// Its blocks' own latency beyond their device cost: their device work must be done that
+    /// much before the deadline (admission's response bound, `E_i`).
+    pub latency_excess_ns: u64,
     pub period_ns: u64,
     pub relative_deadline_ns: u64,
     /// Submitted blocks not released yet: `(release, absolute deadline)`, ascending.
@@ -110,12 +113,13 @@ pub fn replay(
             let s = &sources[i];
             work_end = work_end.saturating_add(s.cost_ns);
             let next = if pending_index == usize::MAX {
-                if floating.is_none_or(|(d, _)| s.relative_deadline_ns < d) {
-                    floating = Some((s.relative_deadline_ns, s.stream));
+                let d = s.relative_deadline_ns.saturating_sub(s.latency_excess_ns);
+                if floating.is_none_or(|(f, _)| d < f) {
+                    floating = Some((d, s.stream));
                 }
                 (release.saturating_add(s.period_ns), i, usize::MAX)
             } else {
-                let deadline = s.pending[pending_index].1;
+                let deadline = s.pending[pending_index].1.saturating_sub(s.latency_excess_ns);
                 if binding.is_none_or(|(d, _)| deadline < d) {
                     binding = Some((deadline, s.stream));
                 }
@@ -176,6 +180,7 @@ mod tests {
         RealtimeSource {
             stream: 1,
             cost_ns: cost,
+            latency_excess_ns: 0,
             period_ns: period,
             relative_deadline_ns: deadline,
             pending: vec![],
@@ -226,6 +231,16 @@ mod tests {
         // Chunk runs to 1250: pending block released at 1000 would finish at 1350 > 1300 - 0.
         assert!(!replay(0, 0, 1250, 0, &[s.clone()]).is_safe());
         assert!(replay(0, 0, 1200, 0, &[s]).is_safe());
+    }
+
+    #[test]
+    fn a_streams_latency_beyond_its_cost_comes_off_its_deadline() {
+        // As chunk_that_fits_before_the_next_deadline_is_safe, but the block needs 200 ns of its
+        // own after its device work: the chunk must leave 200 ns more.
+        let s = [RealtimeSource { latency_excess_ns: 200, ..source(100, 1000, 1000, 0) }];
+        assert!(replay(0, 0, 600, 50, &s).is_safe());
+        let v = replay(0, 0, 700, 50, &s);
+        assert_eq!(v, Verdict::Endangers { stream: 1, release_ns: 0, deadline_ns: 800, finish_ns: 800 });
     }
 
     #[test]

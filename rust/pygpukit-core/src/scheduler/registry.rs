@@ -131,6 +131,11 @@ pub struct StreamSpec {
     /// Declared device time of one whole block; `None` = measure it (the stream starts in
     /// calibration and needs [`Scheduler::admit`](super::Scheduler::admit) if its class reserves time).
     pub cost_ns: Option<u64>,
+    /// Realtime: one block's own latency alone, release to done, where it is more than its device
+    /// time (the host's copies, the launch, the completion wait: work that overlaps other
+    /// streams' blocks, so it is not device time). The response bound adds the excess over the
+    /// cost to this stream's own wait. `None` = the cost.
+    pub latency_ns: Option<u64>,
     /// How many independently launchable units one block has (e.g. FFT frames); chunks are
     /// ranges of units. Realtime blocks are always launched whole.
     pub units_per_block: u32,
@@ -138,7 +143,12 @@ pub struct StreamSpec {
 
 impl StreamSpec {
     pub fn new(name: impl Into<String>, qos: Qos) -> Self {
-        StreamSpec { name: name.into(), qos, cost_ns: None, units_per_block: 1 }
+        StreamSpec { name: name.into(), qos, cost_ns: None, latency_ns: None, units_per_block: 1 }
+    }
+
+    pub fn with_latency(mut self, latency_ns: u64) -> Self {
+        self.latency_ns = Some(latency_ns);
+        self
     }
 
     pub fn with_cost(mut self, cost_ns: u64) -> Self {
@@ -232,6 +242,12 @@ impl Stream {
             return 0.0;
         }
         utilisation_of(&self.spec.qos, self.cost.block_cost_ns())
+    }
+
+    /// Its declared latency beyond its block cost (0 when none is declared or the cost covers it).
+    pub fn latency_excess_ns(&self) -> u64 {
+        let cost = self.cost.block_cost_ns().unwrap_or(0);
+        self.spec.latency_ns.map_or(0, |l| l.saturating_sub(cost))
     }
 }
 

@@ -36,6 +36,7 @@ class StreamStats(TypedDict):
     cost_ns: int | None
     declared_cost_ns: int | None
     measured_cost_ns: int | None
+    declared_latency_ns: int | None
     measured_cost_max_ns: int
     cost_samples: int
     utilisation: float
@@ -80,7 +81,8 @@ class AdmissionFigures(TypedDict):
     stream_cost_ns: int
     cost_sum_ns: int
     safety_margin_ns: int
-    shortest_deadline_ns: int
+    shortest_deadline_ns: int  # response bound: the binding stream's (least deadline - latency excess)
+    latency_excess_ns: int     # response bound: that stream's own latency beyond its cost
 
 class Admitted(TypedDict):
     stream_utilisation: float
@@ -123,7 +125,8 @@ class AdmissionRefused(SchedulerError):
     stream_cost_ns: int
     cost_sum_ns: int
     safety_margin_ns: int
-    shortest_deadline_ns: int
+    shortest_deadline_ns: int  # response bound: the binding stream's (least deadline - latency excess)
+    latency_excess_ns: int     # response bound: that stream's own latency beyond its cost
     figures: AdmissionFigures
 
 class IllegalTransition(SchedulerError):
@@ -232,9 +235,14 @@ class Scheduler:
         deadline_ns: int | None = None,
         min_rate_hz: float | None = None,
         cost_ns: int | None = None,
+        latency_ns: int | None = None,
         units_per_block: int = 1,
     ) -> int:
-        """Register a stream; returns its id. Raises AdmissionRefused when it does not fit."""
+        """Register a stream; returns its id. Raises AdmissionRefused when it does not fit.
+
+        ``cost_ns``: device time of one block (events); ``latency_ns`` (realtime): one block's
+        own latency alone, release to done, when more than its cost; the response bound adds the
+        excess to the stream's own wait (default: the cost)."""
     def unregister_stream(self, stream: int) -> StreamStats: ...
     def stream_id(self, name: str) -> int | None: ...
     def admit(self, stream: int) -> Admitted: ...
