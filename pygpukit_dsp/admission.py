@@ -16,8 +16,8 @@ Refused by every GPU: an AdmissionError with each GPU's reason. Each runner gets
 
 A realtime stream (and a throughput stream with ``min_rate``) needs its per-block cost: the
 declared ``qos.cost_us``, or one measured here by running a few blocks of zeros through the
-opened engine (then its state is reset; a round that met a host hiccup is timed again): its
-device time (on a GPU, CUDA events around each block's work) for the scheduler's sums, and its
+opened engine, one period apart for a realtime stream (then its state is reset; a round that
+met a host hiccup is timed again): its device time (on a GPU, CUDA events around each block's work) for the scheduler's sums, and its
 own latency alone (host wall clock) for its own wait (:class:`BlockCost`), once per
 kind of stream: streams with the same kind of device (a GPU's model), engine, QoS class, input and
 stages share the measurement. Every stream gets its QoS deadline (``deadline_ms``,
@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 CALIBRATION_BLOCKS = 8
 CALIBRATION_ROUNDS = 3      # rounds of CALIBRATION_BLOCKS at most, while a round is not calm
 CALM_FACTOR = 3.0           # a round is calm when its slowest block is within this many times its median
+CALIBRATION_GAP_MAX_S = 0.01  # realtime calibration blocks come one period apart, at most this far
+
+
+def _sleep_s(seconds: float) -> None:
+    time.sleep(seconds)
 
 
 @dataclass(frozen=True)
@@ -78,15 +83,30 @@ class BlockCost:
 
 
 def measure_engine_cost(engine: Any, spec: Any, blocks: int = CALIBRATION_BLOCKS,
-                        rounds: int = CALIBRATION_ROUNDS) -> BlockCost:
+                        rounds: int = CALIBRATION_ROUNDS, gap_s: float | None = None) -> BlockCost:
     """``blocks`` full blocks of zeros through ``engine`` (after one warm-up block), in the first
     calm round of up to ``rounds``: a round whose slowest block took over CALM_FACTOR times its
     median (host wall clock) met a host hiccup (a preemption is not the block's cost) and is timed
     again; when none is calm, the round with the least slowest block. An engine that can time its
     blocks on the GPU (``set_gpu_timing``: the CUDA engine) is timed there too, in the same
-    blocks. The engine's state is reset after. See :class:`BlockCost`."""
+    blocks. ``gap_s``: the blocks are started that far apart (a realtime stream's period: a block
+    that comes after an idle gap costs more than one right behind another, on the GPU too, and a
+    realtime stream's blocks come that way); None: back to back. Each block is timed from its
+    call. The engine's state is reset after. See :class:`BlockCost`."""
     timing = callable(getattr(engine, "set_gpu_timing", None))
     x = np.zeros(spec.block_shape, spec.np_dtype)
+    gap_ns = int(gap_s * 1e9) if gap_s else 0
+    next_at = 0
+
+    def pace() -> None:
+        nonlocal next_at
+        if not gap_ns:
+            return
+        now = time.perf_counter_ns()
+        next_at = max(next_at + gap_ns, now) if next_at else now + gap_ns
+        if next_at > now:
+            _sleep_s((next_at - now) / 1e9)
+
     if timing:
         engine.set_gpu_timing(True)
     try:
@@ -95,6 +115,7 @@ def measure_engine_cost(engine: Any, spec: Any, blocks: int = CALIBRATION_BLOCKS
         for _ in range(max(1, rounds)):
             times, gpu, launch = [], [], []
             for _ in range(blocks):
+                pace()
                 t0 = time.perf_counter_ns()
                 engine.process(x)
                 times.append(time.perf_counter_ns() - t0)
@@ -122,9 +143,18 @@ def measure_engine_cost(engine: Any, spec: Any, blocks: int = CALIBRATION_BLOCKS
     return BlockCost(max(1, g, l), max(latency, g, l), how, gpu_ns=g, launch_ns=l)
 
 
+def calibration_gap_s(runner: "StreamRunner") -> float | None:
+    """How far apart calibration blocks start: a realtime stream's block period (at most
+    CALIBRATION_GAP_MAX_S), so that they are timed as its blocks will come; None (back to back)
+    for the other classes."""
+    if runner.pipeline.qos.cls != "realtime":
+        return None
+    return min(float(runner.chain.input.block_period), CALIBRATION_GAP_MAX_S)
+
+
 def measure_block_cost(runner: "StreamRunner", blocks: int = CALIBRATION_BLOCKS) -> BlockCost:
-    """:func:`measure_engine_cost` of the runner's engine and input."""
-    return measure_engine_cost(runner.engine, runner.chain.input, blocks)
+    """:func:`measure_engine_cost` of the runner's engine and input, at :func:`calibration_gap_s`."""
+    return measure_engine_cost(runner.engine, runner.chain.input, blocks, gap_s=calibration_gap_s(runner))
 
 
 def cost_key(runner: "StreamRunner") -> str:

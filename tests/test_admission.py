@@ -139,7 +139,15 @@ def _scripted(monkeypatch, times):
 
     clock = [0]
     monkeypatch.setattr(adm, "time", SimpleNamespace(perf_counter_ns=lambda: clock[0]))
-    return _ScriptedEngine(clock, times)
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(round(seconds * 1e9))
+        clock[0] += round(seconds * 1e9)
+    monkeypatch.setattr(adm, "_sleep_s", sleep)
+    e = _ScriptedEngine(clock, times)
+    e.sleeps = sleeps
+    return e
 
 
 def _wall(e, spec):
@@ -216,6 +224,17 @@ def test_registration_passes_the_device_time_as_cost_and_the_latency_beside_it(m
     st = admit([r])["cuda"].stats()["streams"][0]
     assert (st["declared_cost_ns"], st["declared_latency_ns"]) == (12_000, 30_000)
     assert r.admitted_cost_ns == 12_000 and r.measured_cost.latency_ns == 30_000
+    # a realtime stream's calibration blocks start one period apart (480 samples at 48 kHz: 10 ms),
+    # each timed from its call: the 30-us block leaves 9.97 ms to sleep
+    assert base.sleeps == [10_000_000] + [10_000_000 - 30_000] * 7
+
+
+def test_calibration_paces_realtime_blocks_at_their_period_capped_and_others_back_to_back(monkeypatch):
+    from pygpukit_dsp.admission import CALIBRATION_GAP_MAX_S, calibration_gap_s
+
+    assert calibration_gap_s(_fake_runner("a", "cuda", {"class": "realtime"}, block=256)) == pytest.approx(256 / 48e3)
+    assert calibration_gap_s(_fake_runner("b", "cuda", {"class": "realtime"}, block=4800)) == CALIBRATION_GAP_MAX_S
+    assert calibration_gap_s(_fake_runner("c", "cuda", {"class": "throughput", "min_rate": 48000})) is None
 
 
 def test_streams_of_one_kind_share_one_measured_cost(monkeypatch):

@@ -21,7 +21,8 @@ computed beside them (a scratch scheduler admitting streams until it refuses): w
 Session measures before the first block (admission.measure_engine_cost: 8 blocks of zeros through
 one engine in a calm round, each timed on the GPU with events, the device time it occupies, and on
 the host's clock, its own latency alone), and with the GPU time the dispatcher measured during the
-runs (CUDA events). :meth:`CapacityReport.admission_verdict` says whether the Session's prediction
+runs (CUDA events). The calibration's blocks come one period apart, as a realtime stream's do.
+:meth:`CapacityReport.admission_verdict` says whether the Session's prediction
 falls where misses begin (between the largest N that held and the smallest that missed).
 
 The floor (:class:`_FloorStreams`, :func:`floor_plan`): N bare round trips of the W1 block (no
@@ -627,11 +628,13 @@ class _ProjectStreams:
             self.engines.append(self._open())
 
     def session_cost(self) -> Any:
-        """What a Session's admission measures (admission.measure_engine_cost: a BlockCost)."""
-        from ..admission import measure_engine_cost
+        """What a Session's admission measures for a realtime W1 stream (admission.measure_engine_cost
+        at its period: a BlockCost)."""
+        from ..admission import CALIBRATION_GAP_MAX_S, measure_engine_cost
 
         self.ensure(1)
-        return measure_engine_cost(self.engines[0], self.chain.input)
+        return measure_engine_cost(self.engines[0], self.chain.input,
+                                   gap_s=min(self.period_ns / 1e9, CALIBRATION_GAP_MAX_S))
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:

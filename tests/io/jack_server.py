@@ -206,20 +206,24 @@ class LoopClient:
             self._pos += m
         self._rec.append((t, self.np.stack([p.get_array().copy() for p in self.ins])))
 
-    def wait_for_client(self, prefix: str = "PortAudio", timeout_s: float = 20.0) -> tuple[list, list]:
-        """The input and output ports of the client whose name starts with ``prefix``."""
+    def wait_for_client(self, prefix: str = "PortAudio", timeout_s: float = 20.0,
+                        channels: int = 1) -> tuple[list, list]:
+        """The input and output ports of the client whose name starts with ``prefix``, once it has
+        registered at least ``channels`` of each (a client registers its ports one by one: taken
+        at the first, a loop-through would leave the others unconnected, and a channel silent)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             ins = self.client.get_ports(f"{prefix}[^:]*:in_", is_input=True)
             outs = self.client.get_ports(f"{prefix}[^:]*:out_", is_output=True)
-            if ins and outs:
+            if len(ins) >= channels and len(outs) >= channels:
                 return ins, outs
             time.sleep(0.05)
-        raise TimeoutError(f"no JACK client '{prefix}...' with ports appeared in {timeout_s} s")
+        raise TimeoutError(f"no JACK client '{prefix}...' with {channels} input and output port(s) appeared "
+                           f"in {timeout_s} s")
 
     def loop_through(self, prefix: str = "PortAudio") -> None:
-        """Connect our outputs to the client's inputs and its outputs to our inputs."""
-        ins, outs = self.wait_for_client(prefix)
+        """Connect our outputs to the client's inputs and its outputs to our inputs (every channel)."""
+        ins, outs = self.wait_for_client(prefix, channels=len(self.outs))
         for ours, theirs in zip(self.outs, ins):
             self.client.connect(ours, theirs)
         for theirs, ours in zip(outs, self.ins):
