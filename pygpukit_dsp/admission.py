@@ -16,10 +16,10 @@ Refused by every GPU: an AdmissionError with each GPU's reason. Each runner gets
 
 A realtime stream (and a throughput stream with ``min_rate``) needs its per-block cost: the
 declared ``qos.cost_us``, or one measured here by running a few blocks of zeros through the
-opened engine, one period apart for a realtime stream (then its state is reset; a round that
-met a host hiccup is timed again): its device time (on a GPU, CUDA events around each block's work) for the scheduler's sums, and its
-own latency alone (host wall clock) for its own wait (:class:`BlockCost`), once per
-kind of stream: streams with the same kind of device (a GPU's model), engine, QoS class, input and
+opened engine (then its state is reset; a round that met a host hiccup is timed again): its
+device time back to back (on a GPU, CUDA events around each block's work) for the scheduler's
+sums, and its own latency alone (host wall clock; a realtime stream's blocks one period apart)
+for its own wait (:class:`BlockCost`), once per kind of stream: streams with the same kind of device (a GPU's model), engine, QoS class, input and
 stages share the measurement. Every stream gets its QoS deadline (``deadline_ms``,
 default one block period), so the scheduler counts misses as the QoS line reports them. A
 refusal is an AdmissionError carrying the scheduler's figures (utilisation of the stream, total
@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -53,19 +53,25 @@ def _sleep_s(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def _spin_until(t_ns: int) -> None:
+    while time.perf_counter_ns() < t_ns:
+        pass  # the GIL is held: admission runs before any stream's thread
+
+
 @dataclass(frozen=True)
 class BlockCost:
     """What admission knows of one kind of stream's block, measured before the first block.
 
     ``device_ns`` is what the scheduler sums (the utilisation bound, Σ C in the response bound, and
-    what its dispatcher measures later with events): how long one block holds its device. On a
-    GPU, the larger of the block's GPU time (CUDA events around its work; the median of the
-    round: a share of the device is an average) and the host time its launch calls took (whoever
-    launches every stream's blocks, a dispatcher, does that one block at a time). On the host's
-    dispatcher (CPU backend) blocks run one at a time, so it is the wall clock. ``latency_ns`` is
-    the block's own latency alone, release to done (host wall clock, the slowest of the round):
-    the response bound adds its excess over the device time to the stream's own wait, once, not
-    once per stream (the host's copies and completion wait overlap other streams' blocks).
+    what its dispatcher measures later with events): how long one block holds its device, timed
+    back to back. On a GPU, the larger of the block's GPU time (CUDA events around its work; the
+    median of the round: a share of the device is an average) and the host time its launch calls
+    took (whoever launches every stream's blocks, a dispatcher, does that one block at a time).
+    On the host's dispatcher (CPU backend) blocks run one at a time, so it is the wall clock.
+    ``latency_ns`` is the block's own latency alone (host wall clock, the slowest of a round at
+    the stream's period): the response bound adds its excess over the device time to the stream's
+    own wait, once, not once per stream (the host's copies and completion wait overlap other
+    streams' blocks).
     """
 
     device_ns: int
@@ -75,69 +81,85 @@ class BlockCost:
     launch_ns: int | None = None  # the launch's host time alone (median), when measured
 
     def describe(self) -> str:
+        alone = f"{self.latency_ns / 1e3:.1f} us alone, call to done"
         if self.gpu_ns is None:
-            return f"{self.device_ns / 1e3:.1f} us per block ({self.how})"
+            return f"{self.device_ns / 1e3:.1f} us of device time per block ({self.how}), {alone}"
         return (f"{self.device_ns / 1e3:.1f} us of device time per block ({self.how}: GPU "
-                f"{self.gpu_ns / 1e3:.1f} us, launch {(self.launch_ns or 0) / 1e3:.1f} us), "
-                f"{self.latency_ns / 1e3:.1f} us alone release to done")
+                f"{self.gpu_ns / 1e3:.1f} us, launch {(self.launch_ns or 0) / 1e3:.1f} us), {alone}")
+
+
+def _timed_round(engine: Any, x: np.ndarray, blocks: int, rounds: int, timing: bool,
+                 pace: Callable[[], None]) -> tuple[int, list[int], list[int], list[int]]:
+    """The first calm round of up to ``rounds`` of ``blocks`` blocks (see measure_engine_cost):
+    (its slowest wall-clock block, the wall, GPU and launch times of its blocks)."""
+    least: tuple[int, list[int], list[int], list[int]] | None = None
+    for _ in range(max(1, rounds)):
+        times, gpu, launch = [], [], []
+        for _ in range(blocks):
+            pace()
+            t0 = time.perf_counter_ns()
+            engine.process(x)
+            times.append(time.perf_counter_ns() - t0)
+            if timing:
+                gpu.append(int(engine.last_gpu_ns))
+                launch.append(int(engine.last_launch_ns))
+        round_ = (max(times), times, gpu, launch)
+        if round_[0] <= CALM_FACTOR * float(np.median(times)):
+            return round_  # calm
+        least = round_ if least is None or round_[0] < least[0] else least
+    assert least is not None
+    return least
 
 
 def measure_engine_cost(engine: Any, spec: Any, blocks: int = CALIBRATION_BLOCKS,
-                        rounds: int = CALIBRATION_ROUNDS, gap_s: float | None = None) -> BlockCost:
-    """``blocks`` full blocks of zeros through ``engine`` (after one warm-up block), in the first
-    calm round of up to ``rounds``: a round whose slowest block took over CALM_FACTOR times its
-    median (host wall clock) met a host hiccup (a preemption is not the block's cost) and is timed
-    again; when none is calm, the round with the least slowest block. An engine that can time its
-    blocks on the GPU (``set_gpu_timing``: the CUDA engine) is timed there too, in the same
-    blocks. ``gap_s``: the blocks are started that far apart (a realtime stream's period: a block
-    that comes after an idle gap costs more than one right behind another, on the GPU too, and a
-    realtime stream's blocks come that way); None: back to back. Each block is timed from its
-    call. The engine's state is reset after. See :class:`BlockCost`."""
+                        rounds: int = CALIBRATION_ROUNDS, gap_s: float | None = None,
+                        spin_s: float = 0.0) -> BlockCost:
+    """Time full blocks of zeros through ``engine`` (after one warm-up block): rounds of
+    ``blocks`` blocks, the first calm one of up to ``rounds`` kept (a round whose slowest block
+    took over CALM_FACTOR times its median, host wall clock, met a host hiccup: a preemption is
+    not the block's cost; when none is calm, the round with the least slowest block).
+
+    The device time comes from blocks back to back: on a GPU (an engine with ``set_gpu_timing``,
+    the CUDA engine) the median GPU time (events) and launch time of the round; on the host's
+    dispatcher its median wall clock. Back to back, with the host awake, it is reproducible (W1 on
+    the H100: 10.6-10.9 us in every round); blocks that come after an idle gap take 11-19 us at
+    the median, as the host wakes slowly or not (docs/scheduler.md). The latency alone is the
+    slowest block of a round started ``gap_s`` apart (a realtime stream's period; the wait before
+    each sleeps until ``spin_s`` before its start, then spins, as a Session's runner of a
+    clock-paced source does with ``qos.spin_us``), each timed from its call: what its own block
+    takes when it comes on its clock; None: of the back-to-back round. The engine's state is reset
+    after. See :class:`BlockCost`."""
     timing = callable(getattr(engine, "set_gpu_timing", None))
     x = np.zeros(spec.block_shape, spec.np_dtype)
     gap_ns = int(gap_s * 1e9) if gap_s else 0
+    spin_ns = min(int(spin_s * 1e9), gap_ns)
     next_at = 0
 
     def pace() -> None:
         nonlocal next_at
-        if not gap_ns:
-            return
         now = time.perf_counter_ns()
         next_at = max(next_at + gap_ns, now) if next_at else now + gap_ns
-        if next_at > now:
-            _sleep_s((next_at - now) / 1e9)
+        if next_at - spin_ns > now:
+            _sleep_s((next_at - spin_ns - now) / 1e9)
+        if spin_ns:
+            _spin_until(next_at)
 
     if timing:
         engine.set_gpu_timing(True)
     try:
         engine.process(x)
-        least: tuple[int, list[int], list[int]] | None = None
-        for _ in range(max(1, rounds)):
-            times, gpu, launch = [], [], []
-            for _ in range(blocks):
-                pace()
-                t0 = time.perf_counter_ns()
-                engine.process(x)
-                times.append(time.perf_counter_ns() - t0)
-                if timing:
-                    gpu.append(int(engine.last_gpu_ns))
-                    launch.append(int(engine.last_launch_ns))
-            round_ = (max(times), gpu, launch)
-            if round_[0] <= CALM_FACTOR * float(np.median(times)):
-                break  # calm: this round
-            least = round_ if least is None or round_[0] < least[0] else least
-        else:
-            assert least is not None
-            round_ = least
+        b2b = _timed_round(engine, x, blocks, rounds, timing, lambda: None)
+        paced = _timed_round(engine, x, blocks, rounds, timing, pace) if gap_ns else b2b
     finally:
         if timing:
             engine.set_gpu_timing(False)
     engine.reset()
-    latency, gpu, launch = max(1, int(round_[0])), round_[1], round_[2]
+    latency = max(1, int(paced[0]))
+    wall, gpu, launch = int(np.median(b2b[1])), b2b[2], b2b[3]
     if not timing:
-        return BlockCost(latency, latency, "wall clock: the host's dispatcher runs one block at a time")
+        return BlockCost(max(1, wall), max(latency, wall), "wall clock: the host's dispatcher runs one block at a time")
     if not gpu or min(gpu) <= 0:
-        return BlockCost(latency, latency, "wall clock: the driver gave no GPU time for the block")
+        return BlockCost(max(1, wall), max(latency, wall), "wall clock: the driver gave no GPU time for the block")
     g, l = int(np.median(gpu)), int(np.median(launch))
     how = "GPU events" if g >= l else "the launch's host time (more than the GPU time)"
     return BlockCost(max(1, g, l), max(latency, g, l), how, gpu_ns=g, launch_ns=l)
@@ -153,8 +175,10 @@ def calibration_gap_s(runner: "StreamRunner") -> float | None:
 
 
 def measure_block_cost(runner: "StreamRunner", blocks: int = CALIBRATION_BLOCKS) -> BlockCost:
-    """:func:`measure_engine_cost` of the runner's engine and input, at :func:`calibration_gap_s`."""
-    return measure_engine_cost(runner.engine, runner.chain.input, blocks, gap_s=calibration_gap_s(runner))
+    """:func:`measure_engine_cost` of the runner's engine and input, at :func:`calibration_gap_s`,
+    spinning the stream's ``qos.spin_us`` before each block as its runner will."""
+    return measure_engine_cost(runner.engine, runner.chain.input, blocks, gap_s=calibration_gap_s(runner),
+                               spin_s=runner.pipeline.qos.spin_window_us() / 1e6)
 
 
 def cost_key(runner: "StreamRunner") -> str:

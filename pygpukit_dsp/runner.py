@@ -102,6 +102,8 @@ class SchedulerAccounting:
     busy_us: float                 # measured device time (cpu: engine time) of all chunks
     cost_us: float | None          # per-block cost the scheduler used last (declared or measured)
     achieved_rate_hz: float        # blocks per second since the first release
+    declared_cost_us: float | None = None  # the device time it was admitted with (qos.cost_us or calibration)
+    measured_cost_us: float | None = None  # the device time its dispatcher measured (events; EWMA)
 
     @classmethod
     def from_stats(cls, device: str, st: dict[str, Any]) -> "SchedulerAccounting":
@@ -115,7 +117,12 @@ class SchedulerAccounting:
                    missed=st["missed"], dropped=st["dropped"], cancelled=st["cancelled"],
                    chunks=st["chunks"], busy_us=st["busy_ns"] / 1e3,
                    cost_us=cost / 1e3 if cost is not None else None,
-                   achieved_rate_hz=float(st.get("achieved_rate_hz", 0.0)))
+                   achieved_rate_hz=float(st.get("achieved_rate_hz", 0.0)),
+                   declared_cost_us=_us(st.get("declared_cost_ns")), measured_cost_us=_us(st.get("measured_cost_ns")))
+
+
+def _us(ns: Any) -> float | None:
+    return ns / 1e3 if ns is not None else None
 
 
 @dataclass
@@ -190,7 +197,9 @@ class RunSummary:
             lines.append(
                 f"  scheduler ({sa.device} dispatcher): latency p50 {sl.get('p50', 0):.1f}  "
                 f"p99 {sl.get('p99', 0):.1f}  p99.9 {sl.get('p999', 0):.1f}  max {sl.get('max', 0):.1f} us; "
-                f"misses {sa.missed}, drops {sa.dropped}, chunks {sa.chunks}, busy {sa.busy_us / 1e3:.3f} ms")
+                f"misses {sa.missed}, drops {sa.dropped}, chunks {sa.chunks}, busy {sa.busy_us / 1e3:.3f} ms"
+                + (f"; device time per block admitted {sa.declared_cost_us:.1f} us, measured "
+                   f"{sa.measured_cost_us:.1f} us" if sa.declared_cost_us and sa.measured_cost_us else ""))
         issues = {f"source {k}": v for k, v in self.source_stats.items() if v and k not in INFO_COUNTERS}
         issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k not in INFO_COUNTERS})
         if issues:

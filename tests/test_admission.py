@@ -40,6 +40,8 @@ def test_admitted_streams_run_and_measured_cost_is_used_when_none_is_declared():
     assert stats["b"]["declared_cost_ns"] == 100_000
     # the run summary says what admission measured (the CPU's dispatcher: one block at a time)
     assert "admitted with a measured cost:" in summaries[0].format()
+    # the scheduler's line sets the admitted device time beside what its dispatcher measured
+    assert "device time per block admitted 100.0 us, measured" in summaries[1].format()
     assert "the host's dispatcher runs one block at a time" in summaries[0].admission
     assert summaries[1].admission is None  # declared
 
@@ -145,7 +147,14 @@ def _scripted(monkeypatch, times):
         sleeps.append(round(seconds * 1e9))
         clock[0] += round(seconds * 1e9)
     monkeypatch.setattr(adm, "_sleep_s", sleep)
+    spins = []
+
+    def spin_until(t_ns):
+        spins.append(t_ns - clock[0])
+        clock[0] = max(clock[0], t_ns)
+    monkeypatch.setattr(adm, "_spin_until", spin_until)
     e = _ScriptedEngine(clock, times)
+    e.spins = spins
     e.sleeps = sleeps
     return e
 
@@ -154,7 +163,9 @@ def _wall(e, spec):
     from pygpukit_dsp.admission import measure_engine_cost
 
     cost = measure_engine_cost(e, spec)
-    assert cost.device_ns == cost.latency_ns and cost.gpu_ns is None  # no GPU timing: the wall clock
+    # no GPU timing, back to back: the round's median wall clock is the device time, its slowest
+    # block the latency
+    assert cost.gpu_ns is None and cost.device_ns <= cost.latency_ns
     return cost.latency_ns
 
 
@@ -202,7 +213,7 @@ def test_a_gpu_block_is_admitted_by_its_device_time_and_its_own_latency(monkeypa
     cost = measure_engine_cost(e, spec)
     assert (cost.device_ns, cost.latency_ns, cost.gpu_ns, cost.launch_ns) == (12_000, 36_000, 12_000, 3_000)
     assert cost.how == "GPU events" and e.timing == [True, False] and e.resets == 1
-    assert "12.0 us of device time per block" in cost.describe() and "36.0 us alone" in cost.describe()
+    assert "12.0 us of device time per block" in cost.describe() and "36.0 us alone, call to done" in cost.describe()
     # a launch slower than the GPU's work: the launching thread is what the blocks share
     e = _TimedEngine(base.clock, [30_000] * 9, [2_000] * 9, [5_000] * 9)
     cost = measure_engine_cost(e, spec)
@@ -218,15 +229,18 @@ def test_registration_passes_the_device_time_as_cost_and_the_latency_beside_it(m
 
     base = _scripted(monkeypatch, [])
     r = _fake_runner("rt", "cuda", {"class": "realtime"})
-    e = _TimedEngine(base.clock, [30_000] * 9, [12_000] * 9, [3_000] * 9)
+    # back to back: 12 us on the GPU; at its period: 30 us alone
+    e = _TimedEngine(base.clock, [20_000] * 9 + [30_000] * 8, [12_000] * 17, [3_000] * 17)
     e.choice, e.units_per_block = r.engine.choice, 1
     r.engine = e
     st = admit([r])["cuda"].stats()["streams"][0]
     assert (st["declared_cost_ns"], st["declared_latency_ns"]) == (12_000, 30_000)
     assert r.admitted_cost_ns == 12_000 and r.measured_cost.latency_ns == 30_000
     # a realtime stream's calibration blocks start one period apart (480 samples at 48 kHz: 10 ms),
-    # each timed from its call: the 30-us block leaves 9.97 ms to sleep
-    assert base.sleeps == [10_000_000] + [10_000_000 - 30_000] * 7
+    # each timed from its call: the 30-us block leaves 9.97 ms, slept but for the stream's spin
+    # window (qos.spin_us, 200 us by default for realtime), which is spun as its runner will
+    assert base.sleeps == [10_000_000 - 200_000] + [10_000_000 - 30_000 - 200_000] * 7
+    assert base.spins == [200_000] * 8
 
 
 def test_calibration_paces_realtime_blocks_at_their_period_capped_and_others_back_to_back(monkeypatch):
@@ -253,7 +267,8 @@ def test_streams_of_one_kind_share_one_measured_cost(monkeypatch):
         r.pipeline.stages = [SimpleNamespace(to_config=lambda: {"type": "gain", "db": -3})]
         runners.append(r)
     sched = admit(runners)["cpu"]
-    assert [e.calls for e in engines] == [9, 0, 9]  # the second is the first's kind; the third's block differs
+    # a warm-up, 8 back to back, 8 at the period; the second is the first's kind; the third's block differs
+    assert [e.calls for e in engines] == [17, 0, 17]
     costs = {st["name"]: st["declared_cost_ns"] for st in sched.stats()["streams"]}
     assert costs == {"s0": 1_000, "s1": 1_000, "s2": 1_000}
     assert [getattr(r, "cost_measured_on", None) for r in runners] == [None, "s0", None]
@@ -262,7 +277,7 @@ def test_streams_of_one_kind_share_one_measured_cost(monkeypatch):
 def test_a_refused_stream_says_whose_measurement_it_shares(monkeypatch):
     from pygpukit_dsp.admission import admit
 
-    e = _scripted(monkeypatch, [6_000_000] * 9)  # 6 ms per 10-ms block: two of them exceed U_max
+    e = _scripted(monkeypatch, [6_000_000] * 17)  # 6 ms per 10-ms block: two of them exceed U_max
     runners = []
     for name in ("first", "second"):
         r = _fake_runner(name, "cpu", {"class": "realtime"})
@@ -272,7 +287,7 @@ def test_a_refused_stream_says_whose_measurement_it_shares(monkeypatch):
         runners.append(r)
     with pytest.raises(AdmissionError) as ei:
         admit(runners)
-    assert ei.value.stream == "second" and e.calls == 9  # timed once
+    assert ei.value.stream == "second" and e.calls == 17  # timed once
     assert ei.value.figures["cost_source"] == "measured on 'first' (the same kind of stream)"
 
 
@@ -323,6 +338,7 @@ def test_gpu_session_admits_realtime_streams_by_device_time_with_their_latency_b
     summaries = s.run()
     for x in summaries:
         assert x.blocks > 0 and "of device time per block (GPU events" in x.admission
+        assert "device time per block admitted" in x.format()  # beside what the dispatcher measured
     st = s.stream_stats("a")
     assert 0 < st["declared_cost_ns"] < st["declared_latency_ns"]  # the device time, the latency beside it
     assert "measured on 'a'" in summaries[1].admission  # one measurement per kind of stream

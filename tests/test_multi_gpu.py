@@ -189,6 +189,7 @@ def test_identical_auto_streams_measured_once_spread_evenly(monkeypatch):
     clock = [0]
     monkeypatch.setattr(adm, "time", SimpleNamespace(perf_counter_ns=lambda: clock[0]))
     monkeypatch.setattr(adm, "_sleep_s", lambda s: clock.__setitem__(0, clock[0] + round(s * 1e9)))
+    monkeypatch.setattr(adm, "_spin_until", lambda t: clock.__setitem__(0, max(clock[0], t)))
 
     class Timed(_Engine):  # each block takes `ns` on the fake clock
         def __init__(self, ns, gpu, model="GPU model A"):

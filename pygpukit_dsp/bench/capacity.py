@@ -21,8 +21,8 @@ computed beside them (a scratch scheduler admitting streams until it refuses): w
 Session measures before the first block (admission.measure_engine_cost: 8 blocks of zeros through
 one engine in a calm round, each timed on the GPU with events, the device time it occupies, and on
 the host's clock, its own latency alone), and with the GPU time the dispatcher measured during the
-runs (CUDA events). The calibration's blocks come one period apart, as a realtime stream's do.
-:meth:`CapacityReport.admission_verdict` says whether the Session's prediction
+runs (CUDA events). The calibration times the device time back to back and the latency alone at
+the stream's period (admission.measure_engine_cost). :meth:`CapacityReport.admission_verdict` says whether the Session's prediction
 falls where misses begin (between the largest N that held and the smallest that missed).
 
 The floor (:class:`_FloorStreams`, :func:`floor_plan`): N bare round trips of the W1 block (no
@@ -634,7 +634,8 @@ class _ProjectStreams:
 
         self.ensure(1)
         return measure_engine_cost(self.engines[0], self.chain.input,
-                                   gap_s=min(self.period_ns / 1e9, CALIBRATION_GAP_MAX_S))
+                                   gap_s=min(self.period_ns / 1e9, CALIBRATION_GAP_MAX_S),
+                                   spin_s=self.pipeline.qos.spin_window_us() / 1e6)
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
