@@ -33,17 +33,26 @@ class Session:
         for summary in s.run():
             print(summary.pipeline, summary.scheduler.latency_us["p99"], summary.scheduler.missed)
         s.stream_stats("audio")          # the scheduler's raw figures (ns)
+
+    ``u_max``: the utilisation bound of every device's admission (default 0.9; docs/scheduler.md,
+    "Admission"): the share of a device realtime streams may reserve, by their calibrated device
+    time. Under load a GPU block's device time grows past its calibration (W1 on the H100:
+    10.9-11.5 us alone, 12.2-13.8 us among hundreds of streams), so a session that packs a GPU
+    with realtime streams refuses where misses begin with a lower bound (about 0.8 for W1).
     """
 
     def __init__(self, pipelines: Sequence[Pipeline], *, backend: str | None = None,
-                 device: int | str | None = None):
+                 device: int | str | None = None, u_max: float = 0.9):
         if not pipelines:
             raise ValueError("a Session needs at least one pipeline")
+        if not 0.0 < u_max <= 1.0:
+            raise ValueError(f"Session(u_max=...) must be in (0, 1], got {u_max}")
         from .pipeline import check_device
 
         self.pipelines = list(pipelines)
         self.backend = backend
         self.device = check_device(device, "Session(device=...)")  # overrides every pipeline's
+        self.u_max = float(u_max)
         self._stop = StopRequest()
         self._runners: list[StreamRunner] = []
         self.schedulers: dict[str, "Scheduler"] = {}  # device ("cpu" | "cuda" | "cuda:N") -> its scheduler
@@ -117,7 +126,7 @@ class Session:
             for p in self.pipelines:
                 runners.append(StreamRunner(p, backend=self.backend, device=self.device,
                                             gpu=self._first_guess(runners, gpus)))
-            self.schedulers = admit(runners, gpus=gpus)  # AdmissionError before the first block
+            self.schedulers = admit(runners, u_max=self.u_max, gpus=gpus)  # AdmissionError before the first block
             self.dispatch = start_dispatch(runners, self.schedulers)
         except BaseException:
             for r in runners:

@@ -22,6 +22,15 @@ def test_declared_cost_over_the_bound_is_refused_with_figures():
     assert "U_max" in str(e) and "stream_utilisation=0.95" in str(e)
 
 
+def test_a_session_s_u_max_is_its_admission_bound():
+    with pytest.raises(AdmissionError) as ei:
+        Session([_rt("a", cost_us=4000), _rt("b", cost_us=2000)], u_max=0.5).run()  # 0.4 + 0.2 > 0.5
+    assert ei.value.stream == "b" and ei.value.figures["bound"] == pytest.approx(0.5)
+    assert [x.pipeline for x in Session([_rt("a", cost_us=4000), _rt("b", cost_us=2000)]).run()] == ["a", "b"]
+    with pytest.raises(ValueError, match="u_max"):
+        Session([_rt("a")], u_max=1.5)
+
+
 def test_second_stream_refused_when_the_sum_exceeds_the_bound():
     with pytest.raises(AdmissionError) as ei:
         Session([_rt("a", cost_us=5000), _rt("b", cost_us=5000)]).run()
