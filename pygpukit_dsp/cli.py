@@ -56,6 +56,11 @@ class _LiveLine:
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.cluster:
+        if args.u_max is not None:
+            from .errors import ConfigError
+
+            raise ConfigError("--u-max applies to a local run: on a cluster each Ray actor admits its own stream "
+                              "with the default bound (0.9)", hint="drop --u-max, or run without --cluster")
         from .cluster import cmd_run_cluster
 
         return cmd_run_cluster(args)
@@ -69,7 +74,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipelines = _select(Pipeline.load_all(args.file), args.pipeline)
     draws = any(getattr(p.sink, "owns_terminal", False) for p in pipelines)  # a live view: no progress line
     live = _LiveLine(sys.stderr.isatty() and not args.quiet and not draws)
-    session = Session(pipelines, backend=args.backend, device=args.device)
+    session = Session(pipelines, backend=args.backend, device=args.device,
+                      **({"u_max": args.u_max} if args.u_max is not None else {}))
     restore = _stop_on_signals(session, live)
     try:
         summaries = session.run(blocks=args.blocks, duration=args.duration, progress=live)
@@ -512,6 +518,16 @@ def _device_arg(text: str) -> int | str:
     return value
 
 
+def _u_max_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a bound in (0, 1], got {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a bound in (0, 1], got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gk-stream", description="Real-time DSP streaming pipelines on NVIDIA GPUs (and CPUs).")
@@ -523,6 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", type=_device_arg, metavar="N|auto",
                      help="override every pipeline's GPU: an index (gk-stream devices) or auto (each stream on the "
                           "GPU with the most admission headroom)")
+    run.add_argument("--u-max", dest="u_max", type=_u_max_arg, metavar="U",
+                     help="admission's utilisation bound on every device (default 0.9): the share of a device "
+                          "realtime streams may reserve by their calibrated device time (docs/scheduler.md)")
     limit = run.add_mutually_exclusive_group()
     limit.add_argument("--blocks", type=_positive_int, help="stop after N blocks")
     limit.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds of signal")

@@ -179,6 +179,13 @@ def test_run_multi_prints_one_qos_line_per_stream_and_refuses_with_numbers(tmp_p
     r = gk("run", bad)
     assert r.returncode == 2
     assert "stream 'b' not admitted" in r.stderr and "bound=0.9" in r.stderr and "Traceback" not in r.stderr
+    # --u-max: the bound of a local run (0.01 + 0.02 of the 10-ms period exceed 0.025)
+    r = gk("run", ok, "--u-max", "0.025")
+    assert r.returncode == 2 and "stream 'b' not admitted" in r.stderr and "bound=0.025" in r.stderr
+    r = gk("run", ok, "--u-max", "1.5")
+    assert r.returncode == 2 and "expected a bound in (0, 1]" in r.stderr
+    r = gk("run", ok, "--u-max", "0.5", "--cluster", "ray")
+    assert r.returncode == 2 and "--u-max applies to a local run" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_run_multi_example_prints_the_scheduler_qos_line_of_each_stream(tmp_path):
