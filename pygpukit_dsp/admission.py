@@ -19,8 +19,8 @@ declared ``qos.cost_us``, or one measured here by running a few blocks of zeros 
 opened engine (then its state is reset; a round that met a host hiccup is timed again): its
 device time back to back (on a GPU, CUDA events around each block's work) for the scheduler's
 sums, and its own latency alone (host wall clock; a realtime stream's blocks one period apart)
-for its own wait (:class:`BlockCost`), once per kind of stream: streams with the same kind of device (a GPU's model), engine, QoS class, input and
-stages share the measurement. Every stream gets its QoS deadline (``deadline_ms``,
+for its own wait (:class:`BlockCost`), once per kind of stream: streams with the same kind of
+device (a GPU's model), engine, QoS class, input and stages share the measurement. Every stream gets its QoS deadline (``deadline_ms``,
 default one block period), so the scheduler counts misses as the QoS line reports them. A
 refusal is an AdmissionError carrying the scheduler's figures (utilisation of the stream, total
 already admitted on that device, the bound, and for the response bound the costs and the
@@ -47,6 +47,7 @@ CALIBRATION_BLOCKS = 8
 CALIBRATION_ROUNDS = 3      # rounds of CALIBRATION_BLOCKS at most, while a round is not calm
 CALM_FACTOR = 3.0           # a round is calm when its slowest block is within this many times its median
 CALIBRATION_GAP_MAX_S = 0.01  # realtime calibration blocks come one period apart, at most this far
+DEFAULT_U_MAX = 0.9         # the utilisation bound (Session(u_max=...), gk-stream run --u-max)
 
 
 def _sleep_s(seconds: float) -> None:
@@ -89,10 +90,10 @@ class BlockCost:
 
 
 def _timed_round(engine: Any, x: np.ndarray, blocks: int, rounds: int, timing: bool,
-                 pace: Callable[[], None]) -> tuple[int, list[int], list[int], list[int]]:
+                 pace: Callable[[], None]) -> tuple[list[int], list[int], list[int]]:
     """The first calm round of up to ``rounds`` of ``blocks`` blocks (see measure_engine_cost):
-    (its slowest wall-clock block, the wall, GPU and launch times of its blocks)."""
-    least: tuple[int, list[int], list[int], list[int]] | None = None
+    the wall, GPU and launch times of its blocks."""
+    least: tuple[list[int], list[int], list[int]] | None = None
     for _ in range(max(1, rounds)):
         times, gpu, launch = [], [], []
         for _ in range(blocks):
@@ -103,10 +104,10 @@ def _timed_round(engine: Any, x: np.ndarray, blocks: int, rounds: int, timing: b
             if timing:
                 gpu.append(int(engine.last_gpu_ns))
                 launch.append(int(engine.last_launch_ns))
-        round_ = (max(times), times, gpu, launch)
-        if round_[0] <= CALM_FACTOR * float(np.median(times)):
-            return round_  # calm
-        least = round_ if least is None or round_[0] < least[0] else least
+        if max(times) <= CALM_FACTOR * float(np.median(times)):
+            return times, gpu, launch  # calm
+        if least is None or max(times) < max(least[0]):
+            least = (times, gpu, launch)
     assert least is not None
     return least
 
@@ -154,8 +155,8 @@ def measure_engine_cost(engine: Any, spec: Any, blocks: int = CALIBRATION_BLOCKS
         if timing:
             engine.set_gpu_timing(False)
     engine.reset()
-    latency = max(1, int(paced[0]))
-    wall, gpu, launch = int(np.median(b2b[1])), b2b[2], b2b[3]
+    latency = max(1, max(paced[0]))
+    wall, gpu, launch = int(np.median(b2b[0])), b2b[1], b2b[2]
     if not timing:
         return BlockCost(max(1, wall), max(latency, wall), "wall clock: the host's dispatcher runs one block at a time")
     if not gpu or min(gpu) <= 0:
@@ -165,20 +166,19 @@ def measure_engine_cost(engine: Any, spec: Any, blocks: int = CALIBRATION_BLOCKS
     return BlockCost(max(1, g, l), max(latency, g, l), how, gpu_ns=g, launch_ns=l)
 
 
-def calibration_gap_s(runner: "StreamRunner") -> float | None:
-    """How far apart calibration blocks start: a realtime stream's block period (at most
-    CALIBRATION_GAP_MAX_S), so that they are timed as its blocks will come; None (back to back)
-    for the other classes."""
-    if runner.pipeline.qos.cls != "realtime":
-        return None
-    return min(float(runner.chain.input.block_period), CALIBRATION_GAP_MAX_S)
+def calibration_pace(qos: Any, spec: Any) -> dict[str, Any]:
+    """measure_engine_cost's ``gap_s`` and ``spin_s`` for a stream: a realtime stream's blocks one
+    block period apart (at most CALIBRATION_GAP_MAX_S), as its blocks will come, spinning its
+    ``qos.spin_us`` before each as its runner will; other classes back to back."""
+    if qos.cls != "realtime":
+        return {"gap_s": None, "spin_s": 0.0}
+    return {"gap_s": min(float(spec.block_period), CALIBRATION_GAP_MAX_S), "spin_s": qos.spin_window_us() / 1e6}
 
 
 def measure_block_cost(runner: "StreamRunner", blocks: int = CALIBRATION_BLOCKS) -> BlockCost:
-    """:func:`measure_engine_cost` of the runner's engine and input, at :func:`calibration_gap_s`,
-    spinning the stream's ``qos.spin_us`` before each block as its runner will."""
-    return measure_engine_cost(runner.engine, runner.chain.input, blocks, gap_s=calibration_gap_s(runner),
-                               spin_s=runner.pipeline.qos.spin_window_us() / 1e6)
+    """:func:`measure_engine_cost` of the runner's engine and input, paced by :func:`calibration_pace`."""
+    return measure_engine_cost(runner.engine, runner.chain.input, blocks,
+                               **calibration_pace(runner.pipeline.qos, runner.chain.input))
 
 
 def cost_key(runner: "StreamRunner") -> str:
@@ -306,7 +306,15 @@ def _requested(runner: "StreamRunner") -> Any:
     return getattr(runner, "device_request", getattr(runner.pipeline, "device", None))
 
 
-def admit(runners: list["StreamRunner"], *, u_max: float = 0.9,
+def check_u_max(u_max: float, where: str) -> float:
+    """``u_max`` as a float in (0, 1]; ValueError naming ``where`` otherwise."""
+    value = float(u_max)
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{where} must be in (0, 1], got {u_max}")
+    return value
+
+
+def admit(runners: list["StreamRunner"], *, u_max: float = DEFAULT_U_MAX,
           gpus: Sequence[int] | None = None) -> dict[str, "Scheduler"]:
     """Register every runner's stream with its device's new scheduler, in order; place
     ``device: auto`` streams on the GPU with the most headroom that admits them.

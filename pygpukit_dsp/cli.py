@@ -55,8 +55,10 @@ class _LiveLine:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .admission import DEFAULT_U_MAX
+
     if args.cluster:
-        if args.u_max is not None:
+        if args.u_max != DEFAULT_U_MAX:
             from .errors import ConfigError
 
             raise ConfigError("--u-max applies to a local run: on a cluster each Ray actor admits its own stream "
@@ -74,8 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipelines = _select(Pipeline.load_all(args.file), args.pipeline)
     draws = any(getattr(p.sink, "owns_terminal", False) for p in pipelines)  # a live view: no progress line
     live = _LiveLine(sys.stderr.isatty() and not args.quiet and not draws)
-    session = Session(pipelines, backend=args.backend, device=args.device,
-                      **({"u_max": args.u_max} if args.u_max is not None else {}))
+    session = Session(pipelines, backend=args.backend, device=args.device, u_max=args.u_max)
     restore = _stop_on_signals(session, live)
     try:
         summaries = session.run(blocks=args.blocks, duration=args.duration, progress=live)
@@ -519,16 +520,17 @@ def _device_arg(text: str) -> int | str:
 
 
 def _u_max_arg(text: str) -> float:
+    from .admission import check_u_max
+
     try:
-        value = float(text)
+        return check_u_max(float(text), "expected a bound that")
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a bound in (0, 1], got {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a bound in (0, 1], got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .admission import DEFAULT_U_MAX
+
     parser = argparse.ArgumentParser(
         prog="gk-stream", description="Real-time DSP streaming pipelines on NVIDIA GPUs (and CPUs).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -539,7 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", type=_device_arg, metavar="N|auto",
                      help="override every pipeline's GPU: an index (gk-stream devices) or auto (each stream on the "
                           "GPU with the most admission headroom)")
-    run.add_argument("--u-max", dest="u_max", type=_u_max_arg, metavar="U",
+    run.add_argument("--u-max", dest="u_max", type=_u_max_arg, metavar="U", default=DEFAULT_U_MAX,
                      help="admission's utilisation bound on every device (default 0.9): the share of a device "
                           "realtime streams may reserve by their calibrated device time (docs/scheduler.md)")
     limit = run.add_mutually_exclusive_group()

@@ -459,13 +459,13 @@ class StreamRunner:
             fault=str(fault) if fault is not None else None,
             output_unit="frames" if self.chain.output.domain == "frames" else "samples",
             audio=_audio_report(self.source, self.sink), events=_events(self.source), cpu=self.cpu,
-            **self._where())
+            **self._placement_and_cost())
         if fault is not None:
             fault.summary = summary  # type: ignore[attr-defined]
             raise fault
         return summary
 
-    def _where(self) -> dict[str, Any]:
+    def _placement_and_cost(self) -> dict[str, Any]:
         """RunSummary's ``gpu``, ``placement`` and ``admission``: where the engine ran and why, and
         the cost admission measured."""
         where: dict[str, Any] = {}

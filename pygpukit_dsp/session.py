@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .admission import DEFAULT_U_MAX, admit, check_u_max
 from .errors import GkError, StreamFault
 from .pipeline import Pipeline
 from .runner import ProgressFn, RunSummary, SchedulerAccounting, StopRequest, StreamRunner
@@ -42,17 +43,15 @@ class Session:
     """
 
     def __init__(self, pipelines: Sequence[Pipeline], *, backend: str | None = None,
-                 device: int | str | None = None, u_max: float = 0.9):
+                 device: int | str | None = None, u_max: float = DEFAULT_U_MAX):
         if not pipelines:
             raise ValueError("a Session needs at least one pipeline")
-        if not 0.0 < u_max <= 1.0:
-            raise ValueError(f"Session(u_max=...) must be in (0, 1], got {u_max}")
         from .pipeline import check_device
 
         self.pipelines = list(pipelines)
         self.backend = backend
         self.device = check_device(device, "Session(device=...)")  # overrides every pipeline's
-        self.u_max = float(u_max)
+        self.u_max = check_u_max(u_max, "Session(u_max=...)")
         self._stop = StopRequest()
         self._runners: list[StreamRunner] = []
         self.schedulers: dict[str, "Scheduler"] = {}  # device ("cpu" | "cuda" | "cuda:N") -> its scheduler
@@ -116,7 +115,6 @@ class Session:
 
         ``tap(name, block)`` receives every output block (after the sink took it).
         """
-        from .admission import admit
         from .dispatch import start_dispatch
 
         runners: list[StreamRunner] = []

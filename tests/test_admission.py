@@ -253,11 +253,19 @@ def test_registration_passes_the_device_time_as_cost_and_the_latency_beside_it(m
 
 
 def test_calibration_paces_realtime_blocks_at_their_period_capped_and_others_back_to_back(monkeypatch):
-    from pygpukit_dsp.admission import CALIBRATION_GAP_MAX_S, calibration_gap_s
+    from pygpukit_dsp.admission import CALIBRATION_GAP_MAX_S, calibration_pace
+    from pygpukit_dsp.qos import QoS
+    from pygpukit_dsp.signal import SignalSpec
+
+    def calibration_gap_s(r):
+        return calibration_pace(r.pipeline.qos, r.chain.input)["gap_s"]
 
     assert calibration_gap_s(_fake_runner("a", "cuda", {"class": "realtime"}, block=256)) == pytest.approx(256 / 48e3)
     assert calibration_gap_s(_fake_runner("b", "cuda", {"class": "realtime"}, block=4800)) == CALIBRATION_GAP_MAX_S
     assert calibration_gap_s(_fake_runner("c", "cuda", {"class": "throughput", "min_rate": 48000})) is None
+    # a realtime stream spins its qos.spin_us before each block; the others do not wait at all
+    assert calibration_pace(QoS(**{"class": "realtime", "spin_us": 300}), SignalSpec(48000.0, 1, 256))["spin_s"] == 3e-4
+    assert calibration_pace(QoS(**{"class": "throughput"}), SignalSpec(48000.0, 1, 256))["spin_s"] == 0.0
 
 
 def test_streams_of_one_kind_share_one_measured_cost(monkeypatch):

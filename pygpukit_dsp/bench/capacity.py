@@ -18,12 +18,11 @@ would refuse the N beyond its bound, which is what the sweep must cross to find 
 begin: the measured runs declare a cost of 1 us per block (earliest deadline first among
 streams of one deadline is release order, whatever the cost), and admission's own prediction is
 computed beside them (a scratch scheduler admitting streams until it refuses): with the costs a
-Session measures before the first block (admission.measure_engine_cost: 8 blocks of zeros through
-one engine in a calm round, each timed on the GPU with events, the device time it occupies, and on
-the host's clock, its own latency alone), and with the GPU time the dispatcher measured during the
-runs (CUDA events). The calibration times the device time back to back and the latency alone at
-the stream's period (admission.measure_engine_cost). :meth:`CapacityReport.admission_verdict` says whether the Session's prediction
-falls where misses begin (between the largest N that held and the smallest that missed).
+Session measures before the first block (admission.measure_engine_cost on one engine: its device
+time, CUDA events back to back, and its latency alone at the stream's period), and with the GPU
+time the dispatcher measured during the runs (CUDA events). :meth:`CapacityReport.admission_verdict`
+says whether the Session's prediction falls where misses begin (between the largest N that held
+and the smallest that missed).
 
 The floor (:class:`_FloorStreams`, :func:`floor_plan`): N bare round trips of the W1 block (no
 pipeline, no scheduler), released by the same driver threads on the same clocks, where the
@@ -628,14 +627,12 @@ class _ProjectStreams:
             self.engines.append(self._open())
 
     def session_cost(self) -> Any:
-        """What a Session's admission measures for a realtime W1 stream (admission.measure_engine_cost
-        at its period: a BlockCost)."""
-        from ..admission import CALIBRATION_GAP_MAX_S, measure_engine_cost
+        """What a Session's admission measures for a realtime W1 stream (a BlockCost)."""
+        from ..admission import calibration_pace, measure_engine_cost
 
         self.ensure(1)
         return measure_engine_cost(self.engines[0], self.chain.input,
-                                   gap_s=min(self.period_ns / 1e9, CALIBRATION_GAP_MAX_S),
-                                   spin_s=self.pipeline.qos.spin_window_us() / 1e6)
+                                   **calibration_pace(self.pipeline.qos, self.chain.input))
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
@@ -862,8 +859,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                            engine_kwargs=engine_kwargs)
     try:
         cost = proj.session_cost()
-        report.settings["session_cost"] = {"device_ns": cost.device_ns, "latency_ns": cost.latency_ns,
-                                           "gpu_ns": cost.gpu_ns, "launch_ns": cost.launch_ns, "how": cost.how}
+        report.settings["session_cost"] = asdict(cost)
         report.predictions.append(predict(cost.device_ns, period_ns, deadlines_ms, "session",
                                           latency_ns=cost.latency_ns))
         say(f"capacity: admission with the Session's calibration ({cost.describe()}) admits "

@@ -851,7 +851,7 @@ fn candidate_of(qos: &Qos, cost_ns: u64, latency_ns: Option<u64>) -> Candidate {
             cost_ns,
             period_ns,
             deadline_ns,
-            latency_excess_ns: latency_ns.map_or(0, |l| l.saturating_sub(cost_ns)),
+            latency_excess_ns: registry::latency_excess(latency_ns, cost_ns),
         }),
         _ => Candidate::Throughput { cost_ns, utilisation: registry::utilisation_of(qos, Some(cost_ns)) },
     }

@@ -246,9 +246,13 @@ impl Stream {
 
     /// Its declared latency beyond its block cost (0 when none is declared or the cost covers it).
     pub fn latency_excess_ns(&self) -> u64 {
-        let cost = self.cost.block_cost_ns().unwrap_or(0);
-        self.spec.latency_ns.map_or(0, |l| l.saturating_sub(cost))
+        latency_excess(self.spec.latency_ns, self.cost.block_cost_ns().unwrap_or(0))
     }
+}
+
+/// A declared latency beyond a block cost (the response bound's `E`): 0 without one.
+pub fn latency_excess(latency_ns: Option<u64>, cost_ns: u64) -> u64 {
+    latency_ns.map_or(0, |l| l.saturating_sub(cost_ns))
 }
 
 /// Device share of a class given a block cost: cost/period (realtime), cost*rate (throughput).

@@ -80,6 +80,30 @@ fn registration_errors_say_what_is_wrong() {
 }
 
 #[test]
+fn a_declared_latency_is_realtime_only_and_binds_the_response_bound() {
+    let (mut s, _) = sched();
+    let zero = rt("z", 10 * MS, MS).with_latency(0);
+    assert!(
+        matches!(s.register_stream(zero), Err(SchedError::InvalidArgument(m)) if m.contains("latency_ns must be > 0"))
+    );
+    let bulk = StreamSpec::new("b", Qos::Throughput { min_rate_hz: None, deadline_ns: None }).with_latency(MS);
+    assert!(
+        matches!(s.register_stream(bulk), Err(SchedError::InvalidArgument(m)) if m.contains("realtime streams only"))
+    );
+    // 1 ms of device time, 9 ms alone in a 10-ms deadline: 8 ms beyond its cost, charged once
+    s.register_stream(rt("slow", 10 * MS, MS).with_latency(9 * MS)).unwrap();
+    assert_eq!(s.stream_stats(s.stream_id("slow").unwrap()).unwrap().declared_latency_ns, Some(9 * MS));
+    // 1 + 0.95 + margin 0.05 + 8 = 10 ms: fits exactly; one more microsecond does not
+    s.register_stream(rt("a", 10 * MS, 950 * US)).unwrap();
+    match s.register_stream(rt("b", 10 * MS, 1)) {
+        Err(SchedError::Admission(r)) => {
+            assert_eq!((r.reason, r.latency_excess_ns), (RefusalReason::ResponseBound, 8 * MS))
+        }
+        other => panic!("expected a response-bound refusal, got {other:?}"),
+    }
+}
+
+#[test]
 fn block_lifecycle_and_accounting() {
     let (mut s, clock) = sched();
     let a = s.register_stream(rt("audio", 5 * MS, 100 * US)).unwrap();
