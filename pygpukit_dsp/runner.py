@@ -247,6 +247,7 @@ class StreamRunner:
         self.placement: Any = None  # admission.Placement, set by admission.admit
         self.cost_measured_on: str | None = None  # admission: the alike stream whose measured cost it shares
         self.measured_cost: Any = None  # admission.BlockCost, when admission measured (or shared) one
+        self.rehearsal: Any = None  # admission.Rehearsal, when admission ran its GPU's realtime streams together
         self.cpu = resolve_cpu(pipeline.qos.cpu, pipeline.qos.where_of("cpu") or pipeline.where
                                or f"pipeline '{pipeline.name}'")
         self.source = pipeline.source
@@ -473,6 +474,8 @@ class StreamRunner:
         if cost is not None:
             shared = f" (measured on '{self.cost_measured_on}', the same kind of stream)" if self.cost_measured_on else ""
             where["admission"] = cost.describe() + shared
+            if self.rehearsal is not None:
+                where["admission"] += "; " + self.rehearsal.describe()
         choice = self.engine.choice
         if choice.name != "cuda":
             return where

@@ -308,6 +308,88 @@ def test_a_refused_stream_says_whose_measurement_it_shares(monkeypatch):
     assert ei.value.figures["cost_source"] == "measured on 'first' (the same kind of stream)"
 
 
+# ----------------------------------------------------------------------------- the rehearsal
+
+
+def _gpu_runners(monkeypatch, n, device_ns, block=480, cost_us=None):
+    """``n`` realtime runners on the fake GPU 0, each calibrated at ``device_ns`` alone."""
+    from pygpukit_dsp import admission
+    from pygpukit_dsp.admission import BlockCost
+
+    monkeypatch.setattr(admission, "measure_block_cost", lambda r: BlockCost(device_ns, device_ns, "scripted"))
+    qos = {"class": "realtime", **({"cost_us": cost_us} if cost_us else {})}
+    runners = []
+    for i in range(n):
+        r = _fake_runner(f"s{i}", "cuda", qos, block=block)
+        r.engine.units_per_block = 1
+        r.pipeline.stages = []
+        runners.append(r)
+    return runners
+
+
+def _scripted_rehearsal(monkeypatch, per_stream_ns):
+    from pygpukit_dsp import admission
+
+    calls = []
+
+    def rehearse(engines, specs, deadlines_ns, device=0, **_kw):
+        calls.append((len(engines), device))
+        return [per_stream_ns] * len(engines)
+
+    monkeypatch.setattr(admission, "rehearse", rehearse)
+    return calls
+
+
+def test_streams_that_fill_less_than_half_a_bound_are_not_rehearsed(monkeypatch):
+    from pygpukit_dsp.admission import REHEARSAL_SHARE, admit
+
+    calls = _scripted_rehearsal(monkeypatch, 9_000_000)
+    # 4 x 1 ms per 10-ms period: 0.4 of the GPU, under half of U_max 0.9 (and of the 10-ms deadline)
+    assert 4 * 1_000_000 / 10_000_000 < REHEARSAL_SHARE * 0.9
+    sched = admit(_gpu_runners(monkeypatch, 4, 1_000_000))["cuda"]
+    assert calls == [] and len(sched.stats()["streams"]) == 4
+
+
+def test_crowded_realtime_streams_are_admitted_by_their_device_time_among_each_other(monkeypatch):
+    from pygpukit_dsp.admission import admit
+
+    # 5 x 1 ms alone per 10-ms period: 0.5 > half the bound, so they run together first; among
+    # each other 1.5 ms a block: 0.75 of the GPU, still admitted, with that figure
+    calls = _scripted_rehearsal(monkeypatch, 1_500_000)
+    runners = _gpu_runners(monkeypatch, 5, 1_000_000)
+    sched = admit(runners)["cuda"]
+    assert calls == [(5, 0)]
+    assert [st["declared_cost_ns"] for st in sched.stats()["streams"]] == [1_500_000] * 5
+    assert all(r.admitted_cost_ns == 1_500_000 for r in runners)
+    assert runners[0].rehearsal.describe() == ("1500.0 us of device time per block among the 5 realtime streams "
+                                               "of its GPU rehearsed together for 0.3 s (1000.0 us alone)")
+
+
+def test_a_stream_the_rehearsal_puts_past_the_bound_is_refused_with_its_figures(monkeypatch):
+    from pygpukit_dsp.admission import admit
+
+    # alone 5 x 1.6 ms = 0.8 of the GPU fits U_max 0.9; among each other 2 ms: the fifth makes 1.0
+    _scripted_rehearsal(monkeypatch, 2_000_000)
+    with pytest.raises(AdmissionError) as ei:
+        admit(_gpu_runners(monkeypatch, 5, 1_600_000))
+    e = ei.value
+    assert e.stream == "s4" and e.figures["device"] == "cuda"
+    assert e.figures["rehearsal"].startswith("2000.0 us of device time per block among the 5 realtime streams")
+
+
+def test_a_declared_cost_stays_the_stream_s_cost_through_the_rehearsal(monkeypatch):
+    from pygpukit_dsp.admission import admit
+
+    calls = _scripted_rehearsal(monkeypatch, 3_000_000)
+    declared = _gpu_runners(monkeypatch, 3, 0, cost_us=1_600)  # 3 x 1.6 ms declared: 0.48 of the GPU
+    assert len(admit(declared)["cuda"].stats()["streams"]) == 3 and calls == []  # nothing to learn
+    measured = _gpu_runners(monkeypatch, 1, 1_000_000)
+    measured[0].pipeline.name = "m"
+    sched = admit(declared + measured)["cuda"]
+    assert calls == [(4, 0)]  # the declared ones rehearsed as load beside the measured one
+    assert [st["declared_cost_ns"] for st in sched.stats()["streams"]] == [1_600_000] * 3 + [3_000_000]
+
+
 # ----------------------------------------------------------------------------- on the GPU
 
 

@@ -2,6 +2,7 @@
 // sleep until shortly before it (wake.h), prewarm, spin up to it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -11,13 +12,20 @@
 
 namespace gk {
 
+// The prewarm comes no earlier than this before the release: a thread that spins longer (a
+// spin window past the default 200 us, or through the whole period) prewarms where a default
+// one would, not milliseconds ahead, when the GPU's clocks and the pages it warmed go cold again.
+constexpr uint64_t kPrewarmLeadNs = 200'000;
+
 // Returns at until_ns (<= release_ns) at the earliest: sleeps until spin_ns (+ the thread's wake
-// guard) before release_ns, calls prewarm(until_ns), spins to until_ns. Already past until_ns:
-// returns at once, without the prewarm (the block goes at once).
+// guard) before release_ns, spins to kPrewarmLeadNs before it, calls prewarm(until_ns), spins to
+// until_ns. Already past until_ns: returns at once, without the prewarm (the block goes at once).
 template <class Prewarm>
 void wait_for_release(uint64_t release_ns, uint64_t until_ns, uint64_t spin_ns, Prewarm&& prewarm) {
     if (monotonic_ns() >= until_ns) return;
     sleep_before(release_ns, spin_ns);
+    const uint64_t prewarm_at = std::min(until_ns, release_ns > kPrewarmLeadNs ? release_ns - kPrewarmLeadNs : 0);
+    while (monotonic_ns() < prewarm_at) cpu_relax();
     prewarm(until_ns);
     while (monotonic_ns() < until_ns) cpu_relax();
 }

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .stall_probe import HOST_SLOW_FACTOR, HOST_STALL_US, start_probe, stop_probe
+from .stall_probe import EPISODE_GAP_NS, HOST_SLOW_FACTOR, HOST_STALL_US, start_probe, stop_probe
 from .steal import StealSampler, steal_summary, steal_ticks
 
 if TYPE_CHECKING:
@@ -108,6 +108,14 @@ def _key(deadline_ms: float) -> str:
     return f"{deadline_ms:.2f}"
 
 
+def _verdict(predicted: int, held: int, missed: int | None) -> str:
+    """Where admission's ``predicted`` N falls against the largest N that held and the least N
+    above it that missed (None: none did)."""
+    if predicted < held:
+        return "earlier"
+    return "later" if missed is not None and predicted >= missed else "where misses begin"
+
+
 @dataclass
 class Prediction:
     """Admission control's capacity: the number of these streams a scheduler admits."""
@@ -117,6 +125,7 @@ class Prediction:
     streams: dict[str, int] = field(default_factory=dict)    # deadline -> streams admitted
     reason: dict[str, str] = field(default_factory=dict)     # deadline -> why the next one was refused
     latency_us: float | None = None  # one block alone, release to done (the response bound's L)
+    rehearsed_us: dict[str, float] = field(default_factory=dict)  # N -> device time per block among N rehearsed
 
 
 @dataclass
@@ -196,9 +205,19 @@ class CapacityReport:
         above = [p.n for p in self.points if p.impl == "pygpukit-dsp" and p.status == "ok" and p.blocks > 0
                  and p.n > held and not p.zero_misses(deadline_ms)]
         missed = min(above) if above else None
-        verdict = ("earlier" if n < held else "later" if missed is not None and n >= missed
-                   else "where misses begin")
-        return {"predicted": n, "held": held, "missed": missed, "verdict": verdict, "fraction": n / held}
+        out = {"predicted": n, "held": held, "missed": missed, "verdict": _verdict(n, held, missed),
+               "fraction": n / held}
+        held_p = self.capacity_not_blamed() if deadline_ms == self.deadlines_ms[0] else None
+        if held_p is not None and held_p > held:
+            # the same with only the misses the process is blamed for (episode_cause): a host
+            # slowdown or stall is not something admission, which budgets the GPU, can refuse
+            above_p = [p.n for p in self.points if p.impl == "pygpukit-dsp" and p.status == "ok" and p.blocks > 0
+                       and p.n > held_p and p.extra.get("misses_when", {}).get("by_cause", {}).get("process", 1) > 0
+                       and not p.zero_misses(deadline_ms)]
+            missed_p = min(above_p) if above_p else None
+            out["process"] = {"held": held_p, "missed": missed_p, "verdict": _verdict(n, held_p, missed_p),
+                              "fraction": n / held_p}
+        return out
 
     def targets(self) -> list[tuple[str, bool | None, str]]:
         d = _key(self.deadlines_ms[0])
@@ -302,7 +321,13 @@ class CapacityReport:
             if p is None:
                 return ""
             alone = f", {p.latency_us:.1f} us alone" if p.latency_us is not None else ""
-            return f"{p.streams.get(k, '')} ({p.cost_us:.1f} us device{alone})"
+            n = p.streams.get(k)
+            # the rehearsals that decided it: at the N admitted and the least N refused above it
+            above = sorted((int(m) for m in p.rehearsed_us if n is not None and int(m) > n))
+            shown = [m for m in ([n] if str(n) in p.rehearsed_us else []) + above[:1]]
+            among = ("; rehearsed: " + ", ".join(f"{p.rehearsed_us[str(m)]:.1f} us among {m}" for m in shown)
+                     if shown else "")
+            return f"{'' if n is None else n} ({p.cost_us:.1f} us device{alone}{among})"
 
         for d in self.deadlines_ms:
             h = self.headline()[_key(d)]
@@ -319,11 +344,19 @@ class CapacityReport:
                 continue
             beyond = f", and missed at {v['missed']}" if v["missed"] is not None else \
                 " (no larger N missed in the sweep)"
-            words = {"where misses begin": "it refuses where misses begin",
-                     "earlier": f"it refuses earlier ({v['fraction']:.2f}x the N that held)",
-                     "later": "it admits an N that missed"}[v["verdict"]]
-            lines.append(f"- admission at {d:.2f} ms (the Session's calibration): predicted {v['predicted']} "
-                         f"streams; the project held {v['held']}{beyond}: {words}")
+            def words(w: dict[str, Any]) -> str:
+                return {"where misses begin": "it refuses where misses begin",
+                        "earlier": f"it refuses earlier ({w['fraction']:.2f}x the N that held)",
+                        "later": "it admits an N that missed"}[w["verdict"]]
+
+            lines.append(f"- admission at {d:.2f} ms (the Session's calibration and rehearsal): predicted "
+                         f"{v['predicted']} streams; the project held {v['held']}{beyond}: {words(v)}")
+            if "process" in v:
+                vp = v["process"]
+                beyond_p = f", and missed by its own doing at {vp['missed']}" if vp["missed"] is not None else \
+                    " (no larger N missed by its own doing in the sweep)"
+                lines.append(f"  - counting only the misses the process is blamed for (host slowdowns and stalls "
+                             f"aside): the project held {vp['held']}{beyond_p}: {words(vp)}")
         nb = self.capacity_not_blamed()
         if nb is not None and nb != self.capacity("pygpukit-dsp", self.deadlines_ms[0]):
             lines.append(f"- beside them: the largest confirmed N whose misses at {keys[0]} ms all came in episodes of "
@@ -362,7 +395,6 @@ def _figures(point: CapacityPoint, lat_ns: np.ndarray, deadlines_ms: tuple[float
     point.misses = {_key(d): int((us > d * 1e3).sum()) for d in deadlines_ms}
 
 
-EPISODE_GAP_NS = 20_000_000   # misses closer than this in release time are one episode
 EPISODE_CAUSES = ("host_slow", "host_stall", "process")
 CAUSE_WORDS = {"host_slow": "host slowdown", "host_stall": "host stall", "process": "the process's"}
 
@@ -513,6 +545,56 @@ def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list
     return pred
 
 
+def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...] | list[float],
+                       loaded_ns: Callable[[int], int], n_max: int, u_max: float = 0.9,
+                       say: Callable[[str], None] = lambda _line: None) -> Prediction:
+    """What a Session admits of these streams (its calibration ``cost``, a BlockCost, alone),
+    at each deadline: the largest N for which admission, as ``admission.admit`` does it, admits
+    all N. Up to where N streams costed alone fill half a bound (admission.crowded) that is the
+    rule with the cost alone; past it the Session rehearses the N streams together and admits
+    them with the larger of the cost alone and ``loaded_ns(N)`` (the device time per block among
+    N rehearsed: :func:`admission.rehearse`), so the largest N is searched by bisection (the
+    device time grows with N). ``n_max``: the most streams there are engines for."""
+    from ..admission import crowded
+
+    c0, lat = int(cost.device_ns), int(cost.latency_ns)
+    pred = Prediction(cost_us=c0 / 1e3, how="session", latency_us=lat / 1e3 if lat > c0 else None)
+    cache: dict[int, int] = {}
+
+    def admits(n: int, d: float) -> tuple[bool, str]:
+        deadline_ns = int(d * 1e6)
+        c = c0
+        if crowded([c0] * n, [period_ns] * n, [deadline_ns] * n, u_max):
+            if n not in cache:
+                cache[n] = int(loaded_ns(n))
+                pred.rehearsed_us[str(n)] = cache[n] / 1e3
+                say(f"capacity: admission's rehearsal of {n} streams: {cache[n] / 1e3:.1f} us per block among them")
+            c = max(c0, cache[n])
+        one = predict(c, period_ns, [d], "session", u_max=u_max, latency_ns=lat)
+        return one.streams[_key(d)] >= n, one.reason.get(_key(d), "")
+
+    for d in deadlines_ms:
+        alone = predict(c0, period_ns, [d], "session", u_max=u_max, latency_ns=lat)
+        hi = min(alone.streams[_key(d)], n_max)
+        ok, why = admits(hi, d)
+        if ok:
+            pred.streams[_key(d)] = hi
+            pred.reason[_key(d)] = alone.reason.get(_key(d), "") if hi < n_max else f"no more engines than {n_max}"
+            continue
+        lo = 0  # admits(lo) holds; admits(hi) does not
+        refusal = why
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            ok, why = admits(mid, d)
+            if ok:
+                lo = mid
+            else:
+                hi, refusal = mid, why
+        pred.streams[_key(d)] = lo
+        pred.reason[_key(d)] = f"{refusal} (rehearsed)"
+    return pred
+
+
 def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tuple[int, ...] | list[int],
                  coarse_s: float, confirm_s: float, deadlines_ms: tuple[float, ...] | list[float],
                  points: list[CapacityPoint], say: Callable[[str], None], impl: str,
@@ -633,6 +715,17 @@ class _ProjectStreams:
         self.ensure(1)
         return measure_engine_cost(self.engines[0], self.chain.input,
                                    **calibration_pace(self.pipeline.qos, self.chain.input))
+
+    def rehearsed_ns(self, n: int) -> int:
+        """A Session's rehearsal of n of these streams (admission.rehearse): the median device
+        time per block among them."""
+        from ..admission import rehearse
+
+        self.ensure(n)
+        spec = self.chain.input
+        costs = rehearse(self.engines[:n], [spec] * n, [self.period_ns] * n, device=self.device,
+                         threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us)
+        return int(np.median(costs))
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
@@ -860,8 +953,8 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     try:
         cost = proj.session_cost()
         report.settings["session_cost"] = asdict(cost)
-        report.predictions.append(predict(cost.device_ns, period_ns, deadlines_ms, "session",
-                                          latency_ns=cost.latency_ns))
+        report.predictions.append(session_prediction(cost, period_ns, deadlines_ms, proj.rehearsed_ns,
+                                                     n_max=max(ladder), say=say))
         say(f"capacity: admission with the Session's calibration ({cost.describe()}) admits "
             f"{report.predictions[-1].streams}")
         _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms), ladder, coarse_s, confirm_s,

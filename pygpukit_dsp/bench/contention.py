@@ -41,10 +41,11 @@ inputs, state reset), and PyTorch's equal ours.
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
@@ -56,7 +57,7 @@ from ..errors import AdmissionError, ConfigError, DeviceError
 from ..stages.base import StageParams
 from .bench_file import pick_pipeline, validate_bench
 from .gc_pauses import GcPauses, overlap_ns
-from .stall_probe import HOST_SLOW_FACTOR, HOST_SLOW_MIN_US, HOST_STALL_US, start_probe, stop_probe
+from .stall_probe import EPISODE_GAP_NS, HOST_SLOW_FACTOR, HOST_SLOW_MIN_US, HOST_STALL_US, start_probe, stop_probe
 from .trace import Breakdown, breakdown
 from .trace import markdown as breakdown_markdown
 
@@ -333,12 +334,23 @@ class ContentionReport:
                           f"beside pygpukit-dsp's W1; a miss during which it stopped >= {HOST_STALL_US:g} us is a "
                           f"host stall; a miss whose fixed CPU work ({' + '.join(SLOW_PHASES)}: copies, no lock, no "
                           f"wait) took >= {HOST_SLOW_FACTOR:g}x its median is a host slowdown, the CPU under W1's "
-                          "thread running slow; the others are the process's):"]
+                          "thread running slow; a miss whose W1 thread made no context switch from its wait to its "
+                          f"output and yet did not run for >= {HOST_STALL_US:g} us of it is a host stall too, its "
+                          f"vCPU held beneath the guest; a miss within {EPISODE_GAP_NS // 1_000_000} ms of a host's "
+                          "miss is one episode with it; the others are the process's):"]
             for r, c in causes:
                 lines.append(f"- {r.label}: {c['misses']} misses: {c['host_stall']} host stalls, "
                              f"{c.get('host_slow', 0)} host slowdowns, {c['process']} the process's"
                              + (f" (probe gaps >= {HOST_STALL_US:g} us in the run: {c.get('probe_gaps', 0)})"
                                 if "probe_gaps" in c else " (no probe)"))
+                if c.get("vcpu_held") or c.get("episode"):
+                    lines.append(f"  - of the host's: {c.get('vcpu_held', 0)} with W1's vCPU held (no context switch), "
+                                 f"{c.get('episode', 0)} in one episode with another host miss")
+                facts = [b for b in c.get("blocks", []) if "switches" in b]
+                if facts:
+                    lines.append("  - per miss (context switches voluntary / involuntary, us not running; cause): "
+                                 + ", ".join(f"block {b['index']} {b['switches'][0]} / {b['switches'][1]}, "
+                                             f"{b['off_cpu_us']:g}; {b['cause']}" for b in facts[:10]))
                 if c["process"] and "process_late_back" in c:
                     lines.append(f"  - of the process's: {c['process_late_back']} came back from the paced sleep "
                                  f">= {LATE_BACK_US:g} us late, {c['process_gc']} had the garbage collector running "
@@ -392,7 +404,7 @@ class ReleaseWaitSettings:
     latency runs from the release. PyTorch's W1 waits the same way (``_native.wait_until``) before
     its call."""
 
-    spin_us: int = 200
+    spin_us: int | None = None  # None: the realtime pipeline's qos.spin_us (its default: 200)
     prewarm: bool = True
     warm_us: int = 100      # back in Python this long before the release (CudaEngine.process)
 
@@ -409,6 +421,21 @@ class _W1Run:
     overruns: int
     starts: np.ndarray              # perf_counter_ns before / after each timed process() call
     ends: np.ndarray
+    # per block, from the start of its wait to its output: the W1 thread's voluntary and involuntary
+    # context switches and the wall time it did not run (wall - thread CPU time), ns
+    switches: np.ndarray | None = None
+
+
+def _thread_clock() -> tuple[int, int, int, int] | None:
+    """The calling thread's (voluntary, involuntary) context switches so far, its CPU time and
+    the wall clock (ns) (Linux), else None. A thread that spins through its waits (qos.spin_us >=
+    the period) switches voluntarily only when it sleeps or blocks, and involuntarily only when
+    the guest's scheduler takes its CPU; wall time it neither ran nor was switched out for was
+    taken beneath the guest (steal: the guest's clock does not charge it to the thread)."""
+    if not hasattr(resource, "RUSAGE_THREAD"):
+        return None
+    ru = resource.getrusage(resource.RUSAGE_THREAD)
+    return ru.ru_nvcsw, ru.ru_nivcsw, time.thread_time_ns(), time.perf_counter_ns()
 
 
 def _wait_until(t_ns: int) -> None:
@@ -438,8 +465,11 @@ def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *,
     k = len(inputs)
     overruns = 0
     t_start = 0
+    counts = _thread_clock() is not None
+    switches = np.zeros((blocks, 3), dtype=np.int64) if counts else None
     t_next = perf() + period_ns
     for i in range(total):
+        before = _thread_clock() if counts and i >= warmup else None  # outside the timed call
         if release_call is not None:
             t0 = t_next
             y = release_call(inputs[i % k], t_next)
@@ -450,6 +480,11 @@ def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *,
         t1 = perf()
         if i >= warmup:
             starts[i - warmup], ends[i - warmup] = t0, t1
+            if before is not None and switches is not None:
+                after = _thread_clock()
+                assert after is not None
+                off_cpu = (after[3] - before[3]) - (after[2] - before[2])
+                switches[i - warmup] = (after[0] - before[0], after[1] - before[1], max(0, off_cpu))
             if i == warmup:
                 t_start = t0
         if i >= keep_from:
@@ -458,7 +493,7 @@ def _paced_w1(process: Callable[[np.ndarray], Any], inputs: list[np.ndarray], *,
         if t1 > t_next:  # longer than a period: the next block (already arrived) goes at once
             overruns += 1
             t_next = t1
-    return _W1Run(ends - starts, outs, t_start, perf(), overruns, starts, ends)
+    return _W1Run(ends - starts, outs, t_start, perf(), overruns, starts, ends, switches)
 
 
 def _pace_until(event: threading.Event, process: Callable[[np.ndarray], Any], inputs: list[np.ndarray],
@@ -835,13 +870,22 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
     block's fixed CPU work (SLOW_PHASES: copies of a fixed size, no lock, no wait) took
     HOST_SLOW_FACTOR times its median or more: the CPU under the W1 thread ran slow (its vCPU
     shared or preempted beneath the guest, which a probe on another CPU cannot see); else the
-    *process*'s. Facts beside each miss, which the cause does not use: how late the W1 thread came
+    *process*'s. Two more rules, checked in this order after those: a miss whose W1 thread made
+    no context switch at all from the start of its wait to its output (it neither slept nor
+    blocked, and the guest's scheduler never took its CPU: the thread spun through, qos.spin_us >=
+    the period) and yet did not run for HOST_STALL_US or more of it (wall minus the thread's CPU
+    time: the guest charges stolen time to nobody) is a *host stall* too: its vCPU was held
+    beneath the guest (``vcpu_held``); and a miss within EPISODE_GAP_NS of a host stall or slowdown is one episode
+    with it and takes its cause (``episode_of``: that miss's block), as the capacity sweep's
+    episodes do. Facts beside each miss, which the cause does not use: how late the W1 thread came
     back from its paced sleep (``back_late_us``: to Python, against the release - warm_us it asked
-    for) and how long the garbage collector ran inside the block (``gc_us``); the process's misses
-    are counted by them too (``process_late_back``: back >= LATE_BACK_US late; ``process_gc``: a
-    collection of 50 us or more inside)."""
+    for), its context switches (``switches``: voluntary, involuntary), the time it did not run
+    (``off_cpu_us``) and how long the garbage
+    collector ran inside the block (``gc_us``); the process's misses are counted by them too
+    (``process_late_back``: back >= LATE_BACK_US late; ``process_gc``: a collection of 50 us or
+    more inside)."""
     out: dict[str, Any] = {"misses": len(bd.over), "host_stall": 0, "host_slow": 0, "process": 0,
-                           "process_late_back": 0, "process_gc": 0, "blocks": []}
+                           "process_late_back": 0, "process_gc": 0, "vcpu_held": 0, "episode": 0, "blocks": []}
     if gc_spans is not None:
         out["gc_collections"] = int(len(gc_spans[0]))
         out["gc_max_us"] = float((gc_spans[1] - gc_spans[0]).max()) / 1e3 if len(gc_spans[0]) else 0.0
@@ -854,6 +898,8 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
     starts = np.concatenate([r.starts for r in timed.runs])
     ends = np.concatenate([r.ends for r in timed.runs])
     back_late = np.concatenate(timed.back_late) if timed.back_late else np.full(len(starts), np.nan)
+    switches = (np.concatenate([r.switches for r in timed.runs])
+                if timed.runs and all(r.switches is not None for r in timed.runs) else None)
     out["probe_gaps"] = int(big.sum())
     work_p50 = sum(ph.p50_us for ph in bd.phases if ph.name in SLOW_PHASES)
     slow_at = max(HOST_SLOW_FACTOR * work_p50, work_p50 + HOST_SLOW_MIN_US)
@@ -863,17 +909,35 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
         stalled = int(glen[big][hit].max()) / 1e3 if hit.any() else 0.0
         work = sum(o.phases_us.get(k, 0.0) for k in SLOW_PHASES)
         cause = "host_stall" if hit.any() else "host_slow" if work_p50 > 0 and work >= slow_at else "process"
-        out[cause] += 1
+        sw = None if switches is None or o.index >= len(switches) else [int(v) for v in switches[o.index]]
+        block = {"index": o.index, "total_us": o.total_us, "largest": o.largest, "cause": cause,
+                 "probe_stall_us": stalled, "start_ns": a}
+        if sw is not None:
+            block["switches"], block["off_cpu_us"] = sw[:2], round(sw[2] / 1e3, 1)
+            if cause == "process" and sw[:2] == [0, 0] and sw[2] >= HOST_STALL_US * 1000:
+                block["cause"], block["vcpu_held"] = "host_stall", True
+                out["vcpu_held"] += 1
         late = float(back_late[o.index]) if o.index < len(back_late) else float("nan")
         gc_ns, gc_gen = overlap_ns(gc_spans, a, b)
-        if cause == "process":
-            out["process_late_back"] += int(late >= LATE_BACK_US)
-            out["process_gc"] += int(gc_ns >= 50_000)
-        out["blocks"].append({"index": o.index, "total_us": o.total_us, "largest": o.largest,
-                              "cause": cause, "probe_stall_us": stalled,
-                              "back_late_us": None if np.isnan(late) else round(late, 1),
-                              "gc_us": round(gc_ns / 1e3, 1), "gc_generation": gc_gen,
-                              "gpu_us": None if o.gpu_us is None else round(o.gpu_us, 1)})
+        block.update({"back_late_us": None if np.isnan(late) else round(late, 1), "gc_us": round(gc_ns / 1e3, 1),
+                      "gc_generation": gc_gen, "gpu_us": None if o.gpu_us is None else round(o.gpu_us, 1)})
+        out["blocks"].append(block)
+    for block in out["blocks"]:  # one episode with a host's miss: its cause
+        if block["cause"] != "process":
+            continue
+        near = [h for h in out["blocks"] if h["cause"] != "process" and not h.get("episode_of")
+                and abs(h["start_ns"] - block["start_ns"]) <= EPISODE_GAP_NS]
+        if near:
+            h = min(near, key=lambda h: abs(h["start_ns"] - block["start_ns"]))
+            block["cause"], block["episode_of"] = h["cause"], h["index"]
+            out["episode"] += 1
+    for block in out["blocks"]:
+        out[block["cause"]] += 1
+        if block["cause"] == "process":
+            late = block["back_late_us"]
+            out["process_late_back"] += int(late is not None and late >= LATE_BACK_US)
+            out["process_gc"] += int(block["gc_us"] >= 50)
+        del block["start_ns"]
     return out
 
 
@@ -948,6 +1012,8 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     deadline_ns = max(1, int(round(w1p.qos.deadline_s(c1.input.block_period) * 1e9)))
     spin_us = st.spin_us if st.spin_us is not None else period_ns // 1000 + 100
     w1_total_s = (warmup + blocks) * period_ns / 1e9
+    if wait is not None and wait.spin_us is None:
+        wait = replace(wait, spin_us=w1p.qos.spin_window_us())
 
     settings = {"blocks": blocks, "warmup": warmup, "period_ns": period_ns, "deadline_ns": deadline_ns,
                 "quantum_ns": quantum, "throughput_mode": st.throughput_mode, "throughput_seconds": seconds,

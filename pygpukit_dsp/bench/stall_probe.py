@@ -20,6 +20,7 @@ PROBE_THRESHOLD_US = 50.0   # the probe records its gaps from this long
 HOST_STALL_US = 100.0       # a probe gap this long during a late block: the host stalled (not the process)
 HOST_SLOW_FACTOR = 3.0      # fixed CPU work this many times its median (and >= HOST_SLOW_MIN_US more): the CPU ran slow
 HOST_SLOW_MIN_US = 20.0
+EPISODE_GAP_NS = 20_000_000   # misses closer than this in release time are one episode (one host event)
 
 
 def start_probe() -> Any:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pygpukit_dsp.bench.capacity import (PREDICT_REGISTER_MAX, CapacityPoint, CapacityReport, _ladder_runs,
-                                         predict)
+                                         predict, session_prediction)
 
 P = 5_333_333
 D = (P / 1e6, 2.0)
@@ -34,6 +34,34 @@ def test_a_prediction_with_a_latency_beyond_the_cost_charges_the_excess_once():
     assert predict(12_000, P, D, "gpu", latency_ns=5_000).latency_us is None  # no excess: the cost alone
 
 
+def test_the_session_s_prediction_rehearses_past_half_a_bound_and_finds_the_largest_n_it_admits():
+    pytest.importorskip("pygpukit_dsp_core")
+    from pygpukit_dsp.admission import BlockCost, crowded
+
+    calls = []
+
+    def loaded(n):  # the device time per block among n streams grows with n
+        calls.append(n)
+        return 11_500 + 10 * n
+
+    pred = session_prediction(BlockCost(11_500, 11_500, "scripted"), P, D, loaded, n_max=512)
+
+    def admitted(n, d):
+        c = max(11_500, loaded(n)) if crowded([11_500] * n, [P] * n, [int(d * 1e6)] * n, 0.9) else 11_500
+        return predict(c, P, [d], "x").streams[f"{d:.2f}"] >= n
+
+    rehearsed = sorted(set(calls))
+    calls.clear()
+    want = {f"{d:.2f}": max(n for n in range(1, 513) if admitted(n, d)) for d in D}
+    assert pred.streams == want and want["5.33"] == 325  # n (11.5 + 0.01 n) us <= 0.9 x 5333 us
+    # nothing rehearsed below half of both bounds: 209 streams at 5.33 ms (utilisation), 87 at 2 ms
+    assert min(rehearsed) >= 87 and len(rehearsed) <= 2 * 10
+    assert set(pred.rehearsed_us) == {str(n) for n in rehearsed} and pred.reason["5.33"].endswith("(rehearsed)")
+    # the report's cell: the N admitted, the cost alone, the rehearsals at the N admitted and above it
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0}, predictions=[pred])
+    assert "| 325 (11.5 us device; rehearsed: 14.8 us among 325, 14.8 us among 326) |" in rep.markdown()
+
+
 def test_admission_verdict_places_the_prediction_between_what_held_and_what_missed():
     rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
     for n, phase, m5 in [(320, "coarse", 0), (384, "coarse", 0), (512, "coarse", 40), (384, "confirm", 0)]:
@@ -48,6 +76,25 @@ def test_admission_verdict_places_the_prediction_between_what_held_and_what_miss
     rep.predictions = [predict(35_000, P, D, "session")]
     assert "predicted 137 streams; the project held 384, and missed at 512: it refuses earlier (0.36x" \
         in rep.markdown()
+
+
+def test_admission_verdict_beside_it_counts_only_the_misses_the_process_is_blamed_for():
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    # 256 held over 30 s; 320 missed there, every episode a host slowdown; 384 missed by the process
+    for n, phase, m5, causes in [(256, "confirm", 0, {}), (320, "confirm", 184, {"host_slow": 184, "process": 0}),
+                                 (384, "coarse", 900, {"host_slow": 0, "process": 900})]:
+        pt = CapacityPoint("pygpukit-dsp", n, 30.0, phase, blocks=1000)
+        pt.misses = {"5.33": m5, "2.00": m5}
+        pt.extra["misses_when"] = {"by_cause": {"host_stall": 0, **causes}} if causes else \
+            {"by_cause": {"host_slow": 0, "host_stall": 0, "process": 0}}
+        rep.points.append(pt)
+    rep.predictions = [predict(14_800, P, D, "session")]  # 324 streams
+    v = rep.admission_verdict(D[0])
+    assert (v["held"], v["missed"], v["verdict"]) == (256, 320, "later")
+    assert v["process"] == {"held": 320, "missed": 384, "verdict": "where misses begin",
+                            "fraction": 324 / 320}
+    assert ("  - counting only the misses the process is blamed for (host slowdowns and stalls aside): the "
+            "project held 320, and missed by its own doing at 384: it refuses where misses begin") in rep.markdown()
 
 
 def test_a_tiny_cost_is_predicted_by_the_rule_without_registering_every_stream():

@@ -57,6 +57,7 @@ def test_w3_yaml_names_w1_realtime_and_w2_throughput_with_the_issue_defaults():
     assert (st.blocks, st.warmup, st.period_ms, st.quantum_ns) == (3000, 300, None, 40_000)
     assert st.throughput_mode == "resident" and st.throughput_seconds == 3.0
     assert bench.realtime.qos.deadline_ms == 1
+    assert bench.realtime.qos.spin_us > 5333  # W1's thread spins through its 5.33-ms period
     assert [s.type for s in bench.realtime.stages] == ["fir", "mix"]
     assert [s.type for s in bench.throughput.stages] == ["stft", "power", "average"]
 
@@ -450,6 +451,24 @@ def test_w1_waits_for_its_release_inside_its_call_by_default(tmp_path, fake_gpu)
     fake_gpu.clear()
     rep = run_w3(bench, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False, wait=None)
     assert fake_gpu[1].released == 0 and rep.settings["release_wait"] is None
+    # the spin window is the realtime pipeline's qos.spin_us (200 us by default, above)
+    spun = load_contention(_file(tmp_path, "bench: {kind: contention, period_ms: 1, segments: 1}\n",
+                                 PIPES.replace("deadline_ms: 1}", "deadline_ms: 1, spin_us: 1100}")))
+    fake_gpu.clear()
+    rep = run_w3(spun, blocks=8, warmup=2, throughput_seconds=0.02, baseline=False)
+    assert rep.settings["release_wait"]["spin_us"] == 1100
+
+
+def test_each_timed_w1_block_counts_its_thread_s_context_switches_and_time_off_the_cpu():
+    from pygpukit_dsp.bench.contention import _paced_w1
+
+    def sleepy(x):
+        time.sleep(0.002)  # a voluntary switch, 2 ms not running
+        return x
+
+    run = _paced_w1(sleepy, [np.zeros(4)], warmup=1, blocks=3, period_ns=3_000_000)
+    assert run.switches.shape == (3, 3)
+    assert (run.switches[:, 0] >= 1).all() and (run.switches[:, 2] >= 1_500_000).all()
 
 
 @pytest.mark.parametrize("blocks,segments,parts", [(12, 3, [4, 4, 4]), (10, 3, [4, 3, 3]), (2, 5, [1, 1])])
@@ -629,7 +648,7 @@ def test_misses_are_split_into_host_stalls_and_the_process_s():
     from pygpukit_dsp.bench.contention import _Timed, _W1Run, miss_causes
     from pygpukit_dsp.bench.trace import Breakdown, OverBlock, PhaseFigures
 
-    starts = np.array([0, 10_000_000, 20_000_000], dtype=np.int64)
+    starts = np.array([0, 100_000_000, 200_000_000], dtype=np.int64)  # apart: one episode each
     ends = starts + np.array([50_000, 1_500_000, 1_800_000])
     timed = _Timed()
     timed.runs.append(_W1Run(ends - starts, [], 0, 0, 0, starts, ends))
@@ -638,7 +657,7 @@ def test_misses_are_split_into_host_stalls_and_the_process_s():
                                                                            "hand-over", None)]
     bd = Breakdown(3, 1, [], fig, None, 1000.0, over)
     # the probe stopped 400 us during block 1, 60 us (below the threshold) during block 2
-    stalls = (np.array([10_500_000, 20_100_000, 30_000_000]), np.array([400_000, 60_000, 900_000]))
+    stalls = (np.array([100_500_000, 200_100_000, 300_000_000]), np.array([400_000, 60_000, 900_000]))
     c = miss_causes(timed, bd, stalls)
     assert (c["misses"], c["host_stall"], c["process"], c["probe_gaps"]) == (2, 1, 1, 2)
     assert [b["cause"] for b in c["blocks"]] == ["host_stall", "process"] and c["blocks"][0]["probe_stall_us"] == 400.0
@@ -649,7 +668,7 @@ def test_a_miss_whose_copies_ran_three_times_slower_is_a_host_slowdown():
     from pygpukit_dsp.bench.contention import _Timed, _W1Run, miss_causes
     from pygpukit_dsp.bench.trace import Breakdown, OverBlock, PhaseFigures
 
-    starts = np.array([0, 10_000_000, 20_000_000], dtype=np.int64)
+    starts = np.array([0, 100_000_000, 200_000_000], dtype=np.int64)
     ends = starts + np.array([50_000, 1_500_000, 1_800_000])
     timed = _Timed()
     timed.runs.append(_W1Run(ends - starts, [], 0, 0, 0, starts, ends))
@@ -663,13 +682,42 @@ def test_a_miss_whose_copies_ran_three_times_slower_is_a_host_slowdown():
     c = miss_causes(timed, bd, (np.array([], dtype=np.int64), np.array([], dtype=np.int64)))
     assert (c["host_stall"], c["host_slow"], c["process"]) == (0, 1, 1)
     assert [b["cause"] for b in c["blocks"]] == ["host_slow", "process"]
+    # one period after the slow one (5.33 ms, as in session 14's run Z: blocks 2441 and 2442):
+    # one episode, the host's
+    near = _Timed()
+    s2 = np.array([0, 100_000_000, 105_333_333], dtype=np.int64)
+    near.runs.append(_W1Run(ends - starts, [], 0, 0, 0, s2, s2 + (ends - starts)))
+    c = miss_causes(near, bd, (np.array([], dtype=np.int64), np.array([], dtype=np.int64)))
+    assert (c["host_slow"], c["process"], c["episode"]) == (2, 0, 1)
+    assert c["blocks"][1]["episode_of"] == 1
+
+
+def test_a_miss_whose_thread_never_switched_yet_did_not_run_is_a_host_stall():
+    from pygpukit_dsp.bench.contention import _Timed, _W1Run, miss_causes
+    from pygpukit_dsp.bench.trace import Breakdown, OverBlock, PhaseFigures
+
+    starts = np.array([0, 100_000_000, 200_000_000, 300_000_000], dtype=np.int64)
+    ends = starts + np.array([50_000, 1_500_000, 1_800_000, 1_400_000])
+    # per block: voluntary and involuntary switches, ns not running. Block 1: none, 1.3 ms not
+    # running (held beneath the guest); block 2: slept once (a late wake-up could be the guest's);
+    # block 3: no switch and running all along (spinning on something of the process's)
+    sw = np.array([[0, 0, 0], [0, 0, 1_300_000], [1, 0, 1_300_000], [0, 0, 20_000]], dtype=np.int64)
+    timed = _Timed()
+    timed.runs.append(_W1Run(ends - starts, [], 0, 0, 0, starts, ends, sw))
+    over = [OverBlock(i, (ends[i] - starts[i]) / 1e3, {"python in": 1300.0}, "python in", None) for i in (1, 2, 3)]
+    bd = Breakdown(4, 1, [], PhaseFigures("total", 0, 0, 0), None, 1000.0, over)
+    c = miss_causes(timed, bd, (np.array([], dtype=np.int64), np.array([], dtype=np.int64)))
+    assert [b["cause"] for b in c["blocks"]] == ["host_stall", "process", "process"]
+    assert (c["host_stall"], c["vcpu_held"], c["process"]) == (1, 1, 2)
+    assert [(b["switches"], b["off_cpu_us"]) for b in c["blocks"]] == [([0, 0], 1300.0), ([1, 0], 1300.0),
+                                                                      ([0, 0], 20.0)]
 
 
 def test_the_process_s_misses_say_how_late_the_thread_came_back_and_whether_the_collector_ran():
     from pygpukit_dsp.bench.contention import _Timed, _W1Run, miss_causes
     from pygpukit_dsp.bench.trace import Breakdown, OverBlock, PhaseFigures
 
-    starts = np.array([0, 10_000_000, 20_000_000], dtype=np.int64)
+    starts = np.array([0, 100_000_000, 200_000_000], dtype=np.int64)
     ends = starts + np.array([50_000, 1_500_000, 1_800_000])
     timed = _Timed()
     # block 1 came back from its sleep 1.3 ms late; block 2 on time, with a 900-us gen-2
@@ -680,7 +728,7 @@ def test_the_process_s_misses_say_how_late_the_thread_came_back_and_whether_the_
             OverBlock(2, 1800.0, {"fill": 9.0, "copy out": 1.0, "python in": 1780.0}, "python in", None)]
     bd = Breakdown(3, 1, phases, PhaseFigures("total", 0, 0, 0), None, 1000.0, over)
     no_stalls = (np.array([], dtype=np.int64), np.array([], dtype=np.int64))
-    gc_spans = (np.array([20_050_000]), np.array([20_950_000]), np.array([2]))
+    gc_spans = (np.array([200_050_000]), np.array([200_950_000]), np.array([2]))
     c = miss_causes(timed, bd, no_stalls, gc_spans)
     assert (c["process"], c["process_late_back"], c["process_gc"]) == (2, 1, 1)
     assert [(b["back_late_us"], b["gc_us"], b["gc_generation"]) for b in c["blocks"]] == [(1300.0, 0.0, -1),
