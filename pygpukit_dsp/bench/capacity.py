@@ -76,6 +76,7 @@ CONFIRM_TRIES = 3                   # confirmations per deadline: the knee, then
 TARGET_STREAMS = 100                # issue 13: >= 100 streams with zero misses at 5.33 ms over 30 s
 TARGET_RATIO = 3.0                  # ... and >= 3x what PyTorch + graph holds
 FLOOR = "floor"                     # the capacity floor's points (_FloorStreams)
+ALIGNED = "pygpukit-dsp, aligned"   # the project's streams with every phase 0: all release at once
 
 
 @dataclass
@@ -190,7 +191,8 @@ class CapacityReport:
         p = min(missed, key=lambda p: (p.n, p.phase != "confirm"))
         return p.n, p.phase
 
-    def admission_verdict(self, deadline_ms: float, how: str = "session") -> dict[str, Any] | None:
+    def admission_verdict(self, deadline_ms: float, how: str = "session",
+                          impl: str = "pygpukit-dsp") -> dict[str, Any] | None:
         """Does admission (its prediction ``how``) refuse where misses begin, and not much earlier?
 
         ``held``: the largest N confirmed with zero misses; ``missed``: the smallest N above it
@@ -198,20 +200,20 @@ class CapacityReport:
         when held <= predicted < missed; "earlier" (``fraction`` = predicted / held) when it
         refuses N that held; "later" when it admits an N that missed. None: nothing to compare."""
         pred = next((p for p in self.predictions if p.how == how), None)
-        held = self.capacity("pygpukit-dsp", deadline_ms)
+        held = self.capacity(impl, deadline_ms)
         if pred is None or held is None or _key(deadline_ms) not in pred.streams:
             return None
         n = pred.streams[_key(deadline_ms)]
-        above = [p.n for p in self.points if p.impl == "pygpukit-dsp" and p.status == "ok" and p.blocks > 0
+        above = [p.n for p in self.points if p.impl == impl and p.status == "ok" and p.blocks > 0
                  and p.n > held and not p.zero_misses(deadline_ms)]
         missed = min(above) if above else None
         out = {"predicted": n, "held": held, "missed": missed, "verdict": _verdict(n, held, missed),
                "fraction": n / held}
-        held_p = self.capacity_not_blamed() if deadline_ms == self.deadlines_ms[0] else None
+        held_p = self.capacity_not_blamed(impl) if deadline_ms == self.deadlines_ms[0] else None
         if held_p is not None and held_p > held:
             # the same with only the misses the process is blamed for (episode_cause): a host
             # slowdown or stall is not something admission, which budgets the GPU, can refuse
-            above_p = [p.n for p in self.points if p.impl == "pygpukit-dsp" and p.status == "ok" and p.blocks > 0
+            above_p = [p.n for p in self.points if p.impl == impl and p.status == "ok" and p.blocks > 0
                        and p.n > held_p and p.extra.get("misses_when", {}).get("by_cause", {}).get("process", 1) > 0
                        and not p.zero_misses(deadline_ms)]
             missed_p = min(above_p) if above_p else None
@@ -338,17 +340,17 @@ class CapacityReport:
         lines += ["", "Targets (issue 13):"]
         for name, met, detail in self.targets():
             lines.append(f"- {name}: {'not measured' if met is None else '**met**' if met else '**not met**'} ({detail})")
+        def words(w: dict[str, Any]) -> str:
+            return {"where misses begin": "it refuses where misses begin",
+                    "earlier": f"it refuses earlier ({w['fraction']:.2f}x the N that held)",
+                    "later": "it admits an N that missed"}[w["verdict"]]
+
         for d in self.deadlines_ms:
             v = self.admission_verdict(d)
             if v is None:
                 continue
             beyond = f", and missed at {v['missed']}" if v["missed"] is not None else \
                 " (no larger N missed in the sweep)"
-            def words(w: dict[str, Any]) -> str:
-                return {"where misses begin": "it refuses where misses begin",
-                        "earlier": f"it refuses earlier ({w['fraction']:.2f}x the N that held)",
-                        "later": "it admits an N that missed"}[w["verdict"]]
-
             lines.append(f"- admission at {d:.2f} ms (the Session's calibration and rehearsal): predicted "
                          f"{v['predicted']} streams; the project held {v['held']}{beyond}: {words(v)}")
             if "process" in v:
@@ -357,6 +359,15 @@ class CapacityReport:
                     " (no larger N missed by its own doing in the sweep)"
                 lines.append(f"  - counting only the misses the process is blamed for (host slowdowns and stalls "
                              f"aside): the project held {vp['held']}{beyond_p}: {words(vp)}")
+        d_short = min(self.deadlines_ms)
+        va = self.admission_verdict(d_short, impl=ALIGNED)
+        if va is not None:
+            beyond = f", and missed at {va['missed']}" if va["missed"] is not None else \
+                " (no larger N missed in its sweep)"
+            lines.append(f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all "
+                         f"blocks released at once: what its response bound assumes, since nothing fixes the "
+                         f"phases of a session's streams): predicted {va['predicted']}; they held "
+                         f"{va['held']}{beyond}: {words(va)}")
         nb = self.capacity_not_blamed()
         if nb is not None and nb != self.capacity("pygpukit-dsp", self.deadlines_ms[0]):
             lines.append(f"- beside them: the largest confirmed N whose misses at {keys[0]} ms all came in episodes of "
@@ -446,7 +457,8 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
     within EPISODE_GAP_NS of each other), each with its first release (s from the timed start), its
     misses, the streams it hit and the longest stall-probe gap (the host holding a CPU) inside it.
     Many streams missing together at one moment is a stall (host or a shared lock); one stream
-    missing alone is that stream's driver. ``threads``: the driver threads (stream i is driven by
+    missing alone is that stream's driver. ``n``: the streams, stream i's phase i * period / n (0:
+    every phase 0, the aligned runs). ``threads``: the driver threads (stream i is driven by
     thread i % threads); an episode on one thread's streams only is that thread's stall.
     ``steal``: the steal time sampled during the run (bench/steal.py): each episode gets the steal
     on every CPU around it (the hypervisor running something else on this guest's vCPUs)."""
@@ -457,9 +469,10 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
         a = np.asarray(lat, dtype=np.int64)
         if a.size == 0:
             continue
-        first = -(-(timed_from - int(res["start_ns"]) - i * period_ns // n) // period_ns)  # first timed block
+        phase = i * period_ns // n if n else 0  # n 0: every phase 0 (aligned)
+        first = -(-(timed_from - int(res["start_ns"]) - phase) // period_ns)  # first timed block
         k = np.flatnonzero(a > over_ns)
-        rel.append(int(res["start_ns"]) + i * period_ns // n + (first + k) * period_ns)
+        rel.append(int(res["start_ns"]) + phase + (first + k) * period_ns)
         who.append(np.full(k.size, i))
         if fills is not None:
             fill.append(np.asarray(fills[i], dtype=np.int64)[k])
@@ -598,7 +611,7 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
 def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tuple[int, ...] | list[int],
                  coarse_s: float, confirm_s: float, deadlines_ms: tuple[float, ...] | list[float],
                  points: list[CapacityPoint], say: Callable[[str], None], impl: str,
-                 until: float | None = None, overhead_s: float = 1.0) -> None:
+                 until: float | None = None, overhead_s: float = 1.0, stop_after: int = STOP_AFTER_MISSING) -> None:
     """Coarse sweep up the ladder, then the confirmation runs (module doc). ``until``
     (perf_counter): runs that would end after it are left out (noted as skipped points)."""
     def fits(seconds: float) -> bool:
@@ -617,7 +630,7 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
             f"({pt.status}{': ' + pt.reason if pt.reason else ''})")
         if pt.status != "ok" or not pt.zero_misses(deadlines_ms[0]):
             missing += 1
-            if missing >= STOP_AFTER_MISSING or pt.status != "ok":
+            if missing >= stop_after or pt.status != "ok":
                 break
         else:
             missing = 0
@@ -645,19 +658,21 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
 
 
 def _paced_run(pt: CapacityPoint, targets: list[Any], period_ns: int, inputs: list[np.ndarray], warmup_s: float,
-               seconds: float, deadlines_ms: tuple[float, ...] | list[float], threads: int, spin_us: int) -> float:
-    """``_native.run_paced`` over ``targets`` (engines or floors; stream i's phase i * period / N),
-    the stall probe and the steal sampler beside it; fills ``pt``'s latency figures, misses by
-    episode, steal, late count and CPU use. Returns the wall time."""
+               seconds: float, deadlines_ms: tuple[float, ...] | list[float], threads: int, spin_us: int,
+               aligned: bool = False) -> float:
+    """``_native.run_paced`` over ``targets`` (engines or floors; stream i's phase i * period / N,
+    or 0 for every stream when ``aligned``), the stall probe and the steal sampler beside it;
+    fills ``pt``'s latency figures, misses by episode, steal, late count and CPU use. Returns the
+    wall time."""
     from .. import _native
 
     n = len(targets)
     probe = start_probe()
     steal = StealSampler().start()
     cpu0, t0 = _cpu_s(), time.perf_counter()
+    phases = [0] * n if aligned else [i * period_ns // n for i in range(n)]
     try:
-        res = _native.run_paced(targets, [period_ns] * n, [i * period_ns // n for i in range(n)], [inputs] * n,
-                                warmup_s, seconds, threads, spin_us)
+        res = _native.run_paced(targets, [period_ns] * n, phases, [inputs] * n, warmup_s, seconds, threads, spin_us)
     finally:
         stalls = stop_probe(probe)
         steal.stop()
@@ -665,7 +680,8 @@ def _paced_run(pt: CapacityPoint, targets: list[Any], period_ns: int, inputs: li
     pt.cpu_cores = (_cpu_s() - cpu0) / wall
     lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
     _figures(pt, lat, deadlines_ms)
-    pt.extra["misses_when"] = miss_episodes(res, period_ns, n, max(deadlines_ms), stalls, threads, steal)
+    pt.extra["misses_when"] = miss_episodes(res, period_ns, 0 if aligned else n, max(deadlines_ms), stalls, threads,
+                                            steal)
     pt.extra["steal"] = steal.summary()
     pt.extra["host_steps_us"] = host_steps_us(res)
     pt.late = int(sum(res["late"]))
@@ -728,12 +744,12 @@ class _ProjectStreams:
         return int(np.median(costs))
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
-            deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
+            deadlines_ms: tuple[float, ...] | list[float], aligned: bool = False) -> CapacityPoint:
         from pygpukit_dsp_core import Scheduler
 
         from ..backends.cuda_dispatch import CudaDispatch
 
-        pt = CapacityPoint("pygpukit-dsp", n, seconds, phase)
+        pt = CapacityPoint(ALIGNED if aligned else "pygpukit-dsp", n, seconds, phase)
         self.ensure(n)
         engines = self.engines[:n]
         P = self.period_ns
@@ -746,7 +762,7 @@ class _ProjectStreams:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
             wall = _paced_run(pt, [e._engine for e in engines], P, self.inputs, warmup_s, seconds, deadlines_ms,
-                              self.threads, self.spin_us)
+                              self.threads, self.spin_us, aligned)
             stats = [dispatch.stream_stats(sid) for sid in ids]
             pt.extra["dispatch"] = dispatch.stats()
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
@@ -917,10 +933,12 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                  confirm_s: float = CONFIRM_S, warmup_s: float = WARMUP_S,
                  deadlines_ms: tuple[float, ...] | list[float] = DEADLINES_MS, threads: int | None = None,
                  spin_us: int = 100, dispatcher_spin_us: int = 200, baseline: bool = True, floor: bool = True,
-                 engine_kwargs: dict[str, Any] | None = None, budget_s: float | None = None,
+                 aligned: bool = True, engine_kwargs: dict[str, Any] | None = None, budget_s: float | None = None,
                  progress: Callable[[str], None] | None = None) -> CapacityReport:
     """The capacity sweep (module doc) of ``pipeline`` (W1); with ``floor``, the floor's runs
-    (:func:`floor_plan`); with ``baseline``, PyTorch + graph."""
+    (:func:`floor_plan`); with ``aligned``, the project's streams again with every phase 0 (all
+    released at once) up the ladder to the first N that misses at the shortest deadline, where
+    admission's response bound is judged (:data:`ALIGNED`); with ``baseline``, PyTorch + graph."""
     from ..errors import ConfigError
     from .harness import _input_blocks, _source_format, machine_description
 
@@ -930,8 +948,9 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     # the budget: pygpukit-dsp gets up to its share, the floor's runs up to theirs after it,
     # PyTorch the rest (each skips the runs that would not fit)
     until_all = None if budget_s is None else t_begin + budget_s
-    until_proj = None if budget_s is None else t_begin + budget_s * (0.55 if baseline else 0.85 if floor else 1.0)
-    until_floor = None if budget_s is None else t_begin + budget_s * (0.68 if baseline else 1.0)
+    until_proj = None if budget_s is None else t_begin + budget_s * (0.5 if baseline else 0.75 if floor else 0.85)
+    until_floor = None if budget_s is None else t_begin + budget_s * (0.6 if baseline else 0.85)
+    until_aligned = None if budget_s is None else t_begin + budget_s * (0.72 if baseline else 1.0)
     if sorted(ladder) != list(ladder) or sorted(torch_ladder) != list(torch_ladder):
         raise ConfigError("the capacity ladders must increase")
     say = progress or (lambda _line: None)
@@ -964,6 +983,13 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         if gpu_costs:
             report.predictions.append(predict(int(np.median(gpu_costs)), period_ns, deadlines_ms, "gpu",
                                               latency_ns=cost.latency_ns))
+        if aligned:
+            short = [min(deadlines_ms)]
+            top = max((p.n for p in report.points if p.impl == "pygpukit-dsp" and p.status == "ok"), default=0)
+            ladder_a = [n for n in ladder if n <= top]
+            _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms, aligned=True), ladder_a,
+                         coarse_s, confirm_s, short, report.points, say, ALIGNED, until=until_aligned,
+                         overhead_s=warmup_s + 1, stop_after=1)
     finally:
         proj.close()
     if floor:
@@ -1010,7 +1036,7 @@ def plot_capacity(report: CapacityReport, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    for impl, marker in (("pygpukit-dsp", "o"), ("torch-graph", "s"), (FLOOR, "^")):
+    for impl, marker in (("pygpukit-dsp", "o"), ("torch-graph", "s"), (FLOOR, "^"), (ALIGNED, "D")):
         for phase, style in (("coarse", "-" if impl != FLOOR else ""), ("confirm", "")):
             pts = sorted((p.n, p.p99_us) for p in report.points
                          if p.impl == impl and p.phase == phase and p.status == "ok" and p.blocks)

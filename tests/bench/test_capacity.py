@@ -97,6 +97,23 @@ def test_admission_verdict_beside_it_counts_only_the_misses_the_process_is_blame
             "project held 320, and missed by its own doing at 384: it refuses where misses begin") in rep.markdown()
 
 
+def test_admission_at_the_shortest_deadline_is_also_judged_against_the_aligned_streams():
+    from pygpukit_dsp.bench.capacity import ALIGNED
+
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    for impl, n, phase, m2 in [("pygpukit-dsp", 320, "confirm", 0), (ALIGNED, 128, "confirm", 0),
+                               (ALIGNED, 160, "coarse", 12)]:
+        pt = CapacityPoint(impl, n, 30.0, phase, blocks=1000)
+        pt.misses = {"5.33": 0, "2.00": m2}
+        rep.points.append(pt)
+    rep.predictions = [predict(12_400, P, D, "session")]  # 157 at 2 ms (the response bound)
+    assert rep.admission_verdict(2.0)["verdict"] == "earlier"  # staggered phases held 320
+    va = rep.admission_verdict(2.0, impl=ALIGNED)
+    assert (va["predicted"], va["held"], va["missed"], va["verdict"]) == (157, 128, 160, "where misses begin")
+    assert "with every phase 0 (all blocks released at once" in rep.markdown()
+    assert "predicted 157; they held 128, and missed at 160: it refuses where misses begin" in rep.markdown()
+
+
 def test_a_tiny_cost_is_predicted_by_the_rule_without_registering_every_stream():
     pytest.importorskip("pygpukit_dsp_core")
     pred = predict(100, P, D, "gpu")

@@ -80,6 +80,9 @@ def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
             assert set(p["misses"]) == {"5.33", "2.00"} and p["cpu_cores"] > 0
             assert p["extra"]["dispatch"]["posted"] >= p["blocks"]
             assert set(p["extra"]["host_steps_us"]) == {"fill", "submit"}
+    aligned = [p for p in cap["points"] if p["impl"] == "pygpukit-dsp, aligned"]
+    assert [(p["n"], p["phase"]) for p in aligned if p["phase"] == "coarse"] == [(2, "coarse"), (4, "coarse")]
+    assert all(p["status"] == "ok" and set(p["misses"]) == {"5.33", "2.00"} for p in aligned if p["phase"] == "coarse")
     assert {pr["how"] for pr in cap["predictions"]} >= {"session"}
     session = next(pr for pr in cap["predictions"] if pr["how"] == "session")
     assert session["streams"]["5.33"] >= session["streams"]["2.00"] >= 1
@@ -111,6 +114,8 @@ def test_capacity_script_writes_its_three_files(fake_engine_driver: str, tmp_pat
                           capture_output=True, text=True, timeout=300, env=_env(fake_engine_driver), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((tmp_path / "o" / "capacity.json").read_text())
-    assert [(p["n"], p["phase"]) for p in data["points"]] == [(2, "coarse")]
+    # the project's streams at N = 2, then again with every phase 0 (the aligned run)
+    assert [(p["impl"], p["n"], p["phase"]) for p in data["points"]] == [("pygpukit-dsp", 2, "coarse"),
+                                                                       ("pygpukit-dsp, aligned", 2, "coarse")]
     assert (tmp_path / "o" / "capacity.md").read_text().strip() == proc.stdout.strip()
     assert (tmp_path / "o" / "capacity.png").exists()
