@@ -611,7 +611,8 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
 def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tuple[int, ...] | list[int],
                  coarse_s: float, confirm_s: float, deadlines_ms: tuple[float, ...] | list[float],
                  points: list[CapacityPoint], say: Callable[[str], None], impl: str,
-                 until: float | None = None, overhead_s: float = 1.0, stop_after: int = STOP_AFTER_MISSING) -> None:
+                 until: float | None = None, overhead_s: float = 1.0, stop_after: int = STOP_AFTER_MISSING,
+                 confirm_tries: int = CONFIRM_TRIES) -> None:
     """Coarse sweep up the ladder, then the confirmation runs (module doc). ``until``
     (perf_counter): runs that would end after it are left out (noted as skipped points)."""
     def fits(seconds: float) -> bool:
@@ -639,7 +640,7 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
     confirmed: dict[int, CapacityPoint] = {}
     for d in deadlines_ms:
         good = [p.n for p in coarse if p.zero_misses(d)]
-        candidates = sorted(good, reverse=True)[:CONFIRM_TRIES]  # the knee, then steps down while they miss
+        candidates = sorted(good, reverse=True)[:confirm_tries]  # the knee, then steps down while they miss
         for n in candidates:
             pt = confirmed.get(n)
             if pt is None:
@@ -989,7 +990,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
             ladder_a = [n for n in ladder if n <= top]
             _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms, aligned=True), ladder_a,
                          coarse_s, confirm_s, short, report.points, say, ALIGNED, until=until_aligned,
-                         overhead_s=warmup_s + 1, stop_after=1)
+                         overhead_s=warmup_s + 1, stop_after=1, confirm_tries=1)
     finally:
         proj.close()
     if floor:
