@@ -38,8 +38,9 @@ class Session:
     ``u_max``: the utilisation bound of every device's admission (default 0.9; docs/scheduler.md,
     "Admission"): the share of a device realtime streams may reserve, by their calibrated device
     time. Under load a GPU block's device time grows past its calibration (W1 on the H100:
-    10.9-11.5 us alone, 12.2-13.8 us among hundreds of streams), so a session that packs a GPU
-    with realtime streams refuses where misses begin with a lower bound (about 0.8 for W1).
+    10.9-11.6 us alone, 12-15 us among hundreds of streams), so when a GPU's realtime streams fill
+    more than half a bound, admission rehearses them together first and admits them by their
+    device time among each other (``admission.rehearse``; docs/scheduler.md, "Admission").
     """
 
     def __init__(self, pipelines: Sequence[Pipeline], *, backend: str | None = None,
