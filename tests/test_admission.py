@@ -441,3 +441,47 @@ def test_gpu_session_admits_realtime_streams_by_device_time_with_their_latency_b
     st = s.stream_stats("a")
     assert 0 < st["declared_cost_ns"] < st["declared_latency_ns"]  # the device time, the latency beside it
     assert "measured on 'a'" in summaries[1].admission  # one measurement per kind of stream
+
+
+@pytest.mark.gpu
+def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_as_it_was():
+    import numpy as np
+
+    from pygpukit_dsp.admission import measure_engine_cost, rehearse
+    from pygpukit_dsp.backends import open_backend
+
+    p = _w1_realtime("w1")
+    chain = p.specs()
+    engines = [open_backend(p, chain, "cuda") for _ in range(32)]
+    ref = open_backend(p, chain, "cuda")
+    try:
+        alone = measure_engine_cost(engines[0], chain.input)
+        costs = rehearse(engines, [chain.input] * 32, [int(chain.input.block_period * 1e9)] * 32)
+        assert len(costs) == 32
+        # each engine's blocks were timed on the GPU: of the order of its time alone, not of the host's
+        for c in costs:
+            assert 0.5 * alone.gpu_ns < c < 20 * alone.gpu_ns, (c, alone)
+        x = np.random.default_rng(5).standard_normal((64, 256)).astype(np.float32)
+        want = ref.process(x)
+        for e in engines:
+            assert e._dispatch is None
+            np.testing.assert_array_equal(e.process(x), want)  # state reset after the rehearsal
+    finally:
+        for e in engines + [ref]:
+            e.close()
+
+
+@pytest.mark.gpu
+def test_gpu_a_crowded_session_is_admitted_by_its_rehearsal(monkeypatch):
+    # any share counts as crowded here: four W1 streams are rehearsed together, and each is
+    # admitted with the larger of its device time alone and among the others
+    from pygpukit_dsp import admission
+
+    monkeypatch.setattr(admission, "REHEARSAL_SHARE", 0.0)
+    s = Session([_w1_realtime(f"w{i}") for i in range(4)])
+    out = s.run()
+    for o in out:
+        assert o.blocks > 0 and "among the 4 realtime streams of its GPU rehearsed together" in o.admission
+    r = s._runners[0]
+    assert r.rehearsal.device_ns > 0 and r.rehearsal.alone_ns == r.measured_cost.device_ns
+    assert s.stream_stats("w0")["declared_cost_ns"] == max(r.measured_cost.device_ns, r.rehearsal.device_ns)

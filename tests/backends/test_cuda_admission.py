@@ -1,15 +1,8 @@
-"""Admission's rehearsal on CUDA engines (pygpukit_dsp/admission.py, ``rehearse``): a GPU's
-realtime streams run together before the first block. On the fake driver (CPU only): the
-rehearsal drives every engine through a scratch dispatcher and leaves nothing behind; on the
-GPU: each engine's device time among the others, and a session admitted with it."""
+"""Admission's rehearsal on CUDA engines (pygpukit_dsp/admission.py, ``rehearse``), on the fake
+driver (CPU only): it drives every engine through a scratch dispatcher and leaves nothing behind.
+Its GPU tests are in tests/test_admission.py."""
 
 from __future__ import annotations
-
-import numpy as np
-import pytest
-
-from pygpukit_dsp import Pipeline, Session, stages
-from pygpukit_dsp.io import NullSink, NullSource
 
 from .test_cuda_engine import fake_driver, fake_mapped_driver  # noqa: F401  (fixtures)
 from .test_cuda_engine import last_json, run_python
@@ -62,55 +55,3 @@ def test_fake_rehearsal_drives_every_engine_and_a_crowded_session_reports_it(fak
         assert "among the 2 realtime streams of its GPU rehearsed together for 0.3 s" in text
     assert "rehearsed together" in res["formatted"]
     assert res["live_streams"] == 0 and res["live_events"] == 0
-
-
-# ----------------------------------------------------------------------------- on the GPU
-
-
-def _w1(name: str) -> Pipeline:
-    rng = np.random.default_rng(1)
-    return Pipeline([stages.Fir(taps=rng.standard_normal(256) / 16), stages.Mix(matrix=rng.standard_normal((16, 64)))],
-                    name=name, sample_rate=48_000, channels=64, block_size=256, backend="cuda",
-                    qos={"class": "realtime"}, source=NullSource(duration_s=0.1), sink=NullSink())
-
-
-@pytest.mark.gpu
-def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_as_it_was():
-    from pygpukit_dsp.admission import measure_engine_cost, rehearse
-    from pygpukit_dsp.backends import open_backend
-
-    p = _w1("w1")
-    chain = p.specs()
-    engines = [open_backend(p, chain, "cuda") for _ in range(32)]
-    ref = open_backend(p, chain, "cuda")
-    try:
-        alone = measure_engine_cost(engines[0], chain.input)
-        costs = rehearse(engines, [chain.input] * 32, [int(chain.input.block_period * 1e9)] * 32)
-        assert len(costs) == 32
-        # each engine's blocks were timed on the GPU: of the order of its time alone, not of the host's
-        for c in costs:
-            assert 0.5 * alone.gpu_ns < c < 20 * alone.gpu_ns, (c, alone)
-        x = np.random.default_rng(5).standard_normal((64, 256)).astype(np.float32)
-        want = ref.process(x)
-        for e in engines:
-            assert e._dispatch is None
-            np.testing.assert_array_equal(e.process(x), want)  # state reset after the rehearsal
-    finally:
-        for e in engines + [ref]:
-            e.close()
-
-
-@pytest.mark.gpu
-def test_gpu_a_crowded_session_is_admitted_by_its_rehearsal(monkeypatch):
-    # any share counts as crowded here: four W1 streams are rehearsed together, and each is
-    # admitted with the larger of its device time alone and among the others
-    from pygpukit_dsp import admission
-
-    monkeypatch.setattr(admission, "REHEARSAL_SHARE", 0.0)
-    s = Session([_w1(f"w{i}") for i in range(4)])
-    out = s.run()
-    for o in out:
-        assert o.blocks > 0 and "among the 4 realtime streams of its GPU rehearsed together" in o.admission
-    r = s._runners[0]
-    assert r.rehearsal.device_ns > 0 and r.rehearsal.alone_ns == r.measured_cost.device_ns
-    assert s.stream_stats("w0")["declared_cost_ns"] == max(r.measured_cost.device_ns, r.rehearsal.device_ns)
