@@ -361,13 +361,19 @@ class CapacityReport:
                              f"aside): the project held {vp['held']}{beyond_p}: {words(vp)}")
         d_short = min(self.deadlines_ms)
         va = self.admission_verdict(d_short, impl=ALIGNED)
+        aligned_missed = sorted(p.n for p in self.points if p.impl == ALIGNED and p.status == "ok" and p.blocks > 0
+                                and not p.zero_misses(d_short))
+        pred_s = next((p for p in self.predictions if p.how == "session"), None)
+        what = (f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all blocks released "
+                "at once: what its response bound assumes, since nothing fixes the phases of a session's streams)")
         if va is not None:
             beyond = f", and missed at {va['missed']}" if va["missed"] is not None else \
                 " (no larger N missed in its sweep)"
-            lines.append(f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all "
-                         f"blocks released at once: what its response bound assumes, since nothing fixes the "
-                         f"phases of a session's streams): predicted {va['predicted']}; they held "
-                         f"{va['held']}{beyond}: {words(va)}")
+            lines.append(f"{what}: predicted {va['predicted']}; they held {va['held']}{beyond}: {words(va)}")
+        elif aligned_missed and pred_s is not None and _key(d_short) in pred_s.streams:
+            n = pred_s.streams[_key(d_short)]
+            lines.append(f"{what}: predicted {n}; they held no N over the confirmation, and missed at "
+                         f"{aligned_missed[0]}" + (": it admits an N that missed" if n >= aligned_missed[0] else ""))
         nb = self.capacity_not_blamed()
         if nb is not None and nb != self.capacity("pygpukit-dsp", self.deadlines_ms[0]):
             lines.append(f"- beside them: the largest confirmed N whose misses at {keys[0]} ms all came in episodes of "

@@ -112,6 +112,13 @@ def test_admission_at_the_shortest_deadline_is_also_judged_against_the_aligned_s
     assert (va["predicted"], va["held"], va["missed"], va["verdict"]) == (157, 128, 160, "where misses begin")
     assert "with every phase 0 (all blocks released at once" in rep.markdown()
     assert "predicted 157; they held 128, and missed at 160: it refuses where misses begin" in rep.markdown()
+    # no aligned N held over its confirmation: the least N that missed says it
+    rep.points = [p for p in rep.points if not (p.impl == ALIGNED and p.n == 128)]
+    pt = CapacityPoint(ALIGNED, 64, 30.0, "confirm", blocks=1000)
+    pt.misses = {"5.33": 0, "2.00": 108}
+    rep.points.append(pt)
+    assert "predicted 157; they held no N over the confirmation, and missed at 64: it admits an N that missed" \
+        in rep.markdown()
 
 
 def test_a_tiny_cost_is_predicted_by_the_rule_without_registering_every_stream():
