@@ -17,12 +17,15 @@ the GPU at N x 187.5 blocks/s, so the blocks are released by a few native driver
 would refuse the N beyond its bound, which is what the sweep must cross to find where misses
 begin: the measured runs declare a cost of 1 us per block (earliest deadline first among
 streams of one deadline is release order, whatever the cost), and admission's own prediction is
-computed beside them (a scratch scheduler admitting streams until it refuses): with the costs a
-Session measures before the first block (admission.measure_engine_cost on one engine: its device
-time, CUDA events back to back, and its latency alone at the stream's period), and with the GPU
-time the dispatcher measured during the runs (CUDA events). :meth:`CapacityReport.admission_verdict`
-says whether the Session's prediction falls where misses begin (between the largest N that held
-and the smallest that missed).
+computed beside them (a scratch scheduler admitting streams until it refuses): what a Session of
+N such streams admits (:func:`session_prediction`: the costs it measures before the first block,
+admission.measure_engine_cost on one engine, its device time back to back and its latency alone
+at the stream's period; past half a bound, admission.rehearse of N engines together, N found by
+bisection), and with the GPU time the dispatcher measured during the runs (CUDA events).
+:meth:`CapacityReport.admission_verdict` says whether the Session's prediction falls where misses
+begin (between the largest N that held and the smallest that missed), counting every miss and
+counting only the process's. The aligned runs (:data:`ALIGNED`, every phase 0: all blocks
+released at once, what the response bound assumes) judge it at the shortest deadline.
 
 The floor (:class:`_FloorStreams`, :func:`floor_plan`): N bare round trips of the W1 block (no
 pipeline, no scheduler), released by the same driver threads on the same clocks, where the
