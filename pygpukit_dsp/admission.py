@@ -468,11 +468,11 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["Stre
 
     here = [(r, kw) for r, kw in regs if getattr(getattr(r, "placement", None), "device", None) == device]
     rt = [(r, kw) for r, kw in here if r.pipeline.qos.cls == "realtime"]
-    if all(r.pipeline.qos.cost_us is not None for r, _ in rt) or not crowded([kw["cost_ns"] for _, kw in rt], [kw["period_ns"] for _, kw in rt],
-                   [kw["deadline_ns"] for _, kw in rt], u_max):
+    deadlines = [kw["deadline_ns"] for _, kw in rt]
+    if all(r.pipeline.qos.cost_us is not None for r, _ in rt) or \
+            not crowded([kw["cost_ns"] for _, kw in rt], [kw["period_ns"] for _, kw in rt], deadlines, u_max):
         return sched
-    loaded = rehearse([r.engine for r, _ in rt], [r.chain.input for r, _ in rt], [kw["deadline_ns"] for _, kw in rt],
-                      device=gpu_of(device) or 0)
+    loaded = rehearse([r.engine for r, _ in rt], [r.chain.input for r, _ in rt], deadlines, device=gpu_of(device) or 0)
     by_kind: dict[str, list[int]] = {}
     for (r, _), c in zip(rt, loaded):
         by_kind.setdefault(cost_key(r), []).append(c)

@@ -875,15 +875,14 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
     blocked, and the guest's scheduler never took its CPU: the thread spun through, qos.spin_us >=
     the period) and yet did not run for HOST_STALL_US or more of it (wall minus the thread's CPU
     time: the guest charges stolen time to nobody) is a *host stall* too: its vCPU was held
-    beneath the guest (``vcpu_held``); and a miss within EPISODE_GAP_NS of a host stall or slowdown is one episode
-    with it and takes its cause (``episode_of``: that miss's block), as the capacity sweep's
-    episodes do. Facts beside each miss, which the cause does not use: how late the W1 thread came
-    back from its paced sleep (``back_late_us``: to Python, against the release - warm_us it asked
-    for), its context switches (``switches``: voluntary, involuntary), the time it did not run
-    (``off_cpu_us``) and how long the garbage
-    collector ran inside the block (``gc_us``); the process's misses are counted by them too
-    (``process_late_back``: back >= LATE_BACK_US late; ``process_gc``: a collection of 50 us or
-    more inside)."""
+    beneath the guest (``vcpu_held``); and a miss within EPISODE_GAP_NS of a host stall or
+    slowdown is one episode with it and takes its cause (``episode_of``: that miss's block), as
+    the capacity sweep's episodes do. Facts beside each miss, which the cause does not use: how
+    late the W1 thread came back from its paced sleep (``back_late_us``: to Python, against the
+    release - warm_us it asked for), its context switches (``switches``: voluntary, involuntary),
+    the time it did not run (``off_cpu_us``) and how long the garbage collector ran inside the
+    block (``gc_us``); the process's misses are counted by them too (``process_late_back``: back
+    >= LATE_BACK_US late; ``process_gc``: a collection of 50 us or more inside)."""
     out: dict[str, Any] = {"misses": len(bd.over), "host_stall": 0, "host_slow": 0, "process": 0,
                            "process_late_back": 0, "process_gc": 0, "vcpu_held": 0, "episode": 0, "blocks": []}
     if gc_spans is not None:
@@ -925,7 +924,7 @@ def miss_causes(timed: "_Timed", bd: Breakdown, stalls: tuple[np.ndarray, np.nda
     for block in out["blocks"]:  # one episode with a host's miss: its cause
         if block["cause"] != "process":
             continue
-        near = [h for h in out["blocks"] if h["cause"] != "process" and not h.get("episode_of")
+        near = [h for h in out["blocks"] if h["cause"] != "process" and "episode_of" not in h
                 and abs(h["start_ns"] - block["start_ns"]) <= EPISODE_GAP_NS]
         if near:
             h = min(near, key=lambda h: abs(h["start_ns"] - block["start_ns"]))

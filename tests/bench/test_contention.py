@@ -690,6 +690,18 @@ def test_a_miss_whose_copies_ran_three_times_slower_is_a_host_slowdown():
     c = miss_causes(near, bd, (np.array([], dtype=np.int64), np.array([], dtype=np.int64)))
     assert (c["host_slow"], c["process"], c["episode"]) == (2, 0, 1)
     assert c["blocks"][1]["episode_of"] == 1
+    # an episode is the misses near a host's miss, not a chain of them: block 1 (15 ms after the
+    # slow block 0) joins it, block 2 (15 ms after block 1, 30 ms after block 0) does not
+    over0 = [OverBlock(0, 1500.0, {"fill": 55.0, "copy out": 12.0, "python in": 1400.0}, "python in", None),
+             OverBlock(1, 1800.0, {"fill": 9.0, "copy out": 1.0, "python in": 1780.0}, "python in", None),
+             OverBlock(2, 1800.0, {"fill": 9.0, "copy out": 1.0, "python in": 1780.0}, "python in", None)]
+    chain = _Timed()
+    s3 = np.array([0, 15_000_000, 30_000_000], dtype=np.int64)
+    chain.runs.append(_W1Run(ends - starts, [], 0, 0, 0, s3, s3 + (ends - starts)))
+    bd0 = Breakdown(3, 1, phases, PhaseFigures("total", 0, 0, 0), None, 1000.0, over0)
+    c = miss_causes(chain, bd0, (np.array([], dtype=np.int64), np.array([], dtype=np.int64)))
+    assert [(b["cause"], b.get("episode_of")) for b in c["blocks"]] == [("host_slow", None), ("host_slow", 0),
+                                                                        ("process", None)]
 
 
 def test_a_miss_whose_thread_never_switched_yet_did_not_run_is_a_host_stall():
