@@ -38,16 +38,23 @@ FAKE_DRIVER_SOURCE = REPO / "tests" / "native" / "fake_libcuda.c"
 FAKE_GRAPH_API = r"""
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 static long g_graph_launches = 0, g_graphs_live = 0;
+static long long g_launch_ns[64];  /* CLOCK_MONOTONIC of the first 64 graph launches */
 long fake_cuda_graph_launches(void) { return g_graph_launches; }
 long fake_cuda_graphs_live(void) { return g_graphs_live; }
+long long fake_cuda_graph_launch_ns(long i) { return i >= 0 && i < 64 ? g_launch_ns[i] : -1; }
 CUresult cuStreamBeginCapture_v2(void* s, int mode) { (void)s; (void)mode; return 0; }
 CUresult cuStreamEndCapture(void* s, void** g) { (void)s; *g = malloc(1); return 0; }
 CUresult cuGraphInstantiateWithFlags(void** e, void* g, unsigned long long f) {
     (void)g; (void)f; *e = malloc(1); __atomic_fetch_add(&g_graphs_live, 1, __ATOMIC_RELAXED); return 0; }
-CUresult cuGraphLaunch(void* e, void* s) { (void)e; (void)s; __atomic_fetch_add(&g_graph_launches, 1, __ATOMIC_RELAXED); return 0; }
+CUresult cuGraphLaunch(void* e, void* s) {
+    (void)e; (void)s;
+    long i = __atomic_fetch_add(&g_graph_launches, 1, __ATOMIC_RELAXED);
+    if (i < 64) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); g_launch_ns[i] = t.tv_sec * 1000000000LL + t.tv_nsec; }
+    return 0; }
 CUresult cuGraphExecDestroy(void* e) { free(e); __atomic_fetch_add(&g_graphs_live, -1, __ATOMIC_RELAXED); return 0; }
 CUresult cuGraphDestroy(void* g) { free(g); return 0; }
 CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, void* s) {

@@ -168,6 +168,13 @@ for k in range(3):
 res = {"after_release": all(row[0] >= r for row, r in zip(g.trace().tolist(), rel)),
        "graph_launches": int(g.counters()["graph_launches"]),
        "driver_graph_launches": fake.fake_cuda_graph_launches() - launches0}
+# a spin longer than the wait (3 ms of spin, released 2 ms ahead): the prewarm still comes at most
+# 200 us (kPrewarmLeadNs) before the release, not when the spin starts
+fake.fake_cuda_graph_launch_ns.restype = ctypes.c_longlong
+n0 = fake.fake_cuda_graph_launches()
+r = _native.monotonic_ns() + 2_000_000
+g.process(1, x, False, None, r, 3000, True)
+res["long_spin_prewarm_before_release_ns"] = r - fake.fake_cuda_graph_launch_ns(n0)
 g.close()
 print(json.dumps(res))
 """
@@ -179,6 +186,7 @@ def test_the_prewarm_graph_is_captured_and_launched_before_a_mapped_block(fake_m
     assert res["after_release"] is True
     assert res["graph_launches"] == 3  # the blocks' own graphs; the prewarm's launches are not blocks
     assert res["driver_graph_launches"] == 6  # ... but the driver saw a prewarm graph before each block
+    assert 0 < res["long_spin_prewarm_before_release_ns"] <= 200_000 + 50_000  # not 2 ms ahead
 
 
 def test_try_wait_returns_the_items_once_done(paced):
