@@ -112,6 +112,17 @@ def _key(deadline_ms: float) -> str:
     return f"{deadline_ms:.2f}"
 
 
+def _process_misses(p: "CapacityPoint", deadline_ms: float) -> int | None:
+    """The misses over ``deadline_ms`` of a run that its episodes blame on the process (None: its
+    misses there were not sorted into episodes)."""
+    when = p.extra.get("misses_when_at", {}).get(_key(deadline_ms))
+    if when is None and _key(deadline_ms) == max(p.misses, key=float, default=None):
+        when = p.extra.get("misses_when")  # a run that sorted only the longest deadline's (before session 15)
+    if when is None or "by_cause" not in when:
+        return None
+    return int(when["by_cause"].get("process", 0))
+
+
 def _verdict(predicted: int, held: int, missed: int | None) -> str:
     """Where admission's ``predicted`` N falls against the largest N that held and the least N
     above it that missed (None: none did)."""
@@ -149,14 +160,14 @@ class CapacityReport:
         ok = [p.n for p in self.points if p.impl == impl and p.phase == phase and p.zero_misses(deadline_ms)]
         return max(ok) if ok else None
 
-    def capacity_not_blamed(self, impl: str = "pygpukit-dsp") -> int | None:
-        """The largest N of a confirmation run whose misses over the period (if any) all came in
-        episodes of a host slowdown or stall (episode_cause): none the process's. Beside the
-        headline, not instead of it: issue 13's target counts every miss."""
+    def capacity_not_blamed(self, impl: str = "pygpukit-dsp", deadline_ms: float | None = None) -> int | None:
+        """The largest N of a confirmation run whose misses over ``deadline_ms`` (default the
+        period; if any) all came in episodes of a host slowdown or stall (episode_cause): none the
+        process's. Beside the headline, not instead of it: issue 13's target counts every miss."""
+        d = self.deadlines_ms[0] if deadline_ms is None else deadline_ms
         ok = [p.n for p in self.points
               if p.impl == impl and p.phase == "confirm" and p.status == "ok" and p.blocks > 0
-              and "by_cause" in p.extra.get("misses_when", {})
-              and p.extra["misses_when"]["by_cause"].get("process", 1) == 0]
+              and _process_misses(p, d) == 0]
         return max(ok) if ok else None
 
     def headline(self) -> dict[str, dict[str, Any]]:
@@ -212,13 +223,12 @@ class CapacityReport:
         missed = min(above) if above else None
         out = {"predicted": n, "held": held, "missed": missed, "verdict": _verdict(n, held, missed),
                "fraction": n / held}
-        held_p = self.capacity_not_blamed(impl) if deadline_ms == self.deadlines_ms[0] else None
+        held_p = self.capacity_not_blamed(impl, deadline_ms)
         if held_p is not None and held_p > held:
             # the same with only the misses the process is blamed for (episode_cause): a host
             # slowdown or stall is not something admission, which budgets the GPU, can refuse
             above_p = [p.n for p in self.points if p.impl == impl and p.status == "ok" and p.blocks > 0
-                       and p.n > held_p and p.extra.get("misses_when", {}).get("by_cause", {}).get("process", 1) > 0
-                       and not p.zero_misses(deadline_ms)]
+                       and p.n > held_p and _process_misses(p, deadline_ms) != 0 and not p.zero_misses(deadline_ms)]
             missed_p = min(above_p) if above_p else None
             out["process"] = {"held": held_p, "missed": missed_p, "verdict": _verdict(n, held_p, missed_p),
                               "fraction": n / held_p}
@@ -377,6 +387,12 @@ class CapacityReport:
             n = pred_s.streams[_key(d_short)]
             lines.append(f"{what}: predicted {n}; they held no N over the confirmation, and missed at "
                          f"{aligned_missed[0]}" + (": it admits an N that missed" if n >= aligned_missed[0] else ""))
+        if any(p.impl == ALIGNED and "misses_when_at" in p.extra for p in self.points):
+            blamed = sorted((p.n, p.phase, _process_misses(p, d_short)) for p in self.points
+                            if p.impl == ALIGNED and p.status == "ok" and p.blocks > 0 and not p.zero_misses(d_short))
+            if blamed:
+                lines.append(f"  - the aligned runs' misses at {d_short:.2f} ms the process is blamed for: "
+                             + ", ".join(f"N={n} {ph} {'-' if m is None else m}" for n, ph, m in blamed))
         nb = self.capacity_not_blamed()
         if nb is not None and nb != self.capacity("pygpukit-dsp", self.deadlines_ms[0]):
             lines.append(f"- beside them: the largest confirmed N whose misses at {keys[0]} ms all came in episodes of "
@@ -690,8 +706,9 @@ def _paced_run(pt: CapacityPoint, targets: list[Any], period_ns: int, inputs: li
     pt.cpu_cores = (_cpu_s() - cpu0) / wall
     lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
     _figures(pt, lat, deadlines_ms)
-    pt.extra["misses_when"] = miss_episodes(res, period_ns, 0 if aligned else n, max(deadlines_ms), stalls, threads,
-                                            steal)
+    pt.extra["misses_when_at"] = {_key(d): miss_episodes(res, period_ns, 0 if aligned else n, d, stalls, threads, steal)
+                                  for d in deadlines_ms}
+    pt.extra["misses_when"] = pt.extra["misses_when_at"][_key(max(deadlines_ms))]
     pt.extra["steal"] = steal.summary()
     pt.extra["host_steps_us"] = host_steps_us(res)
     pt.late = int(sum(res["late"]))
@@ -777,7 +794,8 @@ class _ProjectStreams:
             pt.extra["dispatch"] = dispatch.stats()
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"
-        own_load(pt.extra["misses_when"], pt.gpu_busy, pt.cpu_cores, len(os.sched_getaffinity(0)))
+        for when in pt.extra["misses_when_at"].values():
+            own_load(when, pt.gpu_busy, pt.cpu_cores, len(os.sched_getaffinity(0)))
         measured = [s.get("measured_cost_ns") for s in stats if s.get("measured_cost_ns")]
         pt.extra["measured_gpu_cost_ns"] = float(np.median(measured)) if measured else None
         pt.extra["scheduler_missed"] = int(sum(int(s.get("missed", 0)) for s in stats))
@@ -817,7 +835,8 @@ class _FloorStreams:
         pt = CapacityPoint(FLOOR, n, seconds, phase)
         _paced_run(pt, self.floors[:n], self.period_ns, self.inputs, warmup_s, seconds, deadlines_ms, self.threads,
                    self.spin_us)
-        own_load(pt.extra["misses_when"], None, pt.cpu_cores, len(os.sched_getaffinity(0)))
+        for when in pt.extra["misses_when_at"].values():
+            own_load(when, None, pt.cpu_cores, len(os.sched_getaffinity(0)))
         return pt
 
     def close(self) -> None:

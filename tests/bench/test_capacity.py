@@ -119,6 +119,11 @@ def test_admission_at_the_shortest_deadline_is_also_judged_against_the_aligned_s
     rep.points.append(pt)
     assert "predicted 157; they held no N over the confirmation, and missed at 64: it admits an N that missed" \
         in rep.markdown()
+    # episodes sorted at 2 ms: those misses were a host slowdown's, and the line says none is the process's
+    pt.extra["misses_when_at"] = {"2.00": {"by_cause": {"host_slow": 108, "host_stall": 0, "process": 0}}}
+    assert "the aligned runs' misses at 2.00 ms the process is blamed for: N=64 confirm 0, N=160 coarse -" \
+        in rep.markdown()
+    assert rep.capacity_not_blamed(ALIGNED, 2.0) == 64
 
 
 def test_a_tiny_cost_is_predicted_by_the_rule_without_registering_every_stream():

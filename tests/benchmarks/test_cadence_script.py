@@ -80,9 +80,13 @@ def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
             assert set(p["misses"]) == {"5.33", "2.00"} and p["cpu_cores"] > 0
             assert p["extra"]["dispatch"]["posted"] >= p["blocks"]
             assert set(p["extra"]["host_steps_us"]) == {"fill", "submit"}
-    aligned = [p for p in cap["points"] if p["impl"] == "pygpukit-dsp, aligned"]
-    assert [(p["n"], p["phase"]) for p in aligned if p["phase"] == "coarse"] == [(2, "coarse"), (4, "coarse")]
-    assert all(p["status"] == "ok" and set(p["misses"]) == {"5.33", "2.00"} for p in aligned if p["phase"] == "coarse")
+    # the aligned runs go up the same ladder until one misses at 2 ms (on a busy 2-core VM the fake
+    # driver's first may: then it is the only one)
+    aligned = [p for p in cap["points"] if p["impl"] == "pygpukit-dsp, aligned" and p["phase"] == "coarse"]
+    ns = [p["n"] for p in aligned]
+    assert ns == [2, 4] or (ns == [2] and aligned[0]["misses"]["2.00"] > 0)
+    assert all(p["status"] == "ok" and set(p["misses"]) == {"5.33", "2.00"} for p in aligned)
+    assert set(aligned[0]["extra"]["misses_when_at"]) == {"5.33", "2.00"}  # episodes at every deadline
     assert {pr["how"] for pr in cap["predictions"]} >= {"session"}
     session = next(pr for pr in cap["predictions"] if pr["how"] == "session")
     assert session["streams"]["5.33"] >= session["streams"]["2.00"] >= 1
