@@ -301,12 +301,54 @@ def stream_registration(runner: "StreamRunner",
         kw["cost_ns"] = cost.device_ns
         if q.cls == "realtime" and cost.latency_ns > cost.device_ns:
             kw["latency_ns"] = cost.latency_ns
+    phase = getattr(runner, "release_phase_ns", None)
+    if q.cls == "realtime" and phase is not None:
+        kw["phase_ns"] = int(phase)
     kw["units_per_block"] = units_per_block(runner)
     return kw
 
 
 def _requested(runner: "StreamRunner") -> Any:
     return getattr(runner, "device_request", getattr(runner.pipeline, "device", None))
+
+
+def assign_phases(runners: list["StreamRunner"]) -> int:
+    """Release phases for the clocks a Session paces itself (sources with ``rate: realtime``):
+    the realtime streams of one block period among them, two or more, are staggered evenly over
+    it (stream k of n at k * period / n; :func:`start_clocks` starts their clocks so). Each gets
+    ``release_phase_ns``, which admission declares (the response bound then counts only the work
+    that can be in front of each block: docs/scheduler.md, "Release phases"). A stream clocked by
+    a device, the network or the caller keeps none: its block may come at any instant. Returns
+    how many streams got a phase."""
+    from .io._common import pacers_of
+
+    groups: dict[int, list["StreamRunner"]] = {}
+    for r in runners:
+        r.release_phase_ns = None
+        if r.pipeline.qos.cls == "realtime" and pacers_of(getattr(r, "source", None)):
+            groups.setdefault(max(1, int(r.chain.input.block_period * 1e9)), []).append(r)
+    n = 0
+    for period, members in groups.items():
+        if len(members) < 2:
+            continue
+        for k, r in enumerate(members):
+            r.release_phase_ns = k * period // len(members)
+            n += 1
+    return n
+
+
+def start_clocks(runners: list["StreamRunner"], lead_s: float = 0.02) -> float:
+    """Start the clocks :func:`assign_phases` phased on one epoch ``lead_s`` from now, each at its
+    stream's phase; returns the epoch (``time.perf_counter`` seconds)."""
+    from .io._common import pacers_of
+
+    epoch = time.perf_counter() + lead_s
+    for r in runners:
+        phase = getattr(r, "release_phase_ns", None)
+        if phase is not None:
+            for pacer in pacers_of(r.source):
+                pacer.start_at(epoch + phase / 1e9)
+    return epoch
 
 
 def check_u_max(u_max: float, where: str) -> float:
@@ -342,6 +384,7 @@ def admit(runners: list["StreamRunner"], *, u_max: float = DEFAULT_U_MAX,
     schedulers: dict[str, Scheduler] = {}
     measured: dict[str, tuple[BlockCost, str]] = {}
     regs: list[tuple["StreamRunner", dict[str, Any]]] = []
+    assign_phases(runners)
     for r in runners:
         device = device_of(r)
         requested = _requested(r)
@@ -413,13 +456,16 @@ def crowded(costs_ns: Sequence[int], periods_ns: Sequence[int], deadlines_ns: Se
 
 def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequence[int], *, device: int = 0,
              seconds: float = REHEARSAL_S, warmup_s: float = REHEARSAL_WARMUP_S, threads: int | None = None,
-             spin_us: int = 100, dispatcher_spin_us: int = 200) -> list[int]:
+             spin_us: int = 100, dispatcher_spin_us: int = 200,
+             phases_ns: Sequence[int | None] | None = None) -> list[int]:
     """Run CUDA ``engines`` together, as their streams will run: each one block of zeros per
-    block period (its ``spec``), the phases of each period staggered evenly, through a scratch
-    scheduler (every stream realtime, at its deadline) and one dispatcher on ``device``, blocks
-    released by a few native threads (``_native.run_paced``: no Python per block). Returns each
-    engine's device time per block as its dispatcher measured it (CUDA events, the scheduler's
-    running average), in order; every engine's state is reset after."""
+    block period (its ``spec``) at its release phase (``phases_ns``; a stream of no known phase,
+    or every stream when None, at 0: all released at once, the instant the response bound
+    assumes for them), through a scratch scheduler (every stream realtime, at its deadline) and
+    one dispatcher on ``device``, blocks released by a few native threads (``_native.run_paced``:
+    no Python per block). Returns each engine's device time per block as its dispatcher measured
+    it (CUDA events, the scheduler's running average), in order; every engine's state is reset
+    after."""
     import os
 
     from pygpukit_dsp_core import Scheduler
@@ -428,11 +474,7 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
     from .backends.cuda_dispatch import CudaDispatch
 
     periods = [max(1, int(spec.block_period * 1e9)) for spec in specs]
-    same = {p: [i for i, q in enumerate(periods) if q == p] for p in set(periods)}
-    phases = [0] * len(engines)
-    for p, idx in same.items():
-        for k, i in enumerate(idx):
-            phases[i] = k * p // len(idx)
+    phases = [int(ph or 0) % p for ph, p in zip(phases_ns or [None] * len(engines), periods)]
     zeros: dict[Any, np.ndarray] = {}
     inputs = [[zeros.setdefault((tuple(spec.block_shape), spec.np_dtype),
                                 np.zeros(spec.block_shape, spec.np_dtype))] for spec in specs]
@@ -472,7 +514,8 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["Stre
     if all(r.pipeline.qos.cost_us is not None for r, _ in rt) or \
             not crowded([kw["cost_ns"] for _, kw in rt], [kw["period_ns"] for _, kw in rt], deadlines, u_max):
         return sched
-    loaded = rehearse([r.engine for r, _ in rt], [r.chain.input for r, _ in rt], deadlines, device=gpu_of(device) or 0)
+    loaded = rehearse([r.engine for r, _ in rt], [r.chain.input for r, _ in rt], deadlines, device=gpu_of(device) or 0,
+                      phases_ns=[kw.get("phase_ns") for _, kw in rt])
     by_kind: dict[str, list[int]] = {}
     for (r, _), c in zip(rt, loaded):
         by_kind.setdefault(cost_key(r), []).append(c)

@@ -248,6 +248,7 @@ class StreamRunner:
         self.cost_measured_on: str | None = None  # admission: the alike stream whose measured cost it shares
         self.measured_cost: Any = None  # admission.BlockCost, when admission measured (or shared) one
         self.rehearsal: Any = None  # admission.Rehearsal, when admission ran its GPU's realtime streams together
+        self.release_phase_ns: int | None = None  # admission.assign_phases: its clock's phase, when the Session paces it
         self.cpu = resolve_cpu(pipeline.qos.cpu, pipeline.qos.where_of("cpu") or pipeline.where
                                or f"pipeline '{pipeline.name}'")
         self.source = pipeline.source
@@ -476,6 +477,10 @@ class StreamRunner:
             where["admission"] = cost.describe() + shared
             if self.rehearsal is not None:
                 where["admission"] += "; " + self.rehearsal.describe()
+        if self.release_phase_ns is not None:
+            phase = (f"blocks released at {self.release_phase_ns / 1e3:.1f} us of each "
+                     f"{self.chain.input.block_period * 1e6:.1f}-us period (the Session staggers the clocks it paces)")
+            where["admission"] = f"{where['admission']}; {phase}" if "admission" in where else phase
         choice = self.engine.choice
         if choice.name != "cuda":
             return where

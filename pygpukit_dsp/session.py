@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .admission import DEFAULT_U_MAX, admit, check_u_max
+from .admission import DEFAULT_U_MAX, admit, check_u_max, start_clocks
 from .errors import GkError, StreamFault
 from .pipeline import Pipeline
 from .runner import ProgressFn, RunSummary, SchedulerAccounting, StopRequest, StreamRunner
@@ -127,6 +127,7 @@ class Session:
                                             gpu=self._first_guess(runners, gpus)))
             self.schedulers = admit(runners, u_max=self.u_max, gpus=gpus)  # AdmissionError before the first block
             self.dispatch = start_dispatch(runners, self.schedulers)
+            start_clocks(runners)  # the clocks admission phased (assign_phases), on one epoch
         except BaseException:
             for r in runners:
                 r._close(quiet=True)

@@ -330,10 +330,14 @@ def _gpu_runners(monkeypatch, n, device_ns, block=480, cost_us=None):
 def _scripted_rehearsal(monkeypatch, per_stream_ns):
     from pygpukit_dsp import admission
 
-    calls = []
+    class Calls(list):
+        phases = None
 
-    def rehearse(engines, specs, deadlines_ns, device=0, **_kw):
+    calls = Calls()
+
+    def rehearse(engines, specs, deadlines_ns, device=0, **kw):
         calls.append((len(engines), device))
+        calls.phases = kw.get("phases_ns")
         return [per_stream_ns] * len(engines)
 
     monkeypatch.setattr(admission, "rehearse", rehearse)
@@ -388,6 +392,66 @@ def test_a_declared_cost_stays_the_stream_s_cost_through_the_rehearsal(monkeypat
     sched = admit(declared + measured)["cuda"]
     assert calls == [(4, 0)]  # the declared ones rehearsed as load beside the measured one
     assert [st["declared_cost_ns"] for st in sched.stats()["streams"]] == [1_600_000] * 3 + [3_000_000]
+
+
+def test_the_rehearsal_releases_streams_at_their_declared_phases_and_the_others_at_once(monkeypatch):
+    from types import SimpleNamespace
+
+    from pygpukit_dsp.admission import admit
+    from pygpukit_dsp.io._common import Pacer
+
+    calls = _scripted_rehearsal(monkeypatch, 1_000_000)
+    runners = _gpu_runners(monkeypatch, 6, 1_000_000)
+    for r in runners[:4]:  # four clocks the Session paces itself; two clocked elsewhere
+        r.source = SimpleNamespace(_pacer=Pacer(48000.0))
+    admit(runners)
+    period = int(480 / 48000 * 1e9)
+    assert [r.release_phase_ns for r in runners] == [0, period // 4, period // 2, 3 * period // 4, None, None]
+    assert calls == [(6, 0)] and calls.phases == [0, period // 4, period // 2, 3 * period // 4, None, None]
+
+
+def test_declared_phases_let_a_short_deadline_take_what_the_utilisation_bound_allows(monkeypatch):
+    from types import SimpleNamespace
+
+    from pygpukit_dsp.admission import admit
+    from pygpukit_dsp.io._common import Pacer
+
+    _scripted_rehearsal(monkeypatch, 1_000_000)
+
+    def runners(paced):
+        rs = []
+        for i in range(8):  # 8 x 1 ms every 10 ms, 2-ms deadline: at once 8 ms of work in front
+            r = _fake_runner(f"s{i}", "cpu", {"class": "realtime", "cost_us": 1000, "deadline_ms": 2.0})
+            if paced:
+                r.source = SimpleNamespace(_pacer=Pacer(48000.0))
+            rs.append(r)
+        return rs
+
+    with pytest.raises(AdmissionError) as ei:
+        admit(runners(paced=False))
+    assert ei.value.figures["device"] == "cpu" and "phased_ahead_ns" not in ei.value.figures
+    sched = admit(runners(paced=True))["cpu"]  # staggered 1.25 ms apart: nothing waits in front
+    assert len(sched.stats()["streams"]) == 8
+
+
+def test_a_session_starts_the_clocks_it_paces_on_one_epoch_at_their_phases():
+    from pygpukit_dsp.io import SynthSource
+    from pygpukit_dsp.io._common import pacers_of
+
+    def pipe(name, source):
+        return Pipeline([stages.Gain(db=0)], name=name, sample_rate=48_000, channels=1, block_size=480,
+                        backend="cpu", qos={"class": "realtime"}, source=source, sink=NullSink())
+
+    paced = [SynthSource(signal="noise", seed=i, rate="realtime") for i in range(3)]
+    s = Session([pipe(f"p{i}", src) for i, src in enumerate(paced)] + [pipe("free", NullSource(duration_s=0.05))])
+    out = s.run(blocks=4)
+    assert [o.blocks for o in out] == [4, 4, 4, 4]
+    phases = [r.release_phase_ns for r in s._runners]
+    assert phases == [0, 10_000_000 // 3, 2 * 10_000_000 // 3, None]
+    t0 = [pacers_of(src)[0]._t0 for src in paced]
+    assert [round((t - t0[0]) * 1e9) for t in t0] == pytest.approx(phases[:3], abs=2)
+    assert "blocks released at 3333.3 us of each 10000.0-us period" in out[1].admission
+    assert out[3].admission is None or "blocks released at" not in out[3].admission
 
 
 # ----------------------------------------------------------------------------- on the GPU
@@ -485,3 +549,32 @@ def test_gpu_a_crowded_session_is_admitted_by_its_rehearsal(monkeypatch):
     r = s._runners[0]
     assert r.rehearsal.device_ns > 0 and r.rehearsal.alone_ns == r.measured_cost.device_ns
     assert s.stream_stats("w0")["declared_cost_ns"] == max(r.measured_cost.device_ns, r.rehearsal.device_ns)
+
+
+@pytest.mark.gpu
+def test_gpu_a_crowded_session_of_paced_clocks_is_rehearsed_at_their_phases(monkeypatch):
+    # four W1 streams on clocks the Session paces: staggered a quarter period apart, declared to
+    # admission, rehearsed at those phases, and run
+    from pygpukit_dsp import admission
+    from pygpukit_dsp.io import SynthSource
+
+    monkeypatch.setattr(admission, "REHEARSAL_SHARE", 0.0)
+    seen = {}
+    real = admission.rehearse
+
+    def spy(*a, **kw):
+        seen["phases"] = kw.get("phases_ns")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(admission, "rehearse", spy)
+    pipes = []
+    for i in range(4):
+        p = _w1_realtime(f"w{i}")
+        p.source = SynthSource(signal="noise", seed=i, rate="realtime")
+        pipes.append(p)
+    s = Session(pipes)
+    out = s.run(blocks=20)
+    period = 256 * 1_000_000_000 // 48_000
+    assert seen["phases"] == [k * period // 4 for k in range(4)]
+    for o in out:
+        assert o.blocks == 20 and "rehearsed together" in o.admission and "blocks released at" in o.admission

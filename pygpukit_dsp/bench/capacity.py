@@ -80,6 +80,7 @@ TARGET_STREAMS = 100                # issue 13: >= 100 streams with zero misses 
 TARGET_RATIO = 3.0                  # ... and >= 3x what PyTorch + graph holds
 FLOOR = "floor"                     # the capacity floor's points (_FloorStreams)
 ALIGNED = "pygpukit-dsp, aligned"   # the project's streams with every phase 0: all release at once
+SESSION_ALIGNED = "session, aligned"  # the prediction for them: no phase declared, rehearsed all at once
 
 
 @dataclass
@@ -329,7 +330,7 @@ class CapacityReport:
                                 for p in steps)]
         lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
                   "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's "
-                  "calibration) | admission predicted (GPU time measured in the runs) |", "|---|---:|---:|---:|---:|---:|"]
+                  "calibration, the phases declared) | admission predicted (GPU time measured in the runs) |", "|---|---:|---:|---:|---:|---:|"]
         pred = {p.how: p for p in self.predictions}
 
         def cell(p: Prediction | None, k: str) -> str:
@@ -364,8 +365,8 @@ class CapacityReport:
                 continue
             beyond = f", and missed at {v['missed']}" if v["missed"] is not None else \
                 " (no larger N missed in the sweep)"
-            lines.append(f"- admission at {d:.2f} ms (the Session's calibration and rehearsal): predicted "
-                         f"{v['predicted']} streams; the project held {v['held']}{beyond}: {words(v)}")
+            lines.append(f"- admission at {d:.2f} ms (the Session's calibration and rehearsal, the streams' "
+                         f"staggered phases declared): predicted {v['predicted']} streams; the project held {v['held']}{beyond}: {words(v)}")
             if "process" in v:
                 vp = v["process"]
                 beyond_p = f", and missed by its own doing at {vp['missed']}" if vp["missed"] is not None else \
@@ -373,16 +374,26 @@ class CapacityReport:
                 lines.append(f"  - counting only the misses the process is blamed for (host slowdowns and stalls "
                              f"aside): the project held {vp['held']}{beyond_p}: {words(vp)}")
         d_short = min(self.deadlines_ms)
-        va = self.admission_verdict(d_short, impl=ALIGNED)
+        how_a = SESSION_ALIGNED if any(p.how == SESSION_ALIGNED for p in self.predictions) else "session"
+        va = self.admission_verdict(d_short, how=how_a, impl=ALIGNED)
         aligned_missed = sorted(p.n for p in self.points if p.impl == ALIGNED and p.status == "ok" and p.blocks > 0
                                 and not p.zero_misses(d_short))
-        pred_s = next((p for p in self.predictions if p.how == "session"), None)
+        pred_s = next((p for p in self.predictions if p.how == how_a), None)
         what = (f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all blocks released "
+                "at once: what its response bound assumes for streams that declare no phase, and how they are rehearsed)"
+                if how_a == SESSION_ALIGNED else
+                f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all blocks released "
                 "at once: what its response bound assumes, since nothing fixes the phases of a session's streams)")
         if va is not None:
             beyond = f", and missed at {va['missed']}" if va["missed"] is not None else \
                 " (no larger N missed in its sweep)"
             lines.append(f"{what}: predicted {va['predicted']}; they held {va['held']}{beyond}: {words(va)}")
+            if "process" in va:
+                vp = va["process"]
+                beyond_p = f", and missed by its own doing at {vp['missed']}" if vp["missed"] is not None else \
+                    " (no larger N missed by its own doing in the sweep)"
+                lines.append(f"  - counting only the misses the process is blamed for: they held {vp['held']}"
+                             f"{beyond_p}: {words(vp)}")
         elif aligned_missed and pred_s is not None and _key(d_short) in pred_s.streams:
             n = pred_s.streams[_key(d_short)]
             lines.append(f"{what}: predicted {n}; they held no N over the confirmation, and missed at "
@@ -548,13 +559,16 @@ PREDICT_REGISTER_MAX = 2000   # register at most this many streams in the scratc
 
 
 def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list[float], how: str,
-            u_max: float = 0.9, margin_ns: int = 50_000, latency_ns: int | None = None) -> Prediction:
+            u_max: float = 0.9, margin_ns: int = 50_000, latency_ns: int | None = None,
+            phased: bool = False) -> Prediction:
     """Streams of this device cost (and own latency alone) and period a fresh scheduler admits at
     each deadline (its defaults).
 
     The documented admission rule (docs/scheduler.md: n C / P <= U_max and n C + margin + (L - C)
     <= the deadline) gives the count; when it is at most PREDICT_REGISTER_MAX the scheduler itself
-    confirms it (streams registered until it refuses, its answer kept)."""
+    confirms it (streams registered until it refuses, its answer kept). ``phased``: the streams
+    declare the sweep's staggered phases (:func:`admits_all`): the largest N the scheduler admits
+    whole, by bisection up to the utilisation bound."""
     from pygpukit_dsp_core import AdmissionRefused, Scheduler
 
     c = max(1, int(cost_ns))
@@ -564,6 +578,25 @@ def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list
     extra = {"latency_ns": lat} if lat else {}
     for d in deadlines_ms:
         deadline_ns = int(d * 1e6)
+        if phased:
+            def whole(n: int) -> tuple[bool, str]:
+                return admits_all(n, c, period_ns, deadline_ns, u_max=u_max, margin_ns=margin_ns, latency_ns=lat,
+                                  phased=True)
+
+            lo, hi = 0, min(PREDICT_REGISTER_MAX, int(u_max * period_ns // c) + 1)  # whole(lo); not whole(hi)
+            ok, why = whole(hi)
+            if ok:
+                lo = hi
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                ok, refusal = whole(mid)
+                if ok:
+                    lo = mid
+                else:
+                    hi, why = mid, refusal
+            pred.streams[_key(d)] = lo
+            pred.reason[_key(d)] = why or "the documented rule (not registered: too many streams)"
+            continue
         rule = max(0, min(int(u_max * period_ns // c), int((deadline_ns - margin_ns - excess) // c)))
         if rule > PREDICT_REGISTER_MAX:
             pred.streams[_key(d)] = rule
@@ -583,21 +616,52 @@ def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list
     return pred
 
 
+def staggered_phases(n: int, period_ns: int) -> list[int]:
+    """The sweep's phases: stream i released at i * period / n."""
+    return [i * period_ns // n for i in range(n)]
+
+
+def admits_all(n: int, cost_ns: int, period_ns: int, deadline_ns: int, *, u_max: float = 0.9,
+               margin_ns: int = 50_000, latency_ns: int | None = None, phased: bool = False) -> tuple[bool, str]:
+    """Does a fresh scheduler admit all ``n`` of these streams, registered in order (``phased``:
+    each declaring its sweep phase, :func:`staggered_phases`, as a Session does for the clocks it
+    paces; else none, the critical instant)? (True, "") or (False, the refusal's reason)."""
+    from pygpukit_dsp_core import AdmissionRefused, Scheduler
+
+    c = max(1, int(cost_ns))
+    extra = {"latency_ns": int(latency_ns)} if latency_ns is not None and latency_ns > c else {}
+    phases = staggered_phases(n, period_ns) if phased else [None] * n
+    sched = Scheduler(u_max=u_max, safety_margin_ns=margin_ns)
+    try:
+        for i, ph in enumerate(phases):
+            sched.register_stream(f"s{i}", "realtime", period_ns=period_ns, deadline_ns=deadline_ns, cost_ns=c,
+                                  phase_ns=ph, **extra)
+    except AdmissionRefused as exc:
+        return False, f"{exc.reason}"
+    return True, ""
+
+
 def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...] | list[float],
                        loaded_ns: Callable[[int], int], n_max: int, u_max: float = 0.9,
-                       say: Callable[[str], None] = lambda _line: None) -> Prediction:
+                       say: Callable[[str], None] = lambda _line: None, phased: bool = False,
+                       how: str = "session") -> Prediction:
     """What a Session admits of these streams (its calibration ``cost``, a BlockCost, alone),
-    at each deadline: the largest N for which admission, as ``admission.admit`` does it, admits
-    all N. Up to where N streams costed alone fill half a bound (admission.crowded) that is the
-    rule with the cost alone; past it the Session rehearses the N streams together and admits
-    them with the larger of the cost alone and ``loaded_ns(N)`` (the device time per block among
-    N rehearsed: :func:`admission.rehearse`), so the largest N is searched by bisection (the
-    device time grows with N). ``n_max``: the most streams there are engines for."""
+    at each deadline: the largest N (up to ``n_max``, the most streams there are engines for) for
+    which admission, as ``admission.admit`` does it, admits all N. Up to where N streams costed
+    alone fill half a bound (admission.crowded) that is the rule with the cost alone; past it the
+    Session rehearses the N streams together and admits them with the larger of the cost alone and
+    ``loaded_ns(N)`` (the device time per block among N rehearsed: :func:`admission.rehearse`, with
+    the phases the streams will have), so the largest N is searched by bisection (the device time
+    grows with N). ``phased``: the streams declare the sweep's staggered phases (a Session's own
+    clocks, :func:`admission.assign_phases`); else no phase (every block may come at once)."""
     from ..admission import crowded
 
     c0, lat = int(cost.device_ns), int(cost.latency_ns)
-    pred = Prediction(cost_us=c0 / 1e3, how="session", latency_us=lat / 1e3 if lat > c0 else None)
+    pred = Prediction(cost_us=c0 / 1e3, how=how, latency_us=lat / 1e3 if lat > c0 else None)
     cache: dict[int, int] = {}
+
+    def fits(n: int, d: float, c: int) -> tuple[bool, str]:
+        return admits_all(n, c, period_ns, int(d * 1e6), u_max=u_max, latency_ns=lat, phased=phased)
 
     def admits(n: int, d: float) -> tuple[bool, str]:
         deadline_ns = int(d * 1e6)
@@ -606,30 +670,34 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
             if n not in cache:
                 cache[n] = int(loaded_ns(n))
                 pred.rehearsed_us[str(n)] = cache[n] / 1e3
-                say(f"capacity: admission's rehearsal of {n} streams: {cache[n] / 1e3:.1f} us per block among them")
+                say(f"capacity: admission's rehearsal of {n} streams ({how}): {cache[n] / 1e3:.1f} us per block "
+                    "among them")
             c = max(c0, cache[n])
-        one = predict(c, period_ns, [d], "session", u_max=u_max, latency_ns=lat)
-        return one.streams[_key(d)] >= n, one.reason.get(_key(d), "")
+        return fits(n, d, c)
 
-    for d in deadlines_ms:
-        alone = predict(c0, period_ns, [d], "session", u_max=u_max, latency_ns=lat)
-        hi = min(alone.streams[_key(d)], n_max)
-        ok, why = admits(hi, d)
+    def largest(d: float, test: Callable[[int, float], tuple[bool, str]], hi: int) -> tuple[int, str]:
+        """The largest n <= hi that ``test`` admits (by bisection), and why hi + 1 or the first refused was not."""
+        ok, why = test(hi, d)
         if ok:
-            pred.streams[_key(d)] = hi
-            pred.reason[_key(d)] = alone.reason.get(_key(d), "") if hi < n_max else f"no more engines than {n_max}"
-            continue
-        lo = 0  # admits(lo) holds; admits(hi) does not
-        refusal = why
+            return hi, ""
+        lo, refusal = 0, why  # test(lo) holds; test(hi) does not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            ok, why = admits(mid, d)
+            ok, why = test(mid, d)
             if ok:
                 lo = mid
             else:
                 hi, refusal = mid, why
-        pred.streams[_key(d)] = lo
-        pred.reason[_key(d)] = f"{refusal} (rehearsed)"
+        return lo, refusal
+
+    for d in deadlines_ms:
+        hi, why_alone = largest(d, lambda n, dd: fits(n, dd, c0), n_max)  # costed alone: no rehearsal
+        n, refusal = largest(d, admits, hi)
+        pred.streams[_key(d)] = n
+        if n == hi:  # the rule with the cost alone (or the engines) decided it
+            pred.reason[_key(d)] = why_alone or f"no more engines than {n_max}"
+        else:
+            pred.reason[_key(d)] = f"{refusal} (rehearsed)"
     return pred
 
 
@@ -696,7 +764,7 @@ def _paced_run(pt: CapacityPoint, targets: list[Any], period_ns: int, inputs: li
     probe = start_probe()
     steal = StealSampler().start()
     cpu0, t0 = _cpu_s(), time.perf_counter()
-    phases = [0] * n if aligned else [i * period_ns // n for i in range(n)]
+    phases = [0] * n if aligned else staggered_phases(n, period_ns)
     try:
         res = _native.run_paced(targets, [period_ns] * n, phases, [inputs] * n, warmup_s, seconds, threads, spin_us)
     finally:
@@ -759,15 +827,18 @@ class _ProjectStreams:
         return measure_engine_cost(self.engines[0], self.chain.input,
                                    **calibration_pace(self.pipeline.qos, self.chain.input))
 
-    def rehearsed_ns(self, n: int) -> int:
-        """A Session's rehearsal of n of these streams (admission.rehearse): the median device
-        time per block among them."""
+    def rehearsed_ns(self, n: int, aligned: bool = False) -> int:
+        """A Session's rehearsal of n of these streams (admission.rehearse) at the sweep's
+        staggered phases (their clocks' phases declared), or ``aligned`` (none declared: all
+        released at once): the median device time per block among them."""
         from ..admission import rehearse
 
         self.ensure(n)
         spec = self.chain.input
+        phases = None if aligned else staggered_phases(n, self.period_ns)
         costs = rehearse(self.engines[:n], [spec] * n, [self.period_ns] * n, device=self.device,
-                         threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us)
+                         threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us,
+                         phases_ns=phases)
         return int(np.median(costs))
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
@@ -1002,16 +1073,22 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         cost = proj.session_cost()
         report.settings["session_cost"] = asdict(cost)
         report.predictions.append(session_prediction(cost, period_ns, deadlines_ms, proj.rehearsed_ns,
-                                                     n_max=max(ladder), say=say))
-        say(f"capacity: admission with the Session's calibration ({cost.describe()}) admits "
-            f"{report.predictions[-1].streams}")
+                                                     n_max=max(ladder), say=say, phased=True))
+        say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
+            f"declared, admits {report.predictions[-1].streams}")
+        if aligned:
+            report.predictions.append(session_prediction(
+                cost, period_ns, deadlines_ms, lambda n: proj.rehearsed_ns(n, aligned=True), n_max=max(ladder),
+                say=say, phased=False, how=SESSION_ALIGNED))
+            say(f"capacity: admission with no phase declared (every block may come at once) admits "
+                f"{report.predictions[-1].streams}")
         _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms), ladder, coarse_s, confirm_s,
                      deadlines_ms, report.points, say, "pygpukit-dsp", until=until_proj, overhead_s=warmup_s + 1)
         gpu_costs = [pt.extra.get("measured_gpu_cost_ns") for pt in report.points
                      if pt.impl == "pygpukit-dsp" and pt.extra.get("measured_gpu_cost_ns")]
         if gpu_costs:
             report.predictions.append(predict(int(np.median(gpu_costs)), period_ns, deadlines_ms, "gpu",
-                                              latency_ns=cost.latency_ns))
+                                              latency_ns=cost.latency_ns, phased=True))
         if aligned:
             short = [min(deadlines_ms)]
             top = max((p.n for p in report.points if p.impl == "pygpukit-dsp" and p.status == "ok"), default=0)

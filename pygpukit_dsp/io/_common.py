@@ -92,6 +92,11 @@ class Pacer:
         self.spin_us = int(spin_us)
         self._t0: float | None = None
 
+    def start_at(self, t0: float) -> None:
+        """Start the clock at ``t0`` (``time.perf_counter`` seconds) rather than at the first read:
+        a Session starts the clocks it paces on one epoch, each at its stream's release phase."""
+        self._t0 = float(t0)
+
     def wait_until(self, total_samples: int) -> None:
         now = time.perf_counter()
         if self._t0 is None:
@@ -107,18 +112,27 @@ class Pacer:
             time.sleep(due - now)
 
 
-def set_pacer_spin(source: object, spin_us: int) -> int:
-    """Give the paced wait of ``source`` (and of a source it wraps, ``.inner``) a spin window;
-    returns how many pacers got it (0: the source is not paced by a clock)."""
-    n, seen = 0, set()
+def pacers_of(source: object) -> list[Pacer]:
+    """The pacers of ``source`` and of the sources it wraps (``.inner``): empty when no clock of
+    ours paces it (``rate: asap``, or a device's clock)."""
+    out: list[Pacer] = []
+    seen: set[int] = set()
     while source is not None and id(source) not in seen:
         seen.add(id(source))
         pacer = getattr(source, "_pacer", None)
         if isinstance(pacer, Pacer):
-            pacer.spin_us = int(spin_us)
-            n += 1
+            out.append(pacer)
         source = getattr(source, "inner", None)
-    return n
+    return out
+
+
+def set_pacer_spin(source: object, spin_us: int) -> int:
+    """Give the paced wait of ``source`` (and of a source it wraps, ``.inner``) a spin window;
+    returns how many pacers got it (0: the source is not paced by a clock)."""
+    pacers = pacers_of(source)
+    for pacer in pacers:
+        pacer.spin_us = int(spin_us)
+    return len(pacers)
 
 
 class Counters:

@@ -52,7 +52,7 @@ def test_the_session_s_prediction_rehearses_past_half_a_bound_and_finds_the_larg
 
     rehearsed = sorted(set(calls))
     calls.clear()
-    want = {f"{d:.2f}": max(n for n in range(1, 513) if admitted(n, d)) for d in D}
+    want = {f"{d:.2f}": next(n for n in range(400, 0, -1) if admitted(n, d)) for d in D}  # none past 400
     assert pred.streams == want and want["5.33"] == 325  # n (11.5 + 0.01 n) us <= 0.9 x 5333 us
     # nothing rehearsed below half of both bounds: 209 streams at 5.33 ms (utilisation), 87 at 2 ms
     assert min(rehearsed) >= 87 and len(rehearsed) <= 2 * 10
@@ -351,3 +351,49 @@ def test_a_short_sweep_on_the_gpu_runs_the_project_the_floor_and_pytorch():
     assert by[("pygpukit-dsp", 4, "coarse")].gpu_busy > 0
     assert rep.floor_verdict()["n"] == TARGET_STREAMS
     json.dumps(rep.to_dict())
+
+
+def test_with_the_phases_declared_a_short_deadline_admits_what_the_utilisation_bound_allows():
+    pytest.importorskip("pygpukit_dsp_core")
+    from pygpukit_dsp.bench.capacity import admits_all, staggered_phases
+
+    assert staggered_phases(4, 1000) == [0, 250, 500, 750]
+    # 13 us a block, 105 us alone: released at once 2 ms holds 142; staggered the utilisation bound binds
+    at_once = predict(13_000, P, D, "gpu", latency_ns=105_000)
+    staggered = predict(13_000, P, D, "gpu", latency_ns=105_000, phased=True)
+    assert at_once.streams == {"5.33": 369, "2.00": 142}
+    assert staggered.streams == {"5.33": 369, "2.00": 369} and staggered.reason["2.00"] == "utilisation_bound"
+    assert admits_all(369, 13_000, P, 2_000_000, latency_ns=105_000, phased=True) == (True, "")
+    assert admits_all(143, 13_000, P, 2_000_000, latency_ns=105_000) == (False, "response_bound")
+
+
+def test_the_session_s_prediction_rehearses_at_the_phases_the_streams_will_have():
+    pytest.importorskip("pygpukit_dsp_core")
+    from pygpukit_dsp.admission import BlockCost
+    from pygpukit_dsp.bench.capacity import SESSION_ALIGNED
+
+    def loaded(n):
+        return 11_500 + 10 * n
+
+    phased = session_prediction(BlockCost(11_500, 11_500, "scripted"), P, D, loaded, n_max=512, phased=True)
+    at_once = session_prediction(BlockCost(11_500, 11_500, "scripted"), P, D, loaded, n_max=512,
+                                 how=SESSION_ALIGNED)
+    assert phased.streams == {"5.33": 325, "2.00": 325}  # n (11.5 + 0.01 n) us <= 0.9 x 5333 us at both
+    assert at_once.how == SESSION_ALIGNED and at_once.streams["2.00"] < 160
+    assert at_once.reason["2.00"] == "response_bound (rehearsed)"
+
+
+def test_the_aligned_runs_are_judged_against_the_prediction_with_no_phase():
+    from pygpukit_dsp.bench.capacity import ALIGNED, SESSION_ALIGNED
+
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    rep.predictions = [predict(13_000, P, D, "session", phased=True), predict(20_000, P, D, SESSION_ALIGNED)]
+    for n, phase, m2 in [(64, "coarse", 0), (96, "coarse", 5), (64, "confirm", 0)]:
+        pt = CapacityPoint(ALIGNED, n, 2.0, phase, blocks=1000)
+        pt.misses = {"5.33": 0, "2.00": m2}
+        rep.points.append(pt)
+    v = rep.admission_verdict(2.0, how=SESSION_ALIGNED, impl=ALIGNED)
+    assert (v["predicted"], v["held"], v["missed"], v["verdict"]) == (97, 64, 96, "later")
+    md = rep.markdown()
+    assert "what its response bound assumes for streams that declare no phase" in md
+    assert "predicted 97; they held 64, and missed at 96: it admits an N that missed" in md

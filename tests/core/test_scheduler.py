@@ -269,3 +269,34 @@ def test_reprs_are_readable():
     assert "is_final=True" in repr(s.next())
     assert repr(s.next()) == "Decision(idle)"
     assert "streams=1" in repr(s)
+
+
+def test_release_phases_bound_the_work_in_front_of_each_block():
+    # 100 streams of 10 us every ms, 200-us deadline: released at once (no phase) the response bound
+    # admits 15 (15 x 10 + 50 margin); each at its own phase, 10 us apart, the utilisation bound binds
+    def admitted(phases):
+        s = Scheduler(safety_margin_ns=50 * US)
+        for i, ph in enumerate(phases):
+            try:
+                s.register_stream(f"s{i}", "realtime", period_ns=MS, deadline_ns=200 * US, cost_ns=10 * US,
+                                  phase_ns=ph)
+            except AdmissionRefused as exc:
+                return i, exc
+        return len(phases), None
+
+    n, exc = admitted([None] * 100)
+    assert (n, exc.reason) == (15, "response_bound") and "phased_ahead_ns" not in exc.figures
+    n, exc = admitted([i * 10 * US for i in range(100)])
+    assert (n, exc.reason) == (90, "utilisation_bound")
+    n, exc = admitted([0] * 100)  # one phase for all: the critical instant again
+    assert (n, exc.reason) == (15, "response_bound")
+    assert exc.figures["phased_ahead_ns"] == 150 * US and exc.figures["phased_period_ns"] == MS
+    assert "can find 150000 ns of other streams' device work in front of it" in str(exc)
+
+
+def test_a_phase_must_be_a_realtime_stream_s_and_below_its_period():
+    s = sim()
+    with pytest.raises(ValueError, match="phase_ns 1000000 must be below its period 1000000 ns"):
+        s.register_stream("x", "realtime", period_ns=MS, cost_ns=US, phase_ns=MS)
+    with pytest.raises(ValueError, match="phase_ns applies to realtime streams only"):
+        s.register_stream("y", "best_effort", phase_ns=0)

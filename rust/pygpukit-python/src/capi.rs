@@ -615,13 +615,15 @@ unsafe fn stream_spec_from_c(spec: &GkStreamSpec) -> Result<StreamSpec, String> 
             ))
         }
     };
-    // the C ABI declares no latency (v1 spec): the response bound takes the cost for it
+    // the C ABI declares no latency nor phase (v1 spec): the response bound takes the cost for
+    // the latency and the critical instant for the phase
     Ok(StreamSpec {
         name,
         qos,
         cost_ns: optional(spec.cost_ns),
         latency_ns: None,
         units_per_block: spec.units_per_block,
+        phase_ns: None,
     })
 }
 

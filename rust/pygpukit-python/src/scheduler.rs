@@ -50,6 +50,12 @@ fn admission_error(py: Python<'_>, r: &CoreRefusal) -> PyErr {
         figures.set_item("safety_margin_ns", r.safety_margin_ns)?;
         figures.set_item("shortest_deadline_ns", r.shortest_deadline_ns)?;
         figures.set_item("latency_excess_ns", r.latency_excess_ns)?;
+        if let Some(b) = &r.phased {
+            figures.set_item("phased_phase_ns", b.phase_ns)?;
+            figures.set_item("phased_period_ns", b.period_ns)?;
+            figures.set_item("phased_cost_ns", b.cost_ns)?;
+            figures.set_item("phased_ahead_ns", b.ahead_ns)?;
+        }
         for (k, v) in figures.iter() {
             value.setattr(k.extract::<String>()?, v)?;
         }
@@ -323,7 +329,7 @@ impl PyScheduler {
             .map_err(|now| PyValueError::new_err(format!("cannot move the clock back from {now} ns to {t_ns} ns")))
     }
 
-    #[pyo3(signature = (name, qos, *, period_ns = None, deadline_ns = None, min_rate_hz = None, cost_ns = None, latency_ns = None, units_per_block = 1))]
+    #[pyo3(signature = (name, qos, *, period_ns = None, deadline_ns = None, min_rate_hz = None, cost_ns = None, latency_ns = None, units_per_block = 1, phase_ns = None))]
     #[allow(clippy::too_many_arguments)]
     fn register_stream(
         &self,
@@ -336,6 +342,7 @@ impl PyScheduler {
         cost_ns: Option<u64>,
         latency_ns: Option<u64>,
         units_per_block: u32,
+        phase_ns: Option<u64>,
     ) -> PyResult<u32> {
         let where_ = format!("stream '{name}'");
         if !QOS_NAMES.contains(&qos) {
@@ -363,7 +370,7 @@ impl PyScheduler {
             "throughput" => Qos::Throughput { min_rate_hz, deadline_ns },
             _ => Qos::BestEffort { deadline_ns },
         };
-        let spec = StreamSpec { name, qos, cost_ns, latency_ns, units_per_block };
+        let spec = StreamSpec { name, qos, cost_ns, latency_ns, units_per_block, phase_ns };
         self.lock()?.register_stream(spec).map_err(|e| sched_error(py, e))
     }
 

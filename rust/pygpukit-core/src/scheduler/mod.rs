@@ -320,13 +320,30 @@ impl Scheduler {
                 spec.name
             )));
         }
+        if let Some(phase) = spec.phase_ns {
+            match spec.qos {
+                Qos::Realtime { period_ns, .. } if phase < period_ns => {}
+                Qos::Realtime { period_ns, .. } => {
+                    return Err(SchedError::InvalidArgument(format!(
+                        "stream '{}': phase_ns {phase} must be below its period {period_ns} ns",
+                        spec.name
+                    )))
+                }
+                _ => {
+                    return Err(SchedError::InvalidArgument(format!(
+                        "stream '{}': phase_ns applies to realtime streams only (their release phase)",
+                        spec.name
+                    )))
+                }
+            }
+        }
         if self.registry.contains_name(&spec.name) {
             return Err(SchedError::DuplicateStream(spec.name));
         }
         let admission = if !spec.qos.needs_admission() {
             Admission::Admitted
         } else if let Some(cost) = spec.cost_ns {
-            let candidate = candidate_of(&spec.qos, cost, spec.latency_ns);
+            let candidate = candidate_of(&spec.qos, cost, spec.latency_ns, spec.phase_ns);
             admission::check(&self.admission_policy(), &self.current_load(), &spec.name, &candidate)?;
             Admission::Admitted
         } else {
@@ -360,7 +377,7 @@ impl Scheduler {
             });
         }
         let cost = s.cost.block_cost_ns().ok_or_else(|| SchedError::NoCostSample { stream: s.spec.name.clone() })?;
-        let candidate = candidate_of(&s.spec.qos, cost, s.spec.latency_ns);
+        let candidate = candidate_of(&s.spec.qos, cost, s.spec.latency_ns, s.spec.phase_ns);
         let admitted = admission::check(&policy, &current, &s.spec.name, &candidate)?;
         let is_rt = s.kind() == QosKind::Realtime;
         let ready: Vec<(u64, TaskId)> = if is_rt {
@@ -647,6 +664,7 @@ impl Scheduler {
                     period_ns,
                     deadline_ns,
                     latency_excess_ns: s.latency_excess_ns(),
+                    phase_ns: s.spec.phase_ns,
                 }),
                 Qos::Throughput { min_rate_hz: Some(_), .. } => load.reserved_throughput += s.reserved_utilisation(),
                 _ => {}
@@ -845,13 +863,14 @@ impl Scheduler {
     }
 }
 
-fn candidate_of(qos: &Qos, cost_ns: u64, latency_ns: Option<u64>) -> Candidate {
+fn candidate_of(qos: &Qos, cost_ns: u64, latency_ns: Option<u64>, phase_ns: Option<u64>) -> Candidate {
     match *qos {
         Qos::Realtime { period_ns, deadline_ns } => Candidate::Realtime(RealtimeLoad {
             cost_ns,
             period_ns,
             deadline_ns,
             latency_excess_ns: registry::latency_excess(latency_ns, cost_ns),
+            phase_ns,
         }),
         _ => Candidate::Throughput { cost_ns, utilisation: registry::utilisation_of(qos, Some(cost_ns)) },
     }

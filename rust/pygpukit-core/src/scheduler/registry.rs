@@ -139,11 +139,21 @@ pub struct StreamSpec {
     /// How many independently launchable units one block has (e.g. FFT frames); chunks are
     /// ranges of units. Realtime blocks are always launched whole.
     pub units_per_block: u32,
+    /// Realtime: the offset within its period at which its blocks are released, when its
+    /// releases keep one on a clock shared with the other streams (a Session's own pacing);
+    /// the response bound then counts only the work that can be in front of it
+    /// (admission.rs, *Release phases*). `None` = unknown: any instant.
+    pub phase_ns: Option<u64>,
 }
 
 impl StreamSpec {
     pub fn new(name: impl Into<String>, qos: Qos) -> Self {
-        StreamSpec { name: name.into(), qos, cost_ns: None, latency_ns: None, units_per_block: 1 }
+        StreamSpec { name: name.into(), qos, cost_ns: None, latency_ns: None, units_per_block: 1, phase_ns: None }
+    }
+
+    pub fn with_phase(mut self, phase_ns: u64) -> Self {
+        self.phase_ns = Some(phase_ns);
+        self
     }
 
     pub fn with_latency(mut self, latency_ns: u64) -> Self {

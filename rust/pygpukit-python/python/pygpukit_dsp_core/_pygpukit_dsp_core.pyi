@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable, Sequence
 from typing_extensions import CapsuleType
-from typing import Literal, TypedDict, final
+from typing import Literal, NotRequired, TypedDict, final
 
 __version__: str
 ABI_VERSION: int
@@ -83,6 +83,11 @@ class AdmissionFigures(TypedDict):
     safety_margin_ns: int
     shortest_deadline_ns: int  # response bound: the binding stream's (least deadline - latency excess)
     latency_excess_ns: int     # response bound: that stream's own latency beyond its cost
+    # the response bound with release phases (streams of one period that declare phase_ns):
+    phased_phase_ns: NotRequired[int]  # the binding stream's phase,
+    phased_period_ns: NotRequired[int]  # its period,
+    phased_cost_ns: NotRequired[int]  # its cost,
+    phased_ahead_ns: NotRequired[int]  # and the other streams' work that can be in front of its block
 
 class Admitted(TypedDict):
     stream_utilisation: float
@@ -237,12 +242,16 @@ class Scheduler:
         cost_ns: int | None = None,
         latency_ns: int | None = None,
         units_per_block: int = 1,
+        phase_ns: int | None = None,
     ) -> int:
         """Register a stream; returns its id. Raises AdmissionRefused when it does not fit.
 
         ``cost_ns``: device time of one block (events); ``latency_ns`` (realtime): one block's
         own latency alone, release to done, when more than its cost; the response bound adds the
-        excess to the stream's own wait (default: the cost)."""
+        excess to the stream's own wait (default: the cost). ``phase_ns`` (realtime, below the
+        period): the offset within its period at which its blocks are released on a clock the
+        other streams share; streams of one period that declare phases are bounded by the work
+        that can be in front of each block, not by every stream's block at once (default: unknown)."""
     def unregister_stream(self, stream: int) -> StreamStats: ...
     def stream_id(self, name: str) -> int | None: ...
     def admit(self, stream: int) -> Admitted: ...
