@@ -41,6 +41,12 @@ class Session:
     10.9-11.6 us alone, 12-15 us among hundreds of streams), so when a GPU's realtime streams fill
     more than half a bound, admission rehearses them together first and admits them by their
     device time among each other (``admission.rehearse``; docs/scheduler.md, "Admission").
+
+    Realtime streams whose clocks the session paces itself (sources with ``rate: realtime``) and
+    that share a block period are released at phases staggered evenly over it, on one epoch, and
+    admission knows it: a block then waits only behind the work that can be in front of it, not
+    behind one block of every stream (docs/scheduler.md, "Release phases"). Streams on a device's
+    clock, the network or the caller's pushes may all release at once, and are admitted so.
     """
 
     def __init__(self, pipelines: Sequence[Pipeline], *, backend: str | None = None,

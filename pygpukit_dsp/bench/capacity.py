@@ -216,16 +216,17 @@ class CapacityReport:
         refuses N that held; "later" when it admits an N that missed. None: nothing to compare."""
         pred = next((p for p in self.predictions if p.how == how), None)
         held = self.capacity(impl, deadline_ms)
-        if pred is None or held is None or _key(deadline_ms) not in pred.streams:
+        held_p = self.capacity_not_blamed(impl, deadline_ms)
+        if pred is None or (held is None and held_p is None) or _key(deadline_ms) not in pred.streams:
             return None
         n = pred.streams[_key(deadline_ms)]
-        above = [p.n for p in self.points if p.impl == impl and p.status == "ok" and p.blocks > 0
-                 and p.n > held and not p.zero_misses(deadline_ms)]
-        missed = min(above) if above else None
-        out = {"predicted": n, "held": held, "missed": missed, "verdict": _verdict(n, held, missed),
-               "fraction": n / held}
-        held_p = self.capacity_not_blamed(impl, deadline_ms)
-        if held_p is not None and held_p > held:
+        out: dict[str, Any] = {"predicted": n, "held": held, "missed": None, "verdict": None, "fraction": None}
+        if held is not None:
+            above = [p.n for p in self.points if p.impl == impl and p.status == "ok" and p.blocks > 0
+                     and p.n > held and not p.zero_misses(deadline_ms)]
+            missed = min(above) if above else None
+            out.update({"missed": missed, "verdict": _verdict(n, held, missed), "fraction": n / held})
+        if held_p is not None and (held is None or held_p > held):
             # the same with only the misses the process is blamed for (episode_cause): a host
             # slowdown or stall is not something admission, which budgets the GPU, can refuse
             above_p = [p.n for p in self.points if p.impl == impl and p.status == "ok" and p.blocks > 0
@@ -365,8 +366,10 @@ class CapacityReport:
                 continue
             beyond = f", and missed at {v['missed']}" if v["missed"] is not None else \
                 " (no larger N missed in the sweep)"
+            held_words = (f"the project held {v['held']}{beyond}: {words(v)}" if v["held"] is not None else
+                          "the project held no N over the confirmation (every confirmation run missed)")
             lines.append(f"- admission at {d:.2f} ms (the Session's calibration and rehearsal, the streams' "
-                         f"staggered phases declared): predicted {v['predicted']} streams; the project held {v['held']}{beyond}: {words(v)}")
+                         f"staggered phases declared): predicted {v['predicted']} streams; {held_words}")
             if "process" in v:
                 vp = v["process"]
                 beyond_p = f", and missed by its own doing at {vp['missed']}" if vp["missed"] is not None else \
@@ -387,7 +390,10 @@ class CapacityReport:
         if va is not None:
             beyond = f", and missed at {va['missed']}" if va["missed"] is not None else \
                 " (no larger N missed in its sweep)"
-            lines.append(f"{what}: predicted {va['predicted']}; they held {va['held']}{beyond}: {words(va)}")
+            lines.append(f"{what}: predicted {va['predicted']}; " +
+                         (f"they held {va['held']}{beyond}: {words(va)}" if va["held"] is not None else
+                          "they held no N over the confirmation" +
+                          (f", and missed at {aligned_missed[0]}" if aligned_missed else "")))
             if "process" in va:
                 vp = va["process"]
                 beyond_p = f", and missed by its own doing at {vp['missed']}" if vp["missed"] is not None else \

@@ -397,3 +397,19 @@ def test_the_aligned_runs_are_judged_against_the_prediction_with_no_phase():
     md = rep.markdown()
     assert "what its response bound assumes for streams that declare no phase" in md
     assert "predicted 97; they held 64, and missed at 96: it admits an N that missed" in md
+
+
+def test_a_deadline_where_every_confirmation_missed_is_judged_on_the_process_s_misses():
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    rep.predictions = [predict(13_000, P, D, "session", phased=True)]  # 369 at both deadlines
+    for n, phase, m2, own in [(256, "confirm", 6, 0), (320, "confirm", 1679, 28), (384, "coarse", 31, 31)]:
+        pt = CapacityPoint("pygpukit-dsp", n, 30.0, phase, blocks=1000)
+        pt.misses = {"5.33": 0, "2.00": m2}
+        pt.extra["misses_when_at"] = {"2.00": {"by_cause": {"host_slow": m2 - own, "host_stall": 0, "process": own}}}
+        rep.points.append(pt)
+    v = rep.admission_verdict(2.0)
+    assert (v["held"], v["verdict"]) == (None, None)
+    assert v["process"] == {"held": 256, "missed": 320, "verdict": "later", "fraction": 369 / 256}
+    md = rep.markdown()
+    assert "predicted 369 streams; the project held no N over the confirmation (every confirmation run missed)" in md
+    assert "the project held 256, and missed by its own doing at 320: it admits an N that missed" in md
