@@ -21,17 +21,22 @@ computed beside them (a scratch scheduler admitting streams until it refuses): w
 N such streams admits (:func:`session_prediction`: the costs it measures before the first block,
 admission.measure_engine_cost on one engine, its device time back to back and its latency alone
 at the stream's period; past half a bound, admission.rehearse of N engines together, N found by
-bisection), and with the GPU time the dispatcher measured during the runs (CUDA events).
+bisection), and with the GPU time the dispatcher measured during the runs (CUDA events). The
+streams declare the sweep's staggered phases (as a Session does for the clocks it paces), so the
+response bound counts only the work that can be in front of each block.
 :meth:`CapacityReport.admission_verdict` says whether the Session's prediction falls where misses
 begin (between the largest N that held and the smallest that missed), counting every miss and
 counting only the process's. The aligned runs (:data:`ALIGNED`, every phase 0: all blocks
-released at once, what the response bound assumes) judge it at the shortest deadline.
+released at once, what the response bound assumes for streams of no declared phase) are judged
+against the prediction for such streams (:data:`SESSION_ALIGNED`: no phase, rehearsed all at
+once) at the shortest deadline.
 
 The floor (:class:`_FloorStreams`, :func:`floor_plan`): N bare round trips of the W1 block (no
 pipeline, no scheduler), released by the same driver threads on the same clocks, where the
 project's misses began and at the target's N when the project did not hold it; the target's
 verdict says whether the floor itself missed there (the target below what the machine allowed in
-that run) or held (the miss the project's).
+that run) or held (the miss the project's). The floor also runs released all at once
+(:data:`FLOOR_ALIGNED`) at every N of the aligned sweep: what a burst costs the machine itself.
 
 The PyTorch baseline is what a user would write: one Python thread and one ``torch.cuda.Stream``
 per stream, each replaying the torch-graph W1 (pinned staging, the block's ops in one CUDA graph),
@@ -79,6 +84,7 @@ CONFIRM_TRIES = 3                   # confirmations per deadline: the knee, then
 TARGET_STREAMS = 100                # issue 13: >= 100 streams with zero misses at 5.33 ms over 30 s
 TARGET_RATIO = 3.0                  # ... and >= 3x what PyTorch + graph holds
 FLOOR = "floor"                     # the capacity floor's points (_FloorStreams)
+FLOOR_ALIGNED = "floor, aligned"    # the floor released all at once, at the N the aligned runs ran
 ALIGNED = "pygpukit-dsp, aligned"   # the project's streams with every phase 0: all release at once
 SESSION_ALIGNED = "session, aligned"  # the prediction for them: no phase declared, rehearsed all at once
 
@@ -410,6 +416,13 @@ class CapacityReport:
             if blamed:
                 lines.append(f"  - the aligned runs' misses at {d_short:.2f} ms the process is blamed for: "
                              + ", ".join(f"N={n} {ph} {'-' if m is None else m}" for n, ph, m in blamed))
+        pairs = [(a, f) for a in self.points if a.impl == ALIGNED and a.phase == "coarse" and a.blocks
+                 for f in self.points if f.impl == FLOOR_ALIGNED and f.n == a.n and f.status == "ok" and f.blocks]
+        if pairs:
+            lines.append("  - released at once, the project beside the floor (bare round trips, no pipeline, no "
+                         "scheduler), p50 / p99.9 us and misses at " + f"{d_short:.2f} ms: " + "; ".join(
+                             f"N={a.n} {a.p50_us:.0f} / {a.p999_us:.0f} ({a.misses.get(_key(d_short), 0)}) against "
+                             f"{f.p50_us:.0f} / {f.p999_us:.0f} ({f.misses.get(_key(d_short), 0)})" for a, f in pairs))
         nb = self.capacity_not_blamed()
         if nb is not None and nb != self.capacity("pygpukit-dsp", self.deadlines_ms[0]):
             lines.append(f"- beside them: the largest confirmed N whose misses at {keys[0]} ms all came in episodes of "
@@ -904,14 +917,14 @@ class _FloorStreams:
         self.floors: list[Any] = []
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
-            deadlines_ms: tuple[float, ...] | list[float]) -> CapacityPoint:
+            deadlines_ms: tuple[float, ...] | list[float], aligned: bool = False) -> CapacityPoint:
         from .. import _native
 
         while len(self.floors) < n:
             self.floors.append(_native.RoundTripFloor(self.device, self.in_bytes, self.out_bytes))
-        pt = CapacityPoint(FLOOR, n, seconds, phase)
+        pt = CapacityPoint(FLOOR_ALIGNED if aligned else FLOOR, n, seconds, phase)
         _paced_run(pt, self.floors[:n], self.period_ns, self.inputs, warmup_s, seconds, deadlines_ms, self.threads,
-                   self.spin_us)
+                   self.spin_us, aligned)
         for when in pt.extra["misses_when_at"].values():
             own_load(when, None, pt.cpu_cores, len(os.sched_getaffinity(0)))
         return pt
@@ -1055,8 +1068,8 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     # PyTorch the rest (each skips the runs that would not fit)
     until_all = None if budget_s is None else t_begin + budget_s
     until_proj = None if budget_s is None else t_begin + budget_s * (0.5 if baseline else 0.75 if floor else 0.85)
-    until_floor = None if budget_s is None else t_begin + budget_s * (0.6 if baseline else 0.85)
-    until_aligned = None if budget_s is None else t_begin + budget_s * (0.72 if baseline else 1.0)
+    until_aligned = None if budget_s is None else t_begin + budget_s * (0.62 if baseline else 0.85)
+    until_floor = None if budget_s is None else t_begin + budget_s * (0.72 if baseline else 1.0)
     if sorted(ladder) != list(ladder) or sorted(torch_ladder) != list(torch_ladder):
         raise ConfigError("the capacity ladders must increase")
     say = progress or (lambda _line: None)
@@ -1117,6 +1130,20 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                 pt = floors.run(n, secs, phase, warmup_s, deadlines_ms)
                 report.points.append(pt)
                 say(f"capacity: floor N={n} {phase} {secs:g} s: p99 {pt.p99_us:.1f} us, misses {pt.misses}")
+            # the floor released all at once at the N the aligned runs ran: what a burst costs
+            # with no pipeline and no scheduler, beside the project's aligned runs
+            for n in sorted({p.n for p in report.points if p.impl == ALIGNED and p.phase == "coarse"
+                             and p.status == "ok" and p.blocks > 0}):
+                if coarse_s <= 0:
+                    break
+                if until_floor is not None and time.perf_counter() + coarse_s + warmup_s + 1 > until_floor:
+                    report.points.append(CapacityPoint(FLOOR_ALIGNED, n, coarse_s, "coarse", status="skipped",
+                                                       reason="time budget"))
+                    continue
+                pt = floors.run(n, coarse_s, "coarse", warmup_s, deadlines_ms, aligned=True)
+                report.points.append(pt)
+                say(f"capacity: floor, aligned N={n}: p50 {pt.p50_us:.1f} us, p99.9 {pt.p999_us:.1f} us, "
+                    f"misses {pt.misses}")
         finally:
             floors.close()
     if baseline:
@@ -1148,8 +1175,9 @@ def plot_capacity(report: CapacityReport, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    for impl, marker in (("pygpukit-dsp", "o"), ("torch-graph", "s"), (FLOOR, "^"), (ALIGNED, "D")):
-        for phase, style in (("coarse", "-" if impl != FLOOR else ""), ("confirm", "")):
+    for impl, marker in (("pygpukit-dsp", "o"), ("torch-graph", "s"), (FLOOR, "^"), (ALIGNED, "D"),
+                         (FLOOR_ALIGNED, "v")):
+        for phase, style in (("coarse", "-" if impl not in (FLOOR, FLOOR_ALIGNED) else ""), ("confirm", "")):
             pts = sorted((p.n, p.p99_us) for p in report.points
                          if p.impl == impl and p.phase == phase and p.status == "ok" and p.blocks)
             if not pts:

@@ -413,3 +413,15 @@ def test_a_deadline_where_every_confirmation_missed_is_judged_on_the_process_s_m
     md = rep.markdown()
     assert "predicted 369 streams; the project held no N over the confirmation (every confirmation run missed)" in md
     assert "the project held 256, and missed by its own doing at 320: it admits an N that missed" in md
+
+
+def test_the_aligned_runs_are_set_beside_the_floor_released_at_once():
+    from pygpukit_dsp.bench.capacity import ALIGNED, FLOOR_ALIGNED
+
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    for impl, p50, p999, m2 in [(ALIGNED, 984.4, 1721.9, 0), (FLOOR_ALIGNED, 491.0, 1653.5, 0)]:
+        pt = CapacityPoint(impl, 64, 2.0, "coarse", blocks=24000, p50_us=p50, p999_us=p999)
+        pt.misses = {"5.33": 0, "2.00": m2}
+        rep.points.append(pt)
+    assert ("released at once, the project beside the floor (bare round trips, no pipeline, no scheduler), p50 / "
+            "p99.9 us and misses at 2.00 ms: N=64 984 / 1722 (0) against 491 / 1654 (0)") in rep.markdown()
