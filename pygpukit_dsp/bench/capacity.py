@@ -242,6 +242,28 @@ class CapacityReport:
                               "fraction": n / held_p}
         return out
 
+    def _no_verdict_line(self, deadline_ms: float) -> str | None:
+        """The Session's prediction at a deadline where no confirmation run held, counting every
+        miss or only the process's: each confirmed N's misses, their episodes and the process's
+        share (misses at every N alike are not where a capacity begins)."""
+        pred = next((p for p in self.predictions if p.how == "session"), None)
+        runs = sorted((p for p in self.points if p.impl == "pygpukit-dsp" and p.phase == "confirm"
+                       and p.status == "ok" and p.blocks > 0), key=lambda p: p.n)
+        if pred is None or not runs or _key(deadline_ms) not in pred.streams:
+            return None
+
+        def one(p: CapacityPoint) -> str:
+            when = p.extra.get("misses_when_at", {}).get(_key(deadline_ms), {})
+            own = _process_misses(p, deadline_ms)
+            eps = when.get("episodes")
+            return (f"N={p.n}: {p.misses.get(_key(deadline_ms), 0)}" +
+                    (f" in {eps} episode{'s' if eps != 1 else ''}" if eps is not None else "") +
+                    (f", {own} the process's" if own is not None else ""))
+
+        return (f"- admission at {deadline_ms:.2f} ms (the Session's calibration and rehearsal, the streams' "
+                f"staggered phases declared): predicted {pred.streams[_key(deadline_ms)]} streams; no confirmation "
+                f"run held at this deadline, counting every miss or the process's: " + "; ".join(one(p) for p in runs))
+
     def targets(self) -> list[tuple[str, bool | None, str]]:
         d = _key(self.deadlines_ms[0])
         h = self.headline().get(d, {})
@@ -369,6 +391,9 @@ class CapacityReport:
         for d in self.deadlines_ms:
             v = self.admission_verdict(d)
             if v is None:
+                line = self._no_verdict_line(d)
+                if line:
+                    lines.append(line)
                 continue
             beyond = f", and missed at {v['missed']}" if v["missed"] is not None else \
                 " (no larger N missed in the sweep)"

@@ -425,3 +425,18 @@ def test_the_aligned_runs_are_set_beside_the_floor_released_at_once():
         rep.points.append(pt)
     assert ("released at once, the project beside the floor (bare round trips, no pipeline, no scheduler), p50 / "
             "p99.9 us and misses at 2.00 ms: N=64 984 / 1722 (0) against 491 / 1654 (0)") in rep.markdown()
+
+
+def test_a_deadline_where_no_confirmation_held_lists_each_run_s_misses():
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    rep.predictions = [predict(13_000, P, D, "session", phased=True)]
+    for n, m2, own, eps in [(224, 44, 44, 1), (320, 24, 8, 3)]:
+        pt = CapacityPoint("pygpukit-dsp", n, 30.0, "confirm", blocks=1000)
+        pt.misses = {"5.33": 0, "2.00": m2}
+        pt.extra["misses_when_at"] = {"2.00": {"episodes": eps, "by_cause": {"host_slow": m2 - own, "host_stall": 0,
+                                                                             "process": own}}}
+        rep.points.append(pt)
+    assert rep.admission_verdict(2.0) is None
+    assert ("- admission at 2.00 ms (the Session's calibration and rehearsal, the streams' staggered phases declared): "
+            "predicted 369 streams; no confirmation run held at this deadline, counting every miss or the process's: "
+            "N=224: 44 in 1 episode, 44 the process's; N=320: 24 in 3 episodes, 8 the process's") in rep.markdown()
