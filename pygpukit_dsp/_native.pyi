@@ -339,6 +339,6 @@ class Dispatcher:
     def device(self) -> Device: ...  # one dispatcher per GPU: the GPU whose engines it launches
     @property
     def device_index(self) -> int: ...
-    def stats(self) -> dict[str, int]: ...
+    def stats(self) -> dict[str, Any]: ...  # counters; slow_steps and longest_step_ns by kind of step
     @staticmethod
     def now_ns() -> int: ...  # the scheduler's clock (CLOCK_MONOTONIC), ns

@@ -43,6 +43,14 @@ void bind_dispatch(py::module_& m) {
             out["idles"] = s.idles;
             out["cancelled"] = s.cancelled;
             out["helped"] = s.helped;
+            py::dict slow, longest;
+            for (int k = 0; k < gk::DispatcherStats::kStepKinds; ++k) {
+                slow[gk::DispatcherStats::step_name(k)] = s.slow_steps[k];
+                longest[gk::DispatcherStats::step_name(k)] = s.longest_step_ns[k];
+            }
+            out["slow_steps"] = slow;
+            out["longest_step_ns"] = longest;
+            out["slow_step_ns"] = gk::DispatcherStats::kSlowStepNs;
             return out;
         })
         .def_static("now_ns", &gk::Dispatcher::now_ns, "The scheduler's clock (CLOCK_MONOTONIC), ns.");

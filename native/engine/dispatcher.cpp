@@ -154,8 +154,12 @@ bool Dispatcher::turn(StreamEngine* own, bool poll_only) {
     bool progressed = false;
     try {
         const uint64_t posted_before = stats_.posted;
+        uint64_t t0 = now_ns();
         take_posts();
+        step_done(0, t0);
+        t0 = now_ns();
         const bool finished = poll_in_flight();
+        step_done(1, t0);
         // Ask the scheduler only when its answer can have changed: a new block, a finished
         // chunk, or the time it said to wait for has come.
         const bool due = last_.kind == GK_DECISION_WAIT &&
@@ -177,6 +181,12 @@ bool Dispatcher::turn(StreamEngine* own, bool poll_only) {
     in_flight_n_.store(in_flight_.size());
     decide_.store(last_.kind == GK_DECISION_WAIT || last_.kind == GK_DECISION_LAUNCH || redecide_);
     return progressed;
+}
+
+void Dispatcher::step_done(int kind, uint64_t t0) {
+    const uint64_t ns = now_ns() - t0;
+    if (ns > stats_.longest_step_ns[kind]) stats_.longest_step_ns[kind] = ns;
+    if (ns >= DispatcherStats::kSlowStepNs) ++stats_.slow_steps[kind];
 }
 
 void Dispatcher::check(int32_t rc, const char* what) {
@@ -282,7 +292,9 @@ bool Dispatcher::launch_ready(gk_decision* last, StreamEngine* own) {
     bool launched = false;
     for (;;) {
         gk_decision d{};
+        uint64_t t0 = now_ns();
         check(abi_->next(sched_, GK_TIME_NOW, &d), "next()");
+        step_done(2, t0);
         if (d.kind != GK_DECISION_LAUNCH) {
             *last = d;
             if (d.kind == GK_DECISION_WAIT) ++stats_.waits;
@@ -303,8 +315,10 @@ bool Dispatcher::launch_ready(gk_decision* last, StreamEngine* own) {
             end = engine->units_per_block();
         }
         auto [start, stop] = take_events();
+        t0 = now_ns();
         try {
             engine->enqueue_chunk(slot, begin, end, start, stop);
+            step_done(3, t0);
         } catch (const DeviceError& e) {
             give_events(start, stop);
             fail_engine(engine, e.what(), e.call(), e.code(), e.code_name());

@@ -50,6 +50,19 @@ struct DispatcherStats {
     uint64_t idles = 0;      // turns with nothing to launch (IDLE)
     uint64_t cancelled = 0;  // tasks cancelled (engine failed or detached mid-block)
     uint64_t helped = 0;     // turns that made progress on a waiting caller's thread (help())
+    // Steps of a turn that took kSlowStepNs or more (the thread held the dispatcher's lock that
+    // long: every caller's hand-over waited), by kind, and the longest of each kind (ns):
+    // take_posts (the scheduler's submit of each handed-over block), poll (the completions' event
+    // queries and elapsed times, the scheduler's complete, the hand-back), decide (the
+    // scheduler's next), launch (a chunk's event records and graph launch or kernels).
+    static constexpr int kStepKinds = 4;
+    static constexpr uint64_t kSlowStepNs = 200'000;
+    uint64_t slow_steps[kStepKinds] = {0, 0, 0, 0};
+    uint64_t longest_step_ns[kStepKinds] = {0, 0, 0, 0};
+    static const char* step_name(int kind) {
+        static const char* names[kStepKinds] = {"take_posts", "poll", "decide", "launch"};
+        return names[kind];
+    }
 };
 
 class Dispatcher {
@@ -112,6 +125,8 @@ private:
     void fail_all(const std::string& message);                 // under mutex_
     void cancel_tasks(StreamEngine* engine);  // under mutex_: its live tasks cancelled, chunks forgotten
     void check(int32_t rc, const char* what);                  // throws SchedulerFault
+    // under mutex_: a step of kind `kind` (DispatcherStats::step_name) that began at `t0`
+    void step_done(int kind, uint64_t t0);
     std::pair<CUevent, CUevent> take_events();
     void give_events(CUevent a, CUevent b);
 

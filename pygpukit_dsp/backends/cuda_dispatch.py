@@ -96,10 +96,13 @@ class CudaDispatch:
             with contextlib.suppress(Exception):
                 self._final_stats[stream_id] = dict(self.scheduler.unregister_stream(stream_id))
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         """The worker's counters: posted, launches (chunks), completed, waits, idles, cancelled, and
         helped (turns run by a waiting caller's thread instead of the worker: launches and
-        hand-backs that did not wait for the worker to get a CPU)."""
+        hand-backs that did not wait for the worker to get a CPU); ``slow_steps`` and
+        ``longest_step_ns``, by kind of step (take_posts, poll, decide, launch): the steps of a
+        turn that held the dispatcher's lock ``slow_step_ns`` (200 us) or more, every caller's
+        hand-over waiting behind them, and the longest of each kind."""
         return dict(self._native.stats())
 
     def stream_stats(self, stream_id: int) -> dict[str, Any]:

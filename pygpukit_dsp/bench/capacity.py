@@ -357,6 +357,14 @@ class CapacityReport:
                           "hand-over, through the dispatcher for pygpukit-dsp): " +
                       "; ".join(f"{p.impl} N={p.n} {p.phase} fill {step(p, 'fill')}, submit {step(p, 'submit')}"
                                 for p in steps)]
+        slow = [(p, p.extra["dispatch"]) for p in self.points
+                if any((p.extra.get("dispatch") or {}).get("slow_steps", {}).values())]
+        if slow:
+            def kinds(d: dict[str, Any]) -> str:
+                return ", ".join(f"{k} {n} (longest {d['longest_step_ns'][k] / 1e3:.0f} us)"
+                                 for k, n in d["slow_steps"].items() if n)
+            lines += ["", "Dispatcher steps that held its lock 200 us or more (every hand-over waited behind them), "
+                          "by kind: " + "; ".join(f"{p.impl} N={p.n} {p.phase}: {kinds(d)}" for p, d in slow)]
         lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
                   "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's "
                   "calibration, the phases declared) | admission predicted (GPU time measured in the runs) |", "|---|---:|---:|---:|---:|---:|"]

@@ -437,3 +437,46 @@ def test_gpu_resident_blocks_skip_the_copies():
     assert after["h2d_copies"] == before["h2d_copies"] and after["d2h_copies"] == before["d2h_copies"]
     assert dispatch.stream_stats(sid)["completed"] == 5 + len(stamps)
     e.close()
+
+
+SLOW_STEP_SCRIPT = r"""
+import json, os
+import numpy as np
+import pygpukit_dsp_core
+from pygpukit_dsp import _native
+
+dev = _native.Device(0)
+gain = {"kind": "gain", "name": "g", "in": (3, 16, 0, "float32"), "out": (3, 16, 0, "float32"),
+        "params": {"factor": 2.0}}
+sched = pygpukit_dsp_core.Scheduler()
+sid = sched.register_stream("rt", "realtime", period_ns=1_000_000, cost_ns=10_000)
+disp = _native.Dispatcher(dev, sched.capsule(), spin_us=100)
+e = _native.StreamEngine(dev, [gain], use_graph=False, single_stream=True, inline_submit=True)
+e.attach(disp, sid)
+x = np.ones((3, 16), np.float32)
+
+def block(k):
+    e.input_slot(k % e.slots)[:] = x
+    e.submit(k % e.slots, 16, False)
+    e.wait(k % e.slots)
+
+for k in range(3):
+    block(k)
+res = {"quick": disp.stats()}
+os.environ["FAKE_CUDA_LAUNCH_DELAY_US"] = "300"  # the next launch holds the dispatcher's lock 300 us
+block(3)
+os.environ["FAKE_CUDA_LAUNCH_DELAY_US"] = "0"
+res["slow"] = disp.stats()
+e.detach()
+disp.close()
+print(json.dumps(res))
+"""
+
+
+def test_a_step_that_holds_the_dispatcher_s_lock_is_counted_by_kind(fake_driver):  # noqa: F811
+    res = last_json(run_python(SLOW_STEP_SCRIPT, GK_LIBCUDA=fake_driver))
+    quick, slow = res["quick"], res["slow"]
+    assert quick["slow_step_ns"] == 200_000 and set(quick["slow_steps"]) == {"take_posts", "poll", "decide", "launch"}
+    assert quick["slow_steps"]["launch"] == 0 and quick["longest_step_ns"]["launch"] < 200_000
+    assert slow["slow_steps"]["launch"] == 1 and slow["longest_step_ns"]["launch"] >= 300_000
+    assert slow["slow_steps"]["take_posts"] == slow["slow_steps"]["decide"] == 0

@@ -440,3 +440,18 @@ def test_a_deadline_where_no_confirmation_held_lists_each_run_s_misses():
     assert ("- admission at 2.00 ms (the Session's calibration and rehearsal, the streams' staggered phases declared): "
             "predicted 369 streams; no confirmation run held at this deadline, counting every miss or the process's: "
             "N=224: 44 in 1 episode, 44 the process's; N=320: 24 in 3 episodes, 8 the process's") in rep.markdown()
+
+
+def test_the_dispatcher_s_slow_steps_are_reported_by_run_and_kind():
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    quiet = CapacityPoint("pygpukit-dsp", 32, 2.0, "coarse", blocks=100)
+    quiet.extra["dispatch"] = {"slow_steps": {"take_posts": 0, "poll": 0, "decide": 0, "launch": 0},
+                               "longest_step_ns": {"take_posts": 1, "poll": 1, "decide": 1, "launch": 1}}
+    slow = CapacityPoint("pygpukit-dsp, aligned", 64, 30.0, "confirm", blocks=100)
+    slow.extra["dispatch"] = {"slow_steps": {"take_posts": 0, "poll": 2, "decide": 0, "launch": 1},
+                              "longest_step_ns": {"take_posts": 1, "poll": 2_400_000, "decide": 1, "launch": 310_000}}
+    rep.points += [quiet, slow]
+    md = rep.markdown()
+    assert ("Dispatcher steps that held its lock 200 us or more (every hand-over waited behind them), by kind: "
+            "pygpukit-dsp, aligned N=64 confirm: poll 2 (longest 2400 us), launch 1 (longest 310 us)") in md
+    assert "N=32 coarse:" not in md

@@ -4,7 +4,8 @@
  *
  * Environment knobs: FAKE_CUDA_DEVICES (default 1, at most 16), FAKE_CUDA_SM ("9.0"),
  * FAKE_CUDA_NAME ("Fake GPU"), FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns),
- * FAKE_CUDA_ALLOC_LIMIT (bytes cuMemAlloc may hold on one GPU before CUDA_ERROR_OUT_OF_MEMORY).
+ * FAKE_CUDA_ALLOC_LIMIT (bytes cuMemAlloc may hold on one GPU before CUDA_ERROR_OUT_OF_MEMORY),
+ * FAKE_CUDA_LAUNCH_DELAY_US (every cuLaunchKernel call sleeps that long: a launch that holds its caller).
  *
  * Several GPUs: each has its own primary context (a distinct token), and device memory, streams
  * and events remember the context that was current when they were made. Allocations are counted
@@ -403,6 +404,13 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
                         unsigned bz, unsigned smem, void* s, void** params, void** extra) {
     (void)f; (void)extra;
     if (env_long("FAKE_CUDA_LAUNCH_ERROR", 0)) return NOT_SUPPORTED;
+    {
+        long delay_us = env_long("FAKE_CUDA_LAUNCH_DELAY_US", 0);  /* a launch call that holds its caller */
+        if (delay_us > 0) {
+            struct timespec ts = {delay_us / 1000000, (delay_us % 1000000) * 1000};
+            nanosleep(&ts, 0);
+        }
+    }
     if (wrong_context(stream_ctx(s))) return INVALID_HANDLE;
     {
         int dev = ctx_device(s ? stream_ctx(s) : g_current);
