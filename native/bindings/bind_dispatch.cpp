@@ -43,13 +43,17 @@ void bind_dispatch(py::module_& m) {
             out["idles"] = s.idles;
             out["cancelled"] = s.cancelled;
             out["helped"] = s.helped;
-            py::dict slow, longest;
+            py::dict slow, longest, total, count;
             for (int k = 0; k < gk::DispatcherStats::kStepKinds; ++k) {
                 slow[gk::DispatcherStats::step_name(k)] = s.slow_steps[k];
                 longest[gk::DispatcherStats::step_name(k)] = s.longest_step_ns[k];
+                total[gk::DispatcherStats::step_name(k)] = s.step_ns[k];
+                count[gk::DispatcherStats::step_name(k)] = s.steps[k];
             }
             out["slow_steps"] = slow;
             out["longest_step_ns"] = longest;
+            out["step_ns"] = total;
+            out["steps"] = count;
             out["slow_step_ns"] = gk::DispatcherStats::kSlowStepNs;
             return out;
         })

@@ -185,6 +185,8 @@ bool Dispatcher::turn(StreamEngine* own, bool poll_only) {
 
 void Dispatcher::step_done(int kind, uint64_t t0) {
     const uint64_t ns = now_ns() - t0;
+    stats_.step_ns[kind] += ns;
+    ++stats_.steps[kind];
     if (ns > stats_.longest_step_ns[kind]) stats_.longest_step_ns[kind] = ns;
     if (ns >= DispatcherStats::kSlowStepNs) ++stats_.slow_steps[kind];
 }

@@ -59,6 +59,8 @@ struct DispatcherStats {
     static constexpr uint64_t kSlowStepNs = 200'000;
     uint64_t slow_steps[kStepKinds] = {0, 0, 0, 0};
     uint64_t longest_step_ns[kStepKinds] = {0, 0, 0, 0};
+    uint64_t step_ns[kStepKinds] = {0, 0, 0, 0};  // all the time in steps of each kind (ns)
+    uint64_t steps[kStepKinds] = {0, 0, 0, 0};    // how many
     static const char* step_name(int kind) {
         static const char* names[kStepKinds] = {"take_posts", "poll", "decide", "launch"};
         return names[kind];

@@ -102,7 +102,8 @@ class CudaDispatch:
         hand-backs that did not wait for the worker to get a CPU); ``slow_steps`` and
         ``longest_step_ns``, by kind of step (take_posts, poll, decide, launch): the steps of a
         turn that held the dispatcher's lock ``slow_step_ns`` (200 us) or more, every caller's
-        hand-over waiting behind them, and the longest of each kind."""
+        hand-over waiting behind them, and the longest of each kind; ``step_ns`` and ``steps``: all
+        the time in steps of each kind, and how many (where the dispatcher's time goes)."""
         return dict(self._native.stats())
 
     def stream_stats(self, stream_id: int) -> dict[str, Any]:

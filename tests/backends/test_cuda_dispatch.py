@@ -480,3 +480,6 @@ def test_a_step_that_holds_the_dispatcher_s_lock_is_counted_by_kind(fake_driver)
     assert quick["slow_steps"]["launch"] == 0 and quick["longest_step_ns"]["launch"] < 200_000
     assert slow["slow_steps"]["launch"] == 1 and slow["longest_step_ns"]["launch"] >= 300_000
     assert slow["slow_steps"]["take_posts"] == slow["slow_steps"]["decide"] == 0
+    # every step timed: four blocks launched, each taken, decided and polled at least once
+    assert slow["steps"]["launch"] == 4 and min(slow["steps"].values()) >= 4
+    assert slow["step_ns"]["launch"] >= slow["longest_step_ns"]["launch"]
