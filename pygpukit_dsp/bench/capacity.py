@@ -357,6 +357,16 @@ class CapacityReport:
                           "hand-over, through the dispatcher for pygpukit-dsp): " +
                       "; ".join(f"{p.impl} N={p.n} {p.phase} fill {step(p, 'fill')}, submit {step(p, 'submit')}"
                                 for p in steps)]
+        timed = [(p, p.extra["dispatch"]) for p in self.points
+                 if (p.extra.get("dispatch") or {}).get("step_ns") and p.extra["dispatch"].get("launches")]
+        if timed:
+            def per_block(d: dict[str, Any]) -> str:
+                per = {k: v / d["launches"] / 1e3 for k, v in d["step_ns"].items()}
+                return (f"{sum(per.values()):.1f} (" + ", ".join(f"{k} {v:.1f}" for k, v in per.items()) + ")")
+            lines += ["", "The dispatcher's time under its lock per block launched, us (take_posts: the scheduler's "
+                          "submit; poll: the completions; decide: the scheduler's next; launch: the event records and "
+                          "the graph launch): " + "; ".join(f"{p.impl} N={p.n} {p.phase} {per_block(d)}"
+                                                            for p, d in timed)]
         slow = [(p, p.extra["dispatch"]) for p in self.points
                 if any((p.extra.get("dispatch") or {}).get("slow_steps", {}).values())]
         if slow:

@@ -455,3 +455,13 @@ def test_the_dispatcher_s_slow_steps_are_reported_by_run_and_kind():
     assert ("Dispatcher steps that held its lock 200 us or more (every hand-over waited behind them), by kind: "
             "pygpukit-dsp, aligned N=64 confirm: poll 2 (longest 2400 us), launch 1 (longest 310 us)") in md
     assert "N=32 coarse:" not in md
+
+
+def test_the_dispatcher_s_time_per_block_is_reported_by_step():
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
+    pt = CapacityPoint("pygpukit-dsp, aligned", 64, 2.0, "coarse", blocks=100)
+    pt.extra["dispatch"] = {"launches": 1000, "step_ns": {"take_posts": 1_500_000, "poll": 4_200_000,
+                                                          "decide": 1_000_000, "launch": 8_000_000}}
+    rep.points.append(pt)
+    assert ("pygpukit-dsp, aligned N=64 coarse 14.7 (take_posts 1.5, poll 4.2, decide 1.0, launch 8.0)"
+            in rep.markdown())
