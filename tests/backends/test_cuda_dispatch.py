@@ -483,3 +483,45 @@ def test_a_step_that_holds_the_dispatcher_s_lock_is_counted_by_kind(fake_driver)
     # every step timed: four blocks launched, each taken, decided and polled at least once
     assert slow["steps"]["launch"] == 4 and min(slow["steps"].values()) >= 4
     assert slow["step_ns"]["launch"] >= slow["longest_step_ns"]["launch"]
+
+
+POLL_STREAK_SCRIPT = r"""
+import ctypes, json, os, time
+import numpy as np
+import pygpukit_dsp_core
+from pygpukit_dsp import _native
+
+fake = ctypes.CDLL(os.environ["GK_LIBCUDA"])
+dev = _native.Device(0)
+gain = {"kind": "gain", "name": "g", "in": (3, 16, 0, "float32"), "out": (3, 16, 0, "float32"),
+        "params": {"factor": 2.0}}
+sched = pygpukit_dsp_core.Scheduler()
+disp = _native.Dispatcher(dev, sched.capsule(), spin_us=100)
+engines = []
+for i in range(8):
+    sid = sched.register_stream(f"rt{i}", "realtime", period_ns=10_000_000, cost_ns=10_000)
+    e = _native.StreamEngine(dev, [gain], use_graph=False, single_stream=True, inline_submit=True)
+    e.attach(disp, sid)
+    engines.append(e)
+x = np.ones((3, 16), np.float32)
+os.environ["FAKE_CUDA_EVENTS_NOT_READY"] = "1"  # a burst of 8 whole blocks, none done yet
+for e in engines:
+    e.input_slot(0)[:] = x
+    e.submit(0, 16, False)
+time.sleep(0.05)
+st = disp.stats()
+res = {"queries_per_poll": st["event_queries"] / max(1, st["steps"]["poll"]), "launches": st["launches"]}
+os.environ["FAKE_CUDA_EVENTS_NOT_READY"] = "0"
+res["outputs_ok"] = all(e.wait(0) == 16 for e in engines)  # every block comes back once done
+for e in engines:
+    e.detach()
+disp.close()
+print(json.dumps(res))
+"""
+
+
+def test_a_turn_stops_polling_after_a_few_whole_blocks_in_a_row_not_done(fake_driver):  # noqa: F811
+    # 8 blocks in flight, none done: each turn queries 4 (kPollStreak), not all 8; done, all come back
+    res = last_json(run_python(POLL_STREAK_SCRIPT, GK_LIBCUDA=fake_driver))
+    assert res["launches"] == 8 and res["outputs_ok"]
+    assert 3.5 <= res["queries_per_poll"] <= 4.0, res
