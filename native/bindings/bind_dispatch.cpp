@@ -43,7 +43,6 @@ void bind_dispatch(py::module_& m) {
             out["idles"] = s.idles;
             out["cancelled"] = s.cancelled;
             out["helped"] = s.helped;
-            out["event_queries"] = s.event_queries;
             py::dict slow, longest, total, count;
             for (int k = 0; k < gk::DispatcherStats::kStepKinds; ++k) {
                 slow[gk::DispatcherStats::step_name(k)] = s.slow_steps[k];

@@ -241,7 +241,6 @@ bool Dispatcher::poll_in_flight() {
     // Chunks of one task run in order on one stream and the scheduler retires them oldest first:
     // once one is not done, its later chunks wait for the next pass (even if done by now).
     std::vector<uint64_t> pending;
-    int not_done = 0;  // whole blocks in a row found not done (kPollStreak)
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
         InFlight& f = *it;
         if (std::find(pending.begin(), pending.end(), f.task) != pending.end()) {
@@ -250,14 +249,11 @@ bool Dispatcher::poll_in_flight() {
         }
         const CUevent ev = f.final ? f.engine->done_event(f.slot) : f.stop;
         const CUresult r = api.cuEventQuery(ev);
-        ++stats_.event_queries;
         if (r == CUDA_ERROR_NOT_READY) {
             pending.push_back(f.task);
-            if (f.whole && ++not_done >= kPollStreak) break;
             ++it;
             continue;
         }
-        not_done = 0;
         StreamEngine* engine = f.engine;
         if (r != CUDA_SUCCESS) {
             const char* name = nullptr;
@@ -334,8 +330,7 @@ bool Dispatcher::launch_ready(gk_decision* last, StreamEngine* own) {
             fail_engine(engine, std::string("launching a chunk failed: ") + e.what(), {}, 0, {});
             continue;
         }
-        const bool whole = begin == 0 && end == engine->units_per_block();
-        in_flight_.push_back({d.task, engine, slot, d.is_final != 0, whole, start, stop});
+        in_flight_.push_back({d.task, engine, slot, d.is_final != 0, start, stop});
         ++stats_.launches;
         launched = true;
         if (engine == own) {

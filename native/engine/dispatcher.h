@@ -50,7 +50,6 @@ struct DispatcherStats {
     uint64_t idles = 0;      // turns with nothing to launch (IDLE)
     uint64_t cancelled = 0;  // tasks cancelled (engine failed or detached mid-block)
     uint64_t helped = 0;     // turns that made progress on a waiting caller's thread (help())
-    uint64_t event_queries = 0;  // completion polls (cuEventQuery) of blocks in flight
     // Steps of a turn that took kSlowStepNs or more (the thread held the dispatcher's lock that
     // long: every caller's hand-over waited), by kind, and the longest of each kind (ns):
     // take_posts (the scheduler's submit of each handed-over block), poll (the completions' event
@@ -112,13 +111,8 @@ private:
         StreamEngine* engine;
         int slot;
         bool final;
-        bool whole;  // the chunk is its whole block (a realtime block, or one launched unsplit)
         CUevent start, stop;
     };
-    // A turn stops polling after this many whole blocks in a row that are not done: blocks run on
-    // the GPU about in launch order, so the later ones are not done either, and a burst of N
-    // blocks would otherwise cost N event queries a turn.
-    static constexpr int kPollStreak = 4;
 
     void worker_main();
     // under mutex_: one turn of the loop; true if progress. A full turn (own == nullptr,

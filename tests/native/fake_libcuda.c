@@ -5,8 +5,7 @@
  * Environment knobs: FAKE_CUDA_DEVICES (default 1, at most 16), FAKE_CUDA_SM ("9.0"),
  * FAKE_CUDA_NAME ("Fake GPU"), FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns),
  * FAKE_CUDA_ALLOC_LIMIT (bytes cuMemAlloc may hold on one GPU before CUDA_ERROR_OUT_OF_MEMORY),
- * FAKE_CUDA_LAUNCH_DELAY_US (every cuLaunchKernel call sleeps that long: a launch that holds its caller),
- * FAKE_CUDA_EVENTS_NOT_READY (cuEventQuery answers CUDA_ERROR_NOT_READY: the GPU still busy).
+ * FAKE_CUDA_LAUNCH_DELAY_US (every cuLaunchKernel call sleeps that long: a launch that holds its caller).
  *
  * Several GPUs: each has its own primary context (a distinct token), and device memory, streams
  * and events remember the context that was current when they were made. Allocations are counted
@@ -24,7 +23,7 @@ typedef unsigned long long CUdeviceptr;
 
 enum {
     OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, NO_DEVICE = 100,
-    INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_READY = 600, NOT_SUPPORTED = 801
+    INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_SUPPORTED = 801
 };
 
 /* The counters are updated from several threads (engines' workers, dispatchers, callers): atomically,
@@ -336,14 +335,7 @@ CUresult cuEventRecord(void* e, void* s) {
     return OK;
 }
 CUresult cuEventSynchronize(void* e) { (void)e; return OK; }
-static long g_event_queries = 0;
-long fake_cuda_event_queries(void) { return g_event_queries; }
-CUresult cuEventQuery(void* e) {
-    (void)e;
-    ATOMIC_ADD(g_event_queries, 1);
-    /* FAKE_CUDA_EVENTS_NOT_READY=1: no work is ever done (a GPU still busy with every block) */
-    return env_long("FAKE_CUDA_EVENTS_NOT_READY", 0) ? NOT_READY : OK;
-}
+CUresult cuEventQuery(void* e) { (void)e; return OK; }
 CUresult cuEventElapsedTime_v2(float* ms, void* a, void* b) {
     struct fake_event* start = a;
     struct fake_event* end = b;
