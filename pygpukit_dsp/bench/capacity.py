@@ -406,6 +406,11 @@ class CapacityReport:
                     "earlier": f"it refuses earlier ({w['fraction']:.2f}x the N that held)",
                     "later": "it admits an N that missed"}[w["verdict"]]
 
+        def process_line(vp: dict[str, Any], who: str) -> str:
+            beyond_p = f", and missed by its own doing at {vp['missed']}" if vp["missed"] is not None else \
+                " (no larger N missed by its own doing in the sweep)"
+            return f"  - counting only the misses the process is blamed for{who} held {vp['held']}{beyond_p}: {words(vp)}"
+
         for d in self.deadlines_ms:
             v = self.admission_verdict(d)
             if v is None:
@@ -420,11 +425,7 @@ class CapacityReport:
             lines.append(f"- admission at {d:.2f} ms (the Session's calibration and rehearsal, the streams' "
                          f"staggered phases declared): predicted {v['predicted']} streams; {held_words}")
             if "process" in v:
-                vp = v["process"]
-                beyond_p = f", and missed by its own doing at {vp['missed']}" if vp["missed"] is not None else \
-                    " (no larger N missed by its own doing in the sweep)"
-                lines.append(f"  - counting only the misses the process is blamed for (host slowdowns and stalls "
-                             f"aside): the project held {vp['held']}{beyond_p}: {words(vp)}")
+                lines.append(process_line(v["process"], " (host slowdowns and stalls aside): the project"))
         d_short = min(self.deadlines_ms)
         how_a = SESSION_ALIGNED if any(p.how == SESSION_ALIGNED for p in self.predictions) else "session"
         va = self.admission_verdict(d_short, how=how_a, impl=ALIGNED)
@@ -444,11 +445,7 @@ class CapacityReport:
                           "they held no N over the confirmation" +
                           (f", and missed at {aligned_missed[0]}" if aligned_missed else "")))
             if "process" in va:
-                vp = va["process"]
-                beyond_p = f", and missed by its own doing at {vp['missed']}" if vp["missed"] is not None else \
-                    " (no larger N missed by its own doing in the sweep)"
-                lines.append(f"  - counting only the misses the process is blamed for: they held {vp['held']}"
-                             f"{beyond_p}: {words(vp)}")
+                lines.append(process_line(va["process"], ": they"))
         elif aligned_missed and pred_s is not None and _key(d_short) in pred_s.streams:
             n = pred_s.streams[_key(d_short)]
             lines.append(f"{what}: predicted {n}; they held no N over the confirmation, and missed at "
