@@ -642,18 +642,8 @@ def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list
                 return admits_all(n, c, period_ns, deadline_ns, u_max=u_max, margin_ns=margin_ns, latency_ns=lat,
                                   phased=True)
 
-            lo, hi = 0, min(PREDICT_REGISTER_MAX, int(u_max * period_ns // c) + 1)  # whole(lo); not whole(hi)
-            ok, why = whole(hi)
-            if ok:
-                lo = hi
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                ok, refusal = whole(mid)
-                if ok:
-                    lo = mid
-                else:
-                    hi, why = mid, refusal
-            pred.streams[_key(d)] = lo
+            hi = min(PREDICT_REGISTER_MAX, int(u_max * period_ns // c) + 1)
+            pred.streams[_key(d)], why = largest_admitted(whole, hi)
             pred.reason[_key(d)] = why or "the documented rule (not registered: too many streams)"
             continue
         rule = max(0, min(int(u_max * period_ns // c), int((deadline_ns - margin_ns - excess) // c)))
@@ -673,6 +663,24 @@ def predict(cost_ns: int, period_ns: int, deadlines_ms: tuple[float, ...] | list
         pred.streams[_key(d)] = n
         del sched
     return pred
+
+
+def largest_admitted(test: Callable[[int], tuple[bool, str]], hi: int) -> tuple[int, str]:
+    """The largest n <= ``hi`` that ``test`` admits (``test(n)``: (admitted, why not)), by
+    bisection (admission is monotone in n), and the reason of the least n it refused ("" when
+    it admits ``hi``)."""
+    ok, why = test(hi)
+    if ok:
+        return hi, ""
+    lo, refusal = 0, why  # test(lo) holds; test(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        ok, why = test(mid)
+        if ok:
+            lo = mid
+        else:
+            hi, refusal = mid, why
+    return lo, refusal
 
 
 def staggered_phases(n: int, period_ns: int) -> list[int]:
@@ -734,24 +742,9 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
             c = max(c0, cache[n])
         return fits(n, d, c)
 
-    def largest(d: float, test: Callable[[int, float], tuple[bool, str]], hi: int) -> tuple[int, str]:
-        """The largest n <= hi that ``test`` admits (by bisection), and why hi + 1 or the first refused was not."""
-        ok, why = test(hi, d)
-        if ok:
-            return hi, ""
-        lo, refusal = 0, why  # test(lo) holds; test(hi) does not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            ok, why = test(mid, d)
-            if ok:
-                lo = mid
-            else:
-                hi, refusal = mid, why
-        return lo, refusal
-
     for d in deadlines_ms:
-        hi, why_alone = largest(d, lambda n, dd: fits(n, dd, c0), n_max)  # costed alone: no rehearsal
-        n, refusal = largest(d, admits, hi)
+        hi, why_alone = largest_admitted(lambda n: fits(n, d, c0), n_max)  # costed alone: no rehearsal
+        n, refusal = largest_admitted(lambda n: admits(n, d), hi)
         pred.streams[_key(d)] = n
         if n == hi:  # the rule with the cost alone (or the engines) decided it
             pred.reason[_key(d)] = why_alone or f"no more engines than {n_max}"
