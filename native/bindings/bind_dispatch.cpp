@@ -55,8 +55,25 @@ void bind_dispatch(py::module_& m) {
             out["step_ns"] = total;
             out["steps"] = count;
             out["slow_step_ns"] = gk::DispatcherStats::kSlowStepNs;
+            py::list log;
+            for (const auto& st : s.slow_log)
+                log.append(py::make_tuple(st.at_ns, st.ns, gk::DispatcherStats::step_name(st.kind)));
+            out["slow_log"] = log;
             return out;
         })
+        .def(
+            "watch_off_cpu",
+            [](gk::Dispatcher& d, double gap_us) {
+                if (!(gap_us > 0)) throw py::value_error("gap_us must be > 0");
+                d.watch_off_cpu(static_cast<uint64_t>(gap_us * 1000.0));
+            },
+            py::arg("gap_us"),
+            "From now on the worker records where its time went when it made no progress for gap_us "
+            "between its sleeps (off_cpu.h); off_cpu_gaps() returns them.")
+        .def(
+            "off_cpu_gaps", [](const gk::Dispatcher& d) { return off_cpu_array(d.off_cpu_gaps()); },
+            "The worker's gaps: an int64 array, one row each (at_ns, gap_ns, window_ns, ran_ns, queued_ns, "
+            "switches).")
         .def_static("now_ns", &gk::Dispatcher::now_ns, "The scheduler's clock (CLOCK_MONOTONIC), ns.");
 }
 

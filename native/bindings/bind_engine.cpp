@@ -173,6 +173,19 @@ void check_out(const gk::StreamEngine& e, const py::array& out) {
 
 }  // namespace
 
+py::array_t<int64_t> off_cpu_array(const std::vector<gk::OffCpuGap>& gaps) {
+    py::array_t<int64_t> a({static_cast<py::ssize_t>(gaps.size()), static_cast<py::ssize_t>(6)});
+    auto r = a.mutable_unchecked<2>();
+    for (size_t i = 0; i < gaps.size(); ++i) {
+        const gk::OffCpuGap& g = gaps[i];
+        const int64_t row[6] = {static_cast<int64_t>(g.at_ns), static_cast<int64_t>(g.gap_ns),
+                                static_cast<int64_t>(g.window_ns), static_cast<int64_t>(g.ran_ns),
+                                static_cast<int64_t>(g.queued_ns), static_cast<int64_t>(g.switches)};
+        for (int c = 0; c < 6; ++c) r(static_cast<py::ssize_t>(i), c) = row[c];
+    }
+    return a;
+}
+
 void bind_engine(py::module_& m) {
     using EnginePtr = std::shared_ptr<gk::StreamEngine>;
 
@@ -198,6 +211,25 @@ void bind_engine(py::module_& m) {
           py::arg("us"), "Tests: set the calling thread's wake guard (0 forgets what it learned).");
     m.def("wake_guard_next", &gk::wake_guard_next, py::arg("guard_ns"), py::arg("late_ns"),
           "Tests: the guard after a sleep that woke late_ns late.");
+    py::class_<gk::OffCpuMeter>(
+        m, "OffCpuMeter",
+        "Where the calling thread's time went while it made no progress (off_cpu.h): the thread that "
+        "ticks it owns it.")
+        .def(py::init<>())
+        .def_static("available", &gk::OffCpuMeter::available,
+                    "Whether this system keeps each thread's scheduler accounting (Linux schedstat).")
+        .def(
+            "start",
+            [](gk::OffCpuMeter& m, double gap_us, double sample_us) {
+                if (!(gap_us > 0) || !(sample_us > 0)) throw py::value_error("gap_us and sample_us must be > 0");
+                m.start(static_cast<uint64_t>(gap_us * 1000.0), static_cast<uint64_t>(sample_us * 1000.0));
+            },
+            py::arg("gap_us"), py::arg("sample_us") = 100.0)
+        .def("tick", [](gk::OffCpuMeter& m) { m.tick(gk::monotonic_ns()); })
+        .def("rest", &gk::OffCpuMeter::rest)
+        .def("gaps", [](const gk::OffCpuMeter& m) { return off_cpu_array(m.gaps()); },
+             "The gaps: an int64 array, one row each (off_cpu_array's columns).");
+
     py::class_<gk::StallProbe>(m, "StallProbe",
                                "A thread that only reads the clock and records the gaps (time it did not run) "
                                "longer than threshold_us: host stalls beside a benchmark.")
@@ -256,7 +288,7 @@ void bind_engine(py::module_& m) {
     m.def(
         "run_paced",
         [](py::list engines, std::vector<uint64_t> periods_ns, std::vector<uint64_t> phases_ns, py::list inputs,
-           double warmup_s, double seconds, int threads, int spin_us) {
+           double warmup_s, double seconds, int threads, int spin_us, double watch_gap_us) {
             const size_t n = engines.size();
             if (periods_ns.size() != n || phases_ns.size() != n || inputs.size() != n)
                 throw py::value_error("run_paced: engines, periods_ns, phases_ns and inputs need one entry per stream");
@@ -291,10 +323,12 @@ void bind_engine(py::module_& m) {
                     specs[i].inputs.push_back(a.data());
                 }
             }
+            if (watch_gap_us < 0) throw py::value_error("run_paced: watch_gap_us must be >= 0");
             gk::PacedRun run;
             {
                 py::gil_scoped_release release;
-                run = gk::run_paced(specs, warmup_s, seconds, threads, spin_us);
+                run = gk::run_paced(specs, warmup_s, seconds, threads, spin_us,
+                                    static_cast<uint64_t>(watch_gap_us * 1000.0));
             }
             py::list lat, fills, submits, released, late;
             auto array_of = [](const std::vector<int64_t>& v) {
@@ -315,18 +349,22 @@ void bind_engine(py::module_& m) {
             d["submit_ns"] = submits;
             d["released"] = released;
             d["late"] = late;
+            py::list gaps;
+            for (const auto& g : run.thread_gaps) gaps.append(off_cpu_array(g));
+            d["thread_gaps"] = gaps;
             d["start_ns"] = run.start_ns;
             d["timed_from_ns"] = run.timed_from_ns;
             d["end_ns"] = run.end_ns;
             return d;
         },
         py::arg("engines"), py::arg("periods_ns"), py::arg("phases_ns"), py::arg("inputs"), py::arg("warmup_s"),
-        py::arg("seconds"), py::arg("threads") = 2, py::arg("spin_us") = 100,
+        py::arg("seconds"), py::arg("threads") = 2, py::arg("spin_us") = 100, py::arg("watch_gap_us") = 0.0,
         "Release each engine's blocks on its own clock (block k at start + phase + k * period) from driver "
         "threads, natively, for warmup_s + seconds (an engine: a StreamEngine, or a RoundTripFloor: the bare "
         "round trip, one block in flight); returns each stream's latencies (release -> output copied "
         "out, ns) of the blocks released after the warm-up, their fill and submit times (ns), and its released / "
-        "late counts.");
+        "late counts; watch_gap_us > 0: thread_gaps, each driver thread's gaps of that length or more "
+        "(off_cpu_array's columns).");
 
     py::class_<gk::StreamEngine, EnginePtr>(
         m, "StreamEngine",

@@ -188,7 +188,10 @@ void Dispatcher::step_done(int kind, uint64_t t0) {
     stats_.step_ns[kind] += ns;
     ++stats_.steps[kind];
     if (ns > stats_.longest_step_ns[kind]) stats_.longest_step_ns[kind] = ns;
-    if (ns >= DispatcherStats::kSlowStepNs) ++stats_.slow_steps[kind];
+    if (ns >= DispatcherStats::kSlowStepNs) {
+        ++stats_.slow_steps[kind];
+        if (stats_.slow_log.size() < DispatcherStats::kSlowLog) stats_.slow_log.push_back({t0, ns, kind});
+    }
 }
 
 void Dispatcher::check(int32_t rc, const char* what) {
@@ -384,6 +387,7 @@ void Dispatcher::worker_main() {
     }
     auto last_progress = Clock::now();
     for (;;) {
+        if (worker_meter_.on()) worker_meter_.tick(now_ns());
         bool progressed = false, busy = false;
         gk_decision last{};
         last.kind = GK_DECISION_IDLE;
@@ -412,6 +416,7 @@ void Dispatcher::worker_main() {
             for (int i = 0; i < 32; ++i) cpu_relax();
             continue;
         }
+        worker_meter_.rest();  // a sleep on purpose is not a gap
         std::unique_lock<std::mutex> plock(post_mutex_);
         auto more = [&] { return !posted_.empty() || stop_.load(); };
         if (busy) {

@@ -36,6 +36,7 @@
 
 #include "gk/cuda_api.h"
 #include "gk/sched_abi.h"
+#include "off_cpu.h"
 #include "stream_engine.h"
 
 namespace gk {
@@ -61,6 +62,13 @@ struct DispatcherStats {
     uint64_t longest_step_ns[kStepKinds] = {0, 0, 0, 0};
     uint64_t step_ns[kStepKinds] = {0, 0, 0, 0};  // all the time in steps of each kind (ns)
     uint64_t steps[kStepKinds] = {0, 0, 0, 0};    // how many
+    struct SlowStep {
+        uint64_t at_ns;  // its start (CLOCK_MONOTONIC)
+        uint64_t ns;
+        int kind;
+    };
+    static constexpr size_t kSlowLog = 4096;
+    std::vector<SlowStep> slow_log;  // the first kSlowLog slow steps: when each held the lock
     static const char* step_name(int kind) {
         static const char* names[kStepKinds] = {"take_posts", "poll", "decide", "launch"};
         return names[kind];
@@ -91,6 +99,10 @@ public:
     void close();
     bool closed() const noexcept { return stop_.load(); }
     DispatcherStats stats() const;
+    // From now on the worker records where its time went when it made no progress for gap_ns
+    // between its sleeps (off_cpu.h); off_cpu_gaps() returns them.
+    void watch_off_cpu(uint64_t gap_ns) { worker_meter_.start(gap_ns); }
+    std::vector<OffCpuGap> off_cpu_gaps() const { return worker_meter_.gaps(); }
     const std::shared_ptr<Device>& device() const noexcept { return device_; }
     // Monotonic nanoseconds, the scheduler's clock (CLOCK_MONOTONIC).
     static uint64_t now_ns();
@@ -155,6 +167,8 @@ private:
     std::atomic<uint64_t> taken_{0};      // ... and taken by a turn (take_posts)
     std::atomic<size_t> in_flight_n_{0};  // in_flight_.size()
     std::atomic<bool> decide_{false};     // last_ asks for another turn (WAIT or LAUNCH)
+
+    OffCpuMeter worker_meter_;  // ticked by the worker only
 
     std::thread worker_;
     std::atomic<bool> stop_{false};

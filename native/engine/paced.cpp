@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "floor.h"
+#include "off_cpu.h"
 #include "stream_engine.h"
 
 #if defined(__linux__)
@@ -57,11 +59,13 @@ struct Driven {
     }
 };
 
-void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint64_t end, int spin_us) {
+void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint64_t end, int spin_us,
+           OffCpuMeter& meter) {
     for (;;) {
         bool progressed = false, busy = false, pending = false;
         uint64_t next_release = UINT64_MAX;
         for (Driven& d : mine) {
+            if (meter.on()) meter.tick(monotonic_ns());
             while (!d.in_flight.empty()) {
                 const InFlight f = d.in_flight.front();
                 if (!d.try_finish(f.slot)) break;
@@ -109,14 +113,17 @@ void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint6
             cpu_relax();
             continue;
         }
-        if (next_release != UINT64_MAX) wait_until_ns(next_release, spin_us);
+        if (next_release != UINT64_MAX) {
+            meter.rest();  // a sleep on purpose is not a gap
+            wait_until_ns(next_release, spin_us);
+        }
     }
 }
 
 }  // namespace
 
 PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s, double seconds, int threads,
-                   int spin_us) {
+                   int spin_us, uint64_t watch_gap_ns) {
     if (streams.empty()) throw std::invalid_argument("run_paced needs at least one stream");
     if (!(seconds > 0) || warmup_s < 0) throw std::invalid_argument("run_paced needs seconds > 0 and warmup_s >= 0");
     if (threads < 1) throw std::invalid_argument("run_paced needs threads >= 1");
@@ -151,11 +158,16 @@ PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s,
     run.timed_from_ns = run.start_ns + static_cast<uint64_t>(warmup_s * 1e9);
     run.end_ns = run.timed_from_ns + static_cast<uint64_t>(seconds * 1e9);
     std::vector<std::exception_ptr> errors(groups.size());
+    std::vector<std::unique_ptr<OffCpuMeter>> meters;
+    for (size_t t = 0; t < groups.size(); ++t) {
+        meters.push_back(std::make_unique<OffCpuMeter>());
+        if (watch_gap_ns > 0) meters.back()->start(watch_gap_ns);
+    }
     std::vector<std::thread> pool;
     for (size_t t = 0; t < groups.size(); ++t)
         pool.emplace_back([&, t] {
             try {
-                drive(groups[t], run.start_ns, run.timed_from_ns, run.end_ns, spin_us);
+                drive(groups[t], run.start_ns, run.timed_from_ns, run.end_ns, spin_us, *meters[t]);
             } catch (...) {
                 errors[t] = std::current_exception();
             }
@@ -163,6 +175,7 @@ PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s,
     for (std::thread& th : pool) th.join();
     for (const std::exception_ptr& e : errors)
         if (e) std::rethrow_exception(e);
+    for (const auto& m : meters) run.thread_gaps.push_back(m->gaps());
     return run;
 }
 

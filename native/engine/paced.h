@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "off_cpu.h"
+
 namespace gk {
 
 class RoundTripFloor;
@@ -43,14 +45,17 @@ struct PacedStreamResult {
 
 struct PacedRun {
     std::vector<PacedStreamResult> streams;
+    std::vector<std::vector<OffCpuGap>> thread_gaps;       // each driver thread's (run_paced's watch_gap_ns)
     uint64_t start_ns = 0, timed_from_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
 };
 
 // Runs every stream from now + a short start delay for warmup_s + seconds; blocks released in the
 // first warmup_s are not timed. threads >= 1 driver threads; spin_us: how long before a release a
-// driver thread stops sleeping. Throws the first error of any stream (DeviceError etc.).
+// driver thread stops sleeping; watch_gap_ns > 0: each driver thread records where its time went
+// when it made no progress for that long (off_cpu.h). Throws the first error of any stream
+// (DeviceError etc.).
 PacedRun run_paced(const std::vector<PacedStreamSpec>& streams, double warmup_s, double seconds, int threads,
-                   int spin_us);
+                   int spin_us, uint64_t watch_gap_ns = 0);
 
 // A thread that does nothing but read the clock and records every gap between two reads longer
 // than threshold_ns (time it did not run: the host took its CPU). Run beside a benchmark, it tells

@@ -103,8 +103,19 @@ class CudaDispatch:
         ``longest_step_ns``, by kind of step (take_posts, poll, decide, launch): the steps of a
         turn that held the dispatcher's lock ``slow_step_ns`` (200 us) or more, every caller's
         hand-over waiting behind them, and the longest of each kind; ``step_ns`` and ``steps``: all
-        the time in steps of each kind, and how many (where the dispatcher's time goes)."""
+        the time in steps of each kind, and how many (where the dispatcher's time goes);
+        ``slow_log``: (start ns, ns, kind) of the first 4096 slow steps, when each held the lock."""
         return dict(self._native.stats())
+
+    def watch_off_cpu(self, gap_us: float) -> None:
+        """From now on the worker records where its time went when it made no progress for
+        ``gap_us`` between its sleeps (native/engine/off_cpu.h): :meth:`off_cpu_gaps`."""
+        self._native.watch_off_cpu(float(gap_us))
+
+    def off_cpu_gaps(self) -> Any:
+        """The worker's gaps since :meth:`watch_off_cpu`: an int64 array, one row each (at_ns,
+        gap_ns, window_ns, ran_ns, queued_ns, switches; bench/off_cpu.py reads them)."""
+        return self._native.off_cpu_gaps()
 
     def stream_stats(self, stream_id: int) -> dict[str, Any]:
         """The scheduler's accounting of one stream (latency percentiles, misses, chunks...); its

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from . import off_cpu
 from .stall_probe import EPISODE_GAP_NS, HOST_SLOW_FACTOR, HOST_STALL_US, start_probe, stop_probe
 from .steal import StealSampler, steal_summary, steal_ticks
 
@@ -321,13 +322,16 @@ class CapacityReport:
             lines.append(f"| {p.impl} | {p.n} | {p.phase} {p.seconds:g} s | {p.blocks} | {p.p50_us:.1f} | "
                          f"{p.p99_us:.1f} | {p.p999_us:.1f} | {p.max_us:.1f} | {miss} | {p.late} | {busy} | "
                          f"{p.cpu_cores:.2f} |")
-        episodes = [p for p in self.points if p.extra.get("misses_when", {}).get("episodes")]
-        if episodes:
-            lines += ["", f"When the misses over {keys[0]} ms happened (misses within "
+        for key in keys:
+            episodes = [p for p in self.points if p.extra.get("misses_when_at", {}).get(key, {}).get("episodes")]
+            if not episodes:
+                continue
+            lines += ["", f"When the misses over {key} ms happened (misses within "
                           f"{EPISODE_GAP_NS // 1_000_000} ms of each other are one episode; the stall probe's longest "
-                          "gap in it: a thread on another CPU that only reads the clock):", ""]
+                          "gap in it: a thread on another CPU that only reads the clock; the watched threads' longest "
+                          "gap: a driver thread or the dispatcher's worker making no progress, bench/off_cpu.py):", ""]
             for p in episodes:
-                w = p.extra["misses_when"]
+                w = p.extra["misses_when_at"][key]
                 top = "; ".join(f"{e['misses']} misses of {e['streams']} streams ({e.get('driver_threads', '?')} driver "
                                 f"threads) at {e['at_s']} s over {e['span_ms']} ms"
                                 + (f", stall {e['longest_stall_us']} us" if "longest_stall_us" in e else "")
@@ -336,13 +340,26 @@ class CapacityReport:
                                    if "submit_x_median" in e else "")
                                 + (f", steal {e['steal_ms']} ms (one CPU {e['steal_max_cpu_ms']} ms)"
                                    if "steal_ms" in e else "")
+                                + (f", {off_cpu.words(e['off_cpu'])}" if "off_cpu" in e else "")
+                                + (f", {e['slow_steps']['steps']} slow dispatcher steps (longest "
+                                   f"{e['slow_steps']['longest_us']:g} us)" if e.get("slow_steps", {}).get("steps") else "")
                                 + (f": {CAUSE_WORDS[e['cause']]}" if "cause" in e else "")
                                 + (f" ({e['cause_note']})" if "cause_note" in e else "")
-                                for e in w["list"][:4])
+                                for e in w.get("list", [])[:4])
                 bc = w.get("by_cause", {})
                 causes = ", ".join(f"{CAUSE_WORDS[c]} {bc.get(c, 0)}" for c in EPISODE_CAUSES)
                 lines.append(f"- {p.impl} N={p.n} {p.phase}: {w['episodes']} episodes (misses by cause: {causes}); "
                              f"largest: {top}")
+        watched = [p for p in self.points if p.extra.get("off_cpu")]
+        if watched:
+            def gaps_line(p: CapacityPoint) -> str:
+                o = p.extra["off_cpu"]
+                kinds = ", ".join(f"{off_cpu.KIND_WORDS[k]} {o['by_kind'][k]} (longest {o['longest_us'][k]:g} us)"
+                                  for k in off_cpu.KINDS if o["by_kind"].get(k))
+                return f"{p.impl} N={p.n} {p.phase}: {kinds or 'none'}"
+            lines += ["", f"Gaps of {off_cpu.WATCH_GAP_US:g} us or more in the watched threads (the driver threads and "
+                          "the dispatcher's worker; timed part), by where the time went: " +
+                      "; ".join(gaps_line(p) for p in watched)]
         stolen = [p for p in self.points if p.extra.get("steal", {}).get("available")]
         if stolen:
             lines += ["", "Steal (/proc/stat: CPU time the hypervisor took from this guest's vCPUs) per run, ms per "
@@ -536,18 +553,23 @@ def episode_cause(ep: dict[str, Any]) -> str:
     *host slowdown* when a miss's fill (a plain copy into the pinned slot: fixed CPU work, no lock,
     no wait) ran HOST_SLOW_FACTOR times its median or more (the CPUs under the driver threads ran
     slow, or their vCPUs were preempted beneath the guest); a *host stall* when the stall probe on
-    another CPU stopped for HOST_STALL_US or the hypervisor's steal shows inside it; else the
-    process's. A whole episode takes the cause: its other misses are the backlog behind it."""
+    another CPU stopped for HOST_STALL_US, the hypervisor's steal shows inside it, or a driver
+    thread or the dispatcher's worker lost HOST_STALL_US with its vCPU stopped beneath the guest
+    (off_cpu.within: away without being switched out); else the process's. A whole episode takes
+    the cause: its other misses are the backlog behind it."""
     if ep.get("fill_x_median", 0.0) >= HOST_SLOW_FACTOR:
         return "host_slow"
     if ep.get("longest_stall_us", 0.0) >= HOST_STALL_US or ep.get("steal_ms", 0.0) > 0:
+        return "host_stall"
+    if (ep.get("off_cpu") or {}).get("stolen_us", 0.0) >= HOST_STALL_US:
         return "host_stall"
     return "process"
 
 
 def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: float,
                   stalls: tuple[np.ndarray, np.ndarray] | None, threads: int = 1,
-                  steal: StealSampler | None = None) -> dict[str, Any]:
+                  steal: StealSampler | None = None, gaps: off_cpu.Gaps | None = None,
+                  slow_log: list[tuple[int, int, str]] | None = None) -> dict[str, Any]:
     """When the misses at ``deadline_ms`` happened: grouped into episodes (misses whose releases lie
     within EPISODE_GAP_NS of each other), each with its first release (s from the timed start), its
     misses, the streams it hit and the longest stall-probe gap (the host holding a CPU) inside it.
@@ -556,7 +578,10 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
     every phase 0, the aligned runs). ``threads``: the driver threads (stream i is driven by
     thread i % threads); an episode on one thread's streams only is that thread's stall.
     ``steal``: the steal time sampled during the run (bench/steal.py): each episode gets the steal
-    on every CPU around it (the hypervisor running something else on this guest's vCPUs)."""
+    on every CPU around it (the hypervisor running something else on this guest's vCPUs).
+    ``gaps``: the watched threads' gaps (off_cpu.py): each episode gets those from a deadline
+    before its first missed release to its end (``off_cpu``); ``slow_log``: the dispatcher's slow
+    steps (start, ns, kind): each episode gets those inside the same window (``slow_steps``)."""
     timed_from, over_ns = int(res["timed_from_ns"]), int(deadline_ms * 1e6)
     fills, submits = res.get("fill_ns"), res.get("submit_ns")
     rel, who, fill, submit = [], [], [], []
@@ -605,6 +630,13 @@ def miss_episodes(res: dict[str, Any], period_ns: int, n: int, deadline_ms: floa
             st = steal.within(t0 - 10_000_000, t1)
             if st is not None:
                 ep["steal_ms"], ep["steal_max_cpu_ms"] = st["ms"], st["max_cpu_ms"]
+        if gaps is not None:
+            ep["off_cpu"] = off_cpu.within(gaps, t0 - over_ns, t1)
+        if slow_log is not None:
+            inside_log = [(a, ns, k) for a, ns, k in slow_log if a < t1 and a + ns > t0 - over_ns]
+            ep["slow_steps"] = {"steps": len(inside_log),
+                                "longest_us": round(max((ns for _, ns, _ in inside_log), default=0) / 1e3, 1),
+                                "kinds": sorted({k for _, _, k in inside_log})}
         ep["cause"] = episode_cause(ep)
         out["list"].append(ep)
     out["episodes"] = len(out["list"])
@@ -805,20 +837,25 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
 
 def _paced_run(pt: CapacityPoint, targets: list[Any], period_ns: int, inputs: list[np.ndarray], warmup_s: float,
                seconds: float, deadlines_ms: tuple[float, ...] | list[float], threads: int, spin_us: int,
-               aligned: bool = False) -> float:
+               aligned: bool = False, dispatch: Any = None) -> float:
     """``_native.run_paced`` over ``targets`` (engines or floors; stream i's phase i * period / N,
-    or 0 for every stream when ``aligned``), the stall probe and the steal sampler beside it;
-    fills ``pt``'s latency figures, misses by episode, steal, late count and CPU use. Returns the
+    or 0 for every stream when ``aligned``), the stall probe and the steal sampler beside it, the
+    driver threads and ``dispatch``'s worker (a CudaDispatch, if any) watched (off_cpu.py); fills
+    ``pt``'s latency figures, misses by episode, steal, gaps, late count and CPU use. Returns the
     wall time."""
     from .. import _native
 
     n = len(targets)
+    watch = off_cpu.WATCH_GAP_US if _native.OffCpuMeter.available() else 0.0
+    if dispatch is not None and watch:
+        dispatch.watch_off_cpu(watch)
     probe = start_probe()
     steal = StealSampler().start()
     cpu0, t0 = _cpu_s(), time.perf_counter()
     phases = [0] * n if aligned else staggered_phases(n, period_ns)
     try:
-        res = _native.run_paced(targets, [period_ns] * n, phases, [inputs] * n, warmup_s, seconds, threads, spin_us)
+        res = _native.run_paced(targets, [period_ns] * n, phases, [inputs] * n, warmup_s, seconds, threads, spin_us,
+                                watch_gap_us=watch)
     finally:
         stalls = stop_probe(probe)
         steal.stop()
@@ -826,7 +863,16 @@ def _paced_run(pt: CapacityPoint, targets: list[Any], period_ns: int, inputs: li
     pt.cpu_cores = (_cpu_s() - cpu0) / wall
     lat = np.concatenate([np.asarray(a, dtype=np.int64) for a in res["latency_ns"]])
     _figures(pt, lat, deadlines_ms)
-    pt.extra["misses_when_at"] = {_key(d): miss_episodes(res, period_ns, 0 if aligned else n, d, stalls, threads, steal)
+    gaps: off_cpu.Gaps | None = None
+    slow_log = None
+    if watch:
+        gaps = [(f"driver thread {i}", g) for i, g in enumerate(res.get("thread_gaps", []))]
+        if dispatch is not None:
+            gaps.append(("dispatcher's worker", dispatch.off_cpu_gaps()))
+            slow_log = [tuple(x) for x in dispatch.stats().get("slow_log", [])]
+        pt.extra["off_cpu"] = off_cpu.summary(gaps, int(res["timed_from_ns"]), int(res["end_ns"]))
+    pt.extra["misses_when_at"] = {_key(d): miss_episodes(res, period_ns, 0 if aligned else n, d, stalls, threads, steal,
+                                                         gaps, slow_log)
                                   for d in deadlines_ms}
     pt.extra["misses_when"] = pt.extra["misses_when_at"][_key(max(deadlines_ms))]
     pt.extra["steal"] = steal.summary()
@@ -912,9 +958,9 @@ class _ProjectStreams:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
             wall = _paced_run(pt, [e._engine for e in engines], P, self.inputs, warmup_s, seconds, deadlines_ms,
-                              self.threads, self.spin_us, aligned)
+                              self.threads, self.spin_us, aligned, dispatch=dispatch)
             stats = [dispatch.stream_stats(sid) for sid in ids]
-            pt.extra["dispatch"] = dispatch.stats()
+            pt.extra["dispatch"] = {k: v for k, v in dispatch.stats().items() if k != "slow_log"}
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"
         for when in pt.extra["misses_when_at"].values():

@@ -1,9 +1,9 @@
 """The native pieces of paced streams (issue 13) on the fake CUDA driver: process() with a release
 time waits for it without the GIL (and its trace's call stamp comes after the release), the
 two-step wait (wait_release, then process), try_wait, _native.wait_until, run_paced driving
-several engines under one dispatcher on their own clocks, and the paced bench's floor
-(RoundTripFloor: the block to the GPU and back, paced the way process() is). No latency is asserted beyond "not
-before the release"."""
+several engines under one dispatcher on their own clocks (and watching where its threads' time
+went), and the paced bench's floor (RoundTripFloor: the block to the GPU and back, paced the way
+process() is). No latency is asserted beyond "not before the release"."""
 from __future__ import annotations
 
 import pytest
@@ -89,6 +89,31 @@ def paced_summary(out):
 out = _native.run_paced(engines, [2_000_000] * 6, [i * 333_333 for i in range(6)], [[x, x + 1]] * 6, 0.05, 0.3, 2, 100)
 res["paced"] = paced_summary(out)
 res["sched_submitted"] = [sched.stream_stats(s)["submitted"] for s in ids]
+res["unwatched_gaps"] = [g.shape for g in out["thread_gaps"]]
+# watched: every launch now sleeps 1 ms in the driver (a launch that blocks its caller), so the
+# thread that launches (a driver thread helping, or the worker) has gaps it spent asleep
+disp.watch_off_cpu(200)
+import os
+gain = {"kind": "gain", "name": "g", "in": (4, 64, 0, "float32"), "out": (4, 64, 0, "float32"),
+        "params": {"factor": 2.0}}  # a kernel launch per block (the delay op of zeros copies)
+gains = [_native.StreamEngine(dev, [gain], use_graph=False, single_stream=True, inline_submit=True) for _ in range(2)]
+for en in gains:
+    en.attach(disp, sched.register_stream(f"g{len(res)}{id(en)}", "realtime", period_ns=5_000_000, cost_ns=1_000))
+os.environ["FAKE_CUDA_LAUNCH_DELAY_US"] = "1000"
+out = _native.run_paced(gains, [5_000_000] * 2, [0, 2_500_000], [[x, x + 1]] * 2, 0.0, 0.2, 2, 100,
+                        watch_gap_us=200)
+os.environ["FAKE_CUDA_LAUNCH_DELAY_US"] = "0"
+rows = [r for g in out["thread_gaps"] for r in g.tolist()] + disp.off_cpu_gaps().tolist()
+res["watched"] = {"threads": len(out["thread_gaps"]), "columns": [g.shape[1] for g in out["thread_gaps"]],
+                  "asleep_1ms": sum(1 for at, gap, win, ran, queued, sw in rows
+                                    if gap >= 1_000_000 and sw >= 1 and win - ran - queued >= 500_000),
+                  "available": _native.OffCpuMeter.available(), "rows": rows[:6]}
+for en in gains:
+    en.close()
+try:
+    _native.run_paced(engines[:1], [5_000_000], [0], [[x]], 0.0, 0.01, 1, 100, watch_gap_us=-1)
+except ValueError as exc:
+    res["watch_bad"] = str(exc)
 disp.close()
 for bad in (dict(engines=[], periods_ns=[], phases_ns=[], inputs=[]),
             dict(engines=engines[:1], periods_ns=[0], phases_ns=[0], inputs=[[x]]),
@@ -201,6 +226,16 @@ def test_run_paced_releases_every_stream_on_its_clock(paced):
     assert p["fills"] == p["submits"] == [True] * 6  # every timed block's fill and submit times, beside its latency
     assert p["window"] == [50_000_000, 300_000_000]
     assert paced["sched_submitted"] == p["released"]  # every block went through the scheduler
+
+
+def test_run_paced_watches_where_its_threads_time_went(paced):
+    assert paced["unwatched_gaps"] == [[0, 6], [0, 6]]  # not watched: nothing recorded
+    w = paced["watched"]
+    assert w["threads"] == 2 and w["columns"] == [6, 6]
+    if w["available"]:  # Linux with schedstat (CI and the GPU machine)
+        # 40 blocks launched, each launch asleep 1 ms in the (fake) driver
+        assert w["asleep_1ms"] >= 10, w["rows"]
+    assert "watch_gap_us must be >= 0" in paced["watch_bad"]
 
 
 def test_run_paced_checks_its_arguments(paced):

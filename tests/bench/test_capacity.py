@@ -235,6 +235,48 @@ def test_miss_episodes_group_misses_by_release_time_and_name_the_stalls_inside()
     assert host_steps_us({"latency_ns": []}) == {}
 
 
+def test_an_episode_gets_the_watched_threads_gaps_and_the_slow_steps_around_it():
+    import numpy as np
+
+    from pygpukit_dsp.bench.capacity import episode_cause, miss_episodes
+
+    P, timed_from = 1_000_000, 10_000_000
+    lat = [np.full(100, 100_000)]
+    lat[0][[5, 6]] = 3_000_000           # released at 15 and 16 ms: one episode
+    lat[0][80] = 3_000_000               # released at 90 ms: another
+    res = {"latency_ns": lat, "start_ns": 0, "timed_from_ns": timed_from}
+    ms = 1_000_000
+    gaps = [("driver thread 0", np.array([[14 * ms, 2 * ms, 2.1 * ms, 0.1 * ms, 0, 0]], dtype=np.int64)),
+            ("dispatcher's worker", np.array([[89 * ms, ms // 2, ms // 2, ms // 2, 0, 0]], dtype=np.int64))]
+    slow_log = [(15 * ms, 300_000, "launch"), (40 * ms, 250_000, "poll")]
+    w = miss_episodes(res, P, 1, 2.0, None, gaps=gaps, slow_log=slow_log)
+    first, second = sorted(w["list"], key=lambda e: e["at_s"])
+    # the first: a driver thread whose vCPU stopped beneath the guest for 2 ms: the host's
+    assert first["off_cpu"]["stolen_us"] == 2000.0 and first["cause"] == "host_stall"
+    assert first["slow_steps"] == {"steps": 1, "longest_us": 300.0, "kinds": ["launch"]}
+    # the second: the worker ran 0.5 ms without progress: the process's
+    assert second["off_cpu"]["ran_us"] == 500.0 and second["off_cpu"]["stolen_us"] == 0.0
+    assert second["cause"] == "process" and second["slow_steps"]["steps"] == 0
+    assert w["by_cause"] == {"host_slow": 0, "host_stall": 2, "process": 1}
+    # below the probe's threshold a stolen gap does not make the episode the host's
+    assert episode_cause({"off_cpu": {"stolen_us": 50.0}}) == "process"
+    assert episode_cause({"off_cpu": None}) == "process"
+    # the report lists the episodes at every deadline, with the watched threads' longest gap
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0, "coarse_s": 2.0})
+    pt = CapacityPoint("pygpukit-dsp", 8, 30.0, "confirm", blocks=1000, p99_us=100.0)
+    pt.misses = {"5.33": 0, "2.00": 3}
+    pt.extra["misses_when_at"] = {"5.33": {"episodes": 0, "list": [], "by_cause": {}}, "2.00": w}
+    pt.extra["off_cpu"] = {"gap_us": 200.0, "by_kind": {"stolen": 1, "queued": 0, "asleep": 0, "ran": 1},
+                           "longest_us": {"stolen": 2000.0, "queued": 0.0, "asleep": 0.0, "ran": 500.0},
+                           "per_thread": {"driver thread 0": 1, "dispatcher's worker": 1}}
+    rep.points.append(pt)
+    md = rep.markdown()
+    assert "When the misses over 2.00 ms happened" in md and "When the misses over 5.33 ms happened" not in md
+    assert "longest gap 2000 us on the driver thread 0 (stopped beneath the guest" in md
+    assert "1 slow dispatcher steps (longest 300 us)" in md
+    assert "pygpukit-dsp N=8 confirm: stopped beneath the guest 1 (longest 2000 us), running 1 (longest 500 us)" in md
+
+
 def test_episode_causes_and_the_capacity_no_miss_of_the_process_marks():
     from pygpukit_dsp.bench.capacity import episode_cause
 

@@ -80,6 +80,8 @@ def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
             assert set(p["misses"]) == {"5.33", "2.00"} and p["cpu_cores"] > 0
             assert p["extra"]["dispatch"]["posted"] >= p["blocks"]
             assert set(p["extra"]["host_steps_us"]) == {"fill", "submit"}
+            # the driver threads and the dispatcher's worker were watched (bench/off_cpu.py)
+            assert set(p["extra"]["off_cpu"]["per_thread"]) >= {"driver thread 0", "dispatcher's worker"}
     # the aligned runs go up the same ladder until one misses at 2 ms (on a busy 2-core VM the fake
     # driver's first may: then it is the only one)
     aligned = [p for p in cap["points"] if p["impl"] == "pygpukit-dsp, aligned" and p["phase"] == "coarse"]
