@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from pygpukit_dsp.bench.capacity import (PREDICT_REGISTER_MAX, CapacityPoint, CapacityReport, _ladder_runs,
-                                         predict, session_prediction)
+from pygpukit_dsp.bench.capacity import (PREDICT_REGISTER_MAX, CapacityPoint, CapacityReport, _held_at,
+                                         _ladder_runs, predict, session_prediction)
 
 P = 5_333_333
 D = (P / 1e6, 2.0)
@@ -162,6 +162,31 @@ def test_a_confirmation_that_misses_steps_down_the_ladder():
     run_one, calls = _fake({"5.33": 128, "2.00": 128}, fail={(96, "confirm"), (64, "confirm"), (32, "confirm")})
     _ladder_runs(run_one, [16, 32, 64, 96, 128, 160], 2.0, 30.0, D, [], lambda s: None, "x")
     assert [c[0] for c in calls if c[2] == "confirm"] == [96, 64, 32]
+
+
+def test_a_shorter_deadline_s_confirmation_holds_when_the_host_made_all_its_misses():
+    """At 2 ms a host stall of a few ms misses at any N: a confirmation whose misses there all came
+    in the host's episodes ends the step down (the period's still counts every miss)."""
+    def run_one(n: int, seconds: float, phase: str) -> CapacityPoint:
+        calls.append((n, phase))
+        pt = CapacityPoint("x", n, seconds, phase, blocks=100)
+        host = 3 if phase == "confirm" else 0          # every confirmation: a host stall at 2 ms
+        # the process's own: from 96 up in every run, from 64 up over a confirmation
+        own = (1 if n >= 96 else 0) + (2 if n >= 64 and phase == "confirm" else 0)
+        pt.misses = {"5.33": 1 if n >= 96 else 0, "2.00": host + own}
+        pt.extra["misses_when_at"] = {"2.00": {"episodes": 2, "list": [],
+                                               "by_cause": {"host_slow": 0, "host_stall": host, "process": own}}}
+        return pt
+
+    calls: list[tuple[int, str]] = []
+    _ladder_runs(run_one, [16, 32, 64, 96, 128], 2.0, 30.0, D, [], lambda s: None, "x")
+    # 5.33: 64 held (every miss counted); 2 ms: 64 (confirmed already) has the process's misses,
+    # 32's are all the host's: there it stops
+    assert [c[0] for c in calls if c[1] == "confirm"] == [64, 32]
+    # without episodes to blame, a miss is a miss: the step down goes on
+    bare = CapacityPoint("x", 32, 30.0, "confirm", blocks=100)
+    bare.misses = {"5.33": 0, "2.00": 3}
+    assert not _held_at(bare, 2.0, False) and _held_at(bare, D[0], True)
 
 
 def test_runs_past_the_budget_are_left_out():
