@@ -794,9 +794,12 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
                  coarse_s: float, confirm_s: float, deadlines_ms: tuple[float, ...] | list[float],
                  points: list[CapacityPoint], say: Callable[[str], None], impl: str,
                  until: float | None = None, overhead_s: float = 1.0, stop_after: int = STOP_AFTER_MISSING,
-                 confirm_tries: int = CONFIRM_TRIES) -> None:
+                 confirm_tries: int = CONFIRM_TRIES, period_ms: float | None = None) -> None:
     """Coarse sweep up the ladder, then the confirmation runs (module doc). ``until``
-    (perf_counter): runs that would end after it are left out (noted as skipped points)."""
+    (perf_counter): runs that would end after it are left out (noted as skipped points).
+    ``period_ms`` (default the first deadline): the deadline where every miss counts; at any other
+    a run holds when the process is blamed for none of its misses (_held_at)."""
+    every = deadlines_ms[0] if period_ms is None else period_ms
     def fits(seconds: float) -> bool:
         return until is None or time.perf_counter() + seconds + overhead_s <= until
 
@@ -811,7 +814,7 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
         coarse.append(pt)
         say(f"capacity: {impl} N={n}: p99 {pt.p99_us:.1f} us, misses {pt.misses}, late {pt.late} "
             f"({pt.status}{': ' + pt.reason if pt.reason else ''})")
-        if pt.status != "ok" or not pt.zero_misses(deadlines_ms[0]):
+        if pt.status != "ok" or not _held_at(pt, deadlines_ms[0], deadlines_ms[0] == every):
             missing += 1
             if missing >= stop_after or pt.status != "ok":
                 break
@@ -824,7 +827,7 @@ def _ladder_runs(run_one: Callable[[int, float, str], CapacityPoint], ladder: tu
         # the period counts every miss (the target's rule); a shorter deadline also takes a run
         # whose misses all came in the host's episodes (_held_at): there a host stall of a few ms
         # misses at any N, and stepping down would only find where the stalls happened to miss
-        first = d == deadlines_ms[0]
+        first = d == every
         good = [p.n for p in coarse if _held_at(p, d, first)]
         candidates = sorted(good, reverse=True)[:confirm_tries]  # the knee, then steps down while they miss
         for n in candidates:
@@ -1152,8 +1155,9 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                  progress: Callable[[str], None] | None = None) -> CapacityReport:
     """The capacity sweep (module doc) of ``pipeline`` (W1); with ``floor``, the floor's runs
     (:func:`floor_plan`); with ``aligned``, the project's streams again with every phase 0 (all
-    released at once) up the ladder to the first N that misses at the shortest deadline, where
-    admission's response bound is judged (:data:`ALIGNED`); with ``baseline``, PyTorch + graph."""
+    released at once) up the ladder to the first N at which the process is blamed for misses at the
+    shortest deadline, where admission's response bound is judged (:data:`ALIGNED`); with
+    ``baseline``, PyTorch + graph."""
     from ..errors import ConfigError
     from .harness import _input_blocks, _source_format, machine_description
 
@@ -1210,7 +1214,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
             ladder_a = [n for n in ladder if n <= top]
             _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms, aligned=True), ladder_a,
                          coarse_s, confirm_s, short, report.points, say, ALIGNED, until=until_aligned,
-                         overhead_s=warmup_s + 1, stop_after=1, confirm_tries=1)
+                         overhead_s=warmup_s + 1, stop_after=1, confirm_tries=1, period_ms=deadlines_ms[0])
     finally:
         proj.close()
     if floor:

@@ -187,6 +187,13 @@ def test_a_shorter_deadline_s_confirmation_holds_when_the_host_made_all_its_miss
     bare = CapacityPoint("x", 32, 30.0, "confirm", blocks=100)
     bare.misses = {"5.33": 0, "2.00": 3}
     assert not _held_at(bare, 2.0, False) and _held_at(bare, D[0], True)
+    # the aligned sweep (2 ms only, the period named): its coarse runs go on past the host's misses
+    # and stop at the first N where the process is blamed for some
+    calls.clear()
+    _ladder_runs(run_one, [16, 32, 64, 96, 128], 2.0, 30.0, [2.0], [], lambda s: None, "x", stop_after=1,
+                 confirm_tries=1, period_ms=D[0])
+    assert [c for c in calls if c[1] == "coarse"] == [(16, "coarse"), (32, "coarse"), (64, "coarse"), (96, "coarse")]
+    assert [c[0] for c in calls if c[1] == "confirm"] == [64]
 
 
 def test_runs_past_the_budget_are_left_out():
