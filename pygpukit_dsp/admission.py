@@ -435,10 +435,39 @@ class Rehearsal:
     seconds: float        # the timed window
     device_ns: int        # this kind of stream's device time per block among them (the median of its streams')
     alone_ns: int         # its calibration alone (BlockCost.device_ns), or the declared qos.cost_us
+    dispatch_ns: int = 0  # the dispatcher's serial work per block among them (RehearsalRun.dispatch_ns)
+
+    @property
+    def cost_ns(self) -> int:
+        """What a block of this kind costs among them: the larger of its device time and the
+        dispatcher's serial work per block (both are serial resources every block needs)."""
+        return max(self.device_ns, self.dispatch_ns)
 
     def describe(self) -> str:
-        return (f"{self.device_ns / 1e3:.1f} us of device time per block among the {self.streams} realtime "
-                f"streams of its GPU rehearsed together for {self.seconds:g} s ({self.alone_ns / 1e3:.1f} us alone)")
+        out = (f"{self.device_ns / 1e3:.1f} us of device time per block among the {self.streams} realtime "
+               f"streams of its GPU rehearsed together for {self.seconds:g} s ({self.alone_ns / 1e3:.1f} us alone)")
+        if self.dispatch_ns:
+            out += (f", the dispatcher's serial work {self.dispatch_ns / 1e3:.1f} us per block"
+                    + (" (admitted: the larger)" if self.dispatch_ns > self.device_ns else ""))
+        return out
+
+
+@dataclass
+class RehearsalRun:
+    """What :func:`rehearse` measured: each engine's device time per block among the others, and
+    the dispatcher's serial work per block (the time its steps held its lock, over the blocks it
+    launched: every block passes through that one lock, so it bounds the GPU's streams as the
+    device time does; it includes the worker's polls while blocks are in flight, so at light load
+    it reads high, which only matters where admission is not rehearsing)."""
+
+    device_ns: list[int]
+    dispatch_ns: int
+    blocks: int = 0
+
+    def costs(self) -> list[int]:
+        """Each engine's block cost among them: the larger of its device time and the dispatcher's
+        serial work per block."""
+        return [max(d, self.dispatch_ns) for d in self.device_ns]
 
 
 def crowded(costs_ns: Sequence[int], periods_ns: Sequence[int], deadlines_ns: Sequence[int],
@@ -457,15 +486,15 @@ def crowded(costs_ns: Sequence[int], periods_ns: Sequence[int], deadlines_ns: Se
 def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequence[int], *, device: int = 0,
              seconds: float = REHEARSAL_S, warmup_s: float = REHEARSAL_WARMUP_S, threads: int | None = None,
              spin_us: int = 100, dispatcher_spin_us: int = 200,
-             phases_ns: Sequence[int | None] | None = None) -> list[int]:
+             phases_ns: Sequence[int | None] | None = None) -> RehearsalRun:
     """Run CUDA ``engines`` together, as their streams will run: each one block of zeros per
     block period (its ``spec``) at its release phase (``phases_ns``; a stream of no known phase,
     or every stream when None, at 0: all released at once, the instant the response bound
     assumes for them), through a scratch scheduler (every stream realtime, at its deadline) and
     one dispatcher on ``device``, blocks released by a few native threads (``_native.run_paced``:
     no Python per block). Returns each engine's device time per block as its dispatcher measured
-    it (CUDA events, the scheduler's running average), in order; every engine's state is reset
-    after."""
+    it (CUDA events, the scheduler's running average), in order, and the dispatcher's serial work
+    per block (:class:`RehearsalRun`); every engine's state is reset after."""
     import os
 
     from pygpukit_dsp_core import Scheduler
@@ -492,10 +521,14 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
             _native.run_paced([e._engine for e in engines], periods, phases, inputs, warmup_s, seconds, threads,
                               spin_us)
             stats = [dispatch.stream_stats(sid) for sid in ids]
+            ds = dispatch.stats()
     finally:
         for e in engines:
             e.reset()
-    return [int(st.get("measured_cost_ns") or 0) for st in stats]
+    launched = int(ds.get("launches", 0))
+    held = int(sum(ds.get("step_ns", {}).values()))
+    return RehearsalRun([int(st.get("measured_cost_ns") or 0) for st in stats],
+                        held // launched if launched else 0, launched)
 
 
 def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["StreamRunner", dict[str, Any]]],
@@ -514,17 +547,17 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["Stre
     if all(r.pipeline.qos.cost_us is not None for r, _ in rt) or \
             not crowded([kw["cost_ns"] for _, kw in rt], [kw["period_ns"] for _, kw in rt], deadlines, u_max):
         return sched
-    loaded = rehearse([r.engine for r, _ in rt], [r.chain.input for r, _ in rt], deadlines, device=gpu_of(device) or 0,
-                      phases_ns=[kw.get("phase_ns") for _, kw in rt])
+    run = rehearse([r.engine for r, _ in rt], [r.chain.input for r, _ in rt], deadlines, device=gpu_of(device) or 0,
+                   phases_ns=[kw.get("phase_ns") for _, kw in rt])
     by_kind: dict[str, list[int]] = {}
-    for (r, _), c in zip(rt, loaded):
+    for (r, _), c in zip(rt, run.device_ns):
         by_kind.setdefault(cost_key(r), []).append(c)
     kind_ns = {k: int(np.median(v)) for k, v in by_kind.items()}
     grew = False
     for r, kw in rt:
-        r.rehearsal = Rehearsal(len(rt), REHEARSAL_S, kind_ns[cost_key(r)], kw["cost_ns"])
-        if r.pipeline.qos.cost_us is None and r.rehearsal.device_ns > kw["cost_ns"]:
-            kw["cost_ns"] = r.rehearsal.device_ns
+        r.rehearsal = Rehearsal(len(rt), REHEARSAL_S, kind_ns[cost_key(r)], kw["cost_ns"], run.dispatch_ns)
+        if r.pipeline.qos.cost_us is None and r.rehearsal.cost_ns > kw["cost_ns"]:
+            kw["cost_ns"] = r.rehearsal.cost_ns
             if kw.get("latency_ns", 0) <= kw["cost_ns"]:
                 kw.pop("latency_ns", None)
             r.admitted_cost_ns = kw["cost_ns"]

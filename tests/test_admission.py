@@ -327,7 +327,7 @@ def _gpu_runners(monkeypatch, n, device_ns, block=480, cost_us=None):
     return runners
 
 
-def _scripted_rehearsal(monkeypatch, per_stream_ns):
+def _scripted_rehearsal(monkeypatch, per_stream_ns, dispatch_ns=0):
     from pygpukit_dsp import admission
 
     class Calls(list):
@@ -338,7 +338,7 @@ def _scripted_rehearsal(monkeypatch, per_stream_ns):
     def rehearse(engines, specs, deadlines_ns, device=0, **kw):
         calls.append((len(engines), device))
         calls.phases = kw.get("phases_ns")
-        return [per_stream_ns] * len(engines)
+        return admission.RehearsalRun([per_stream_ns] * len(engines), dispatch_ns, 100)
 
     monkeypatch.setattr(admission, "rehearse", rehearse)
     return calls
@@ -367,6 +367,26 @@ def test_crowded_realtime_streams_are_admitted_by_their_device_time_among_each_o
     assert all(r.admitted_cost_ns == 1_500_000 for r in runners)
     assert runners[0].rehearsal.describe() == ("1500.0 us of device time per block among the 5 realtime streams "
                                                "of its GPU rehearsed together for 0.3 s (1000.0 us alone)")
+
+
+def test_the_dispatcher_s_serial_work_per_block_is_admitted_when_it_is_the_larger(monkeypatch):
+    # every block passes through the dispatcher's lock: 1.6 ms of its work a block, against 1.2 ms
+    # of device time, is what five streams of 10-ms periods cost (0.8 of the bound: admitted)
+    from pygpukit_dsp.admission import admit
+
+    calls = _scripted_rehearsal(monkeypatch, 1_200_000, dispatch_ns=1_600_000)
+    runners = _gpu_runners(monkeypatch, 5, 1_000_000)
+    sched = admit(runners)["cuda"]
+    assert calls == [(5, 0)]
+    assert [st["declared_cost_ns"] for st in sched.stats()["streams"]] == [1_600_000] * 5
+    assert runners[0].rehearsal.cost_ns == 1_600_000
+    assert runners[0].rehearsal.describe().endswith(
+        "(1000.0 us alone), the dispatcher's serial work 1600.0 us per block (admitted: the larger)")
+    # ... and with it past the bound, the sixth is refused (1.9 ms x 5 = 0.95 > 0.9)
+    _scripted_rehearsal(monkeypatch, 1_200_000, dispatch_ns=1_900_000)
+    with pytest.raises(AdmissionError) as ei:
+        admit(_gpu_runners(monkeypatch, 5, 1_000_000))
+    assert "the dispatcher's serial work 1900.0 us per block" in ei.value.figures["rehearsal"]
 
 
 def test_a_stream_the_rehearsal_puts_past_the_bound_is_refused_with_its_figures(monkeypatch):
@@ -520,11 +540,14 @@ def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_a
     ref = open_backend(p, chain, "cuda")
     try:
         alone = measure_engine_cost(engines[0], chain.input)
-        costs = rehearse(engines, [chain.input] * 32, [int(chain.input.block_period * 1e9)] * 32)
-        assert len(costs) == 32
+        run = rehearse(engines, [chain.input] * 32, [int(chain.input.block_period * 1e9)] * 32)
+        assert len(run.device_ns) == 32
         # each engine's blocks were timed on the GPU: of the order of its time alone, not of the host's
-        for c in costs:
+        for c in run.device_ns:
             assert 0.5 * alone.gpu_ns < c < 20 * alone.gpu_ns, (c, alone)
+        # the dispatcher's work per block: some us of host time, every block launched counted
+        assert 1_000 < run.dispatch_ns < 1_000_000 and run.blocks >= 32
+        assert run.costs() == [max(c, run.dispatch_ns) for c in run.device_ns]
         x = np.random.default_rng(5).standard_normal((64, 256)).astype(np.float32)
         want = ref.process(x)
         for e in engines:

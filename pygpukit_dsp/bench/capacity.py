@@ -153,7 +153,8 @@ class Prediction:
     streams: dict[str, int] = field(default_factory=dict)    # deadline -> streams admitted
     reason: dict[str, str] = field(default_factory=dict)     # deadline -> why the next one was refused
     latency_us: float | None = None  # one block alone, release to done (the response bound's L)
-    rehearsed_us: dict[str, float] = field(default_factory=dict)  # N -> device time per block among N rehearsed
+    rehearsed_us: dict[str, float] = field(default_factory=dict)  # N -> block cost among N rehearsed (admission's)
+    dispatch_us: dict[str, float] = field(default_factory=dict)   # N -> the dispatcher's serial work per block there
 
 
 @dataclass
@@ -314,19 +315,20 @@ class CapacityReport:
                  f"{self.settings.get('confirm_s')} s (after {self.settings.get('warmup_s')} s warm-up); "
                  f"{self.machine}", "",
                  "| implementation | N | run | blocks | p50 us | p99 us | p99.9 us | max us | "
-                 + " | ".join(f"misses > {k} ms" for k in keys) + " | late | GPU busy | CPU cores |",
-                 "|---|---:|---|---:|---:|---:|---:|---:|" + "---:|" * len(keys) + "---:|---:|---:|"]
+                 + " | ".join(f"misses > {k} ms" for k in keys) + " | late | GPU busy | dispatcher busy | CPU cores |",
+                 "|---|---:|---|---:|---:|---:|---:|---:|" + "---:|" * len(keys) + "---:|---:|---:|---:|"]
         for p in self.points:
             if p.status != "ok":
-                cells = [p.impl, str(p.n), f"{p.phase} {p.seconds:g} s"] + [""] * (7 + len(keys)) + \
+                cells = [p.impl, str(p.n), f"{p.phase} {p.seconds:g} s"] + [""] * (8 + len(keys)) + \
                     [f"{p.status}: {p.reason}"]
                 lines.append("| " + " | ".join(cells) + " |")
                 continue
             miss = " | ".join(str(p.misses.get(k, "")) for k in keys)
             busy = "" if p.gpu_busy is None else f"{p.gpu_busy:.1%}" + ("*" if p.gpu_busy_how == "estimated" else "")
+            held = p.extra.get("dispatcher_busy")
             lines.append(f"| {p.impl} | {p.n} | {p.phase} {p.seconds:g} s | {p.blocks} | {p.p50_us:.1f} | "
                          f"{p.p99_us:.1f} | {p.p999_us:.1f} | {p.max_us:.1f} | {miss} | {p.late} | {busy} | "
-                         f"{p.cpu_cores:.2f} |")
+                         f"{'' if held is None else f'{held:.1%}'} | {p.cpu_cores:.2f} |")
         for key in keys:
             episodes = [p for p in self.points if p.extra.get("misses_when_at", {}).get(key, {}).get("episodes")]
             if not episodes:
@@ -410,8 +412,10 @@ class CapacityReport:
             # the rehearsals that decided it: at the N admitted and the least N refused above it
             above = sorted((int(m) for m in p.rehearsed_us if n is not None and int(m) > n))
             shown = [m for m in ([n] if str(n) in p.rehearsed_us else []) + above[:1]]
-            among = ("; rehearsed: " + ", ".join(f"{p.rehearsed_us[str(m)]:.1f} us among {m}" for m in shown)
-                     if shown else "")
+            among = ("; rehearsed: " + ", ".join(
+                f"{p.rehearsed_us[str(m)]:.1f} us among {m}"
+                + (f" (dispatcher {p.dispatch_us[str(m)]:.1f})" if str(m) in p.dispatch_us else "") for m in shown)
+                if shown else "")
             return f"{'' if n is None else n} ({p.cost_us:.1f} us device{alone}{among})"
 
         for d in self.deadlines_ms:
@@ -491,7 +495,9 @@ class CapacityReport:
                          f"a host slowdown or stall (none the process's): {nb}")
         lines += ["", "GPU busy: the sum of the blocks' event-timed GPU time over the wall time (kernels of different "
                       "streams overlap, so it can pass 100%); * PyTorch: estimated as N x the block's GPU time x the "
-                      "block rate. CPU cores: process CPU seconds per wall second (every thread)."]
+                      "block rate. Dispatcher busy: the time its steps held the dispatcher's lock over the wall "
+                      "time (every block passes through it: a second serial resource beside the GPU). CPU cores: "
+                      "process CPU seconds per wall second (every thread)."]
         lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -529,11 +535,15 @@ CAUSE_WORDS = {"host_slow": "host slowdown", "host_stall": "host stall", "proces
 
 GPU_FULL = 0.9                # a run whose GPU was this busy missed under its own load, whatever the fills did
 CPU_FULL = 0.9                # ... and a run whose process used this share of its CPUs
+DISPATCHER_FULL = 0.9         # ... and a run whose dispatcher's lock was held this share of the time
 
 
 def own_load(when: dict[str, Any], gpu_busy: float | None, cpu_cores: float | None = None,
-             cores: int | None = None) -> None:
-    """A run whose GPU was GPU_FULL busy or more, or whose process used CPU_FULL of the CPUs it
+             cores: int | None = None, dispatcher_busy: float | None = None) -> None:
+    """A run whose GPU was GPU_FULL busy or more, whose dispatcher's lock was held DISPATCHER_FULL
+    of the time or more (its steps, which every block passes through: at 384 W1 streams on the
+    H100 it was held 111% of the wall time with the GPU 87% busy, and one 2-s episode of 144,000
+    misses held a fill 35x its median somewhere), or whose process used CPU_FULL of the CPUs it
     may run on or more: every episode is the process's (its own load; slow fills there came with
     it: at 384-512 streams on the H200 the fills ran 6-34x their median with the GPU 97-218%
     busy), not the host's. The CPU share counts the threads' spinning too: a process that keeps
@@ -542,6 +552,8 @@ def own_load(when: dict[str, Any], gpu_busy: float | None, cpu_cores: float | No
         return
     if gpu_busy is not None and gpu_busy >= GPU_FULL:
         note = f"GPU {gpu_busy:.0%} busy: the run's own load"
+    elif dispatcher_busy is not None and dispatcher_busy >= DISPATCHER_FULL:
+        note = f"the dispatcher's lock held {dispatcher_busy:.0%} of the time: the run's own load"
     elif cpu_cores is not None and cores and cpu_cores >= CPU_FULL * cores:
         note = f"the process used {cpu_cores:.1f} of {cores} CPUs: the run's own load"
     else:
@@ -928,6 +940,7 @@ class _ProjectStreams:
         self.chain = pipeline.specs()
         self.period_ns = int(round(self.chain.input.block_period * 1e9))
         self.engines: list[Any] = []
+        self.rehearsed_dispatch_ns: dict[tuple[int, bool], int] = {}  # (n, aligned) -> dispatcher's work per block
         choice = choose_backend(pipeline, self.chain, "cuda")
         # the realtime defaults (what a Session opens); engine_kwargs: tests (a fake driver without
         # mapped host memory)
@@ -948,16 +961,18 @@ class _ProjectStreams:
     def rehearsed_ns(self, n: int, aligned: bool = False) -> int:
         """A Session's rehearsal of n of these streams (admission.rehearse) at the sweep's
         staggered phases (their clocks' phases declared), or ``aligned`` (none declared: all
-        released at once): the median device time per block among them."""
+        released at once): the median block cost among them, as admission takes it (the larger of
+        the device time and the dispatcher's serial work per block: admission.RehearsalRun)."""
         from ..admission import rehearse
 
         self.ensure(n)
         spec = self.chain.input
         phases = None if aligned else staggered_phases(n, self.period_ns)
-        costs = rehearse(self.engines[:n], [spec] * n, [self.period_ns] * n, device=self.device,
-                         threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us,
-                         phases_ns=phases)
-        return int(np.median(costs))
+        run = rehearse(self.engines[:n], [spec] * n, [self.period_ns] * n, device=self.device,
+                       threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us,
+                       phases_ns=phases)
+        self.rehearsed_dispatch_ns[n, aligned] = run.dispatch_ns
+        return int(np.median(run.costs()))
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float], aligned: bool = False) -> CapacityPoint:
@@ -983,8 +998,10 @@ class _ProjectStreams:
             pt.extra["dispatch"] = {k: v for k, v in dispatch.stats().items() if k != "slow_log"}
         busy = sum(int(s.get("busy_ns", 0)) for s in stats)
         pt.gpu_busy, pt.gpu_busy_how = busy / (wall * 1e9), "events"
+        # the share of the run its steps held the dispatcher's lock (every block passes through it)
+        pt.extra["dispatcher_busy"] = sum(pt.extra["dispatch"].get("step_ns", {}).values()) / (wall * 1e9)
         for when in pt.extra["misses_when_at"].values():
-            own_load(when, pt.gpu_busy, pt.cpu_cores, len(os.sched_getaffinity(0)))
+            own_load(when, pt.gpu_busy, pt.cpu_cores, len(os.sched_getaffinity(0)), pt.extra["dispatcher_busy"])
         measured = [s.get("measured_cost_ns") for s in stats if s.get("measured_cost_ns")]
         pt.extra["measured_gpu_cost_ns"] = float(np.median(measured)) if measured else None
         pt.extra["scheduler_missed"] = int(sum(int(s.get("missed", 0)) for s in stats))
@@ -1193,12 +1210,16 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         report.settings["session_cost"] = asdict(cost)
         report.predictions.append(session_prediction(cost, period_ns, deadlines_ms, proj.rehearsed_ns,
                                                      n_max=max(ladder), say=say, phased=True))
+        report.predictions[-1].dispatch_us = {str(n): v / 1e3 for (n, a), v in proj.rehearsed_dispatch_ns.items()
+                                              if not a}
         say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
             f"declared, admits {report.predictions[-1].streams}")
         if aligned:
             report.predictions.append(session_prediction(
                 cost, period_ns, deadlines_ms, lambda n: proj.rehearsed_ns(n, aligned=True), n_max=max(ladder),
                 say=say, phased=False, how=SESSION_ALIGNED))
+            report.predictions[-1].dispatch_us = {str(n): v / 1e3 for (n, a), v in proj.rehearsed_dispatch_ns.items()
+                                                  if a}
             say(f"capacity: admission with no phase declared (every block may come at once) admits "
                 f"{report.predictions[-1].streams}")
         _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms), ladder, coarse_s, confirm_s,

@@ -468,7 +468,7 @@ class ZmqSink(_ZmqComponent, Sink):
         if self._sock is None or self._spec is None:
             raise not_open(f"zmq sink '{self.params.endpoint}'", "write")
         block = check_block(block, self._spec, f"zmq sink '{self.params.endpoint}'")
-        p, zmq = self.params, self._zmq
+        p = self.params
         if not self._started:
             self._wait_for_peer()
             self._started = True

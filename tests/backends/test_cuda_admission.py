@@ -25,8 +25,9 @@ res = {}
 p = rt("x")
 chain = p.specs()
 engines = [CudaEngine(p, chain, choose_backend(p, chain, "cuda")) for _ in range(3)]
-costs = admission.rehearse(engines, [chain.input] * 3, [10_000_000] * 3, seconds=0.1, warmup_s=0.05)
-res["costs"] = costs
+run = admission.rehearse(engines, [chain.input] * 3, [10_000_000] * 3, seconds=0.1, warmup_s=0.05)
+res["costs"] = run.device_ns
+res["dispatch"] = [run.dispatch_ns, run.blocks, run.costs() == [max(c, run.dispatch_ns) for c in run.device_ns]]
 res["attached_after"] = [e._dispatch is not None for e in engines]
 for e in engines:
     e.close()
@@ -49,6 +50,9 @@ print(json.dumps(res))
 def test_fake_rehearsal_drives_every_engine_and_a_crowded_session_reports_it(fake_mapped_driver):  # noqa: F811
     res = last_json(run_python(FAKE_SCRIPT, timeout=300, GK_LIBCUDA=fake_mapped_driver, GK_JIT_DISK_CACHE="0"))
     assert len(res["costs"]) == 3 and all(c > 0 for c in res["costs"])  # every engine's blocks measured
+    # ... and the dispatcher's serial work per block they all passed through
+    dispatch_ns, blocks, costs_take_the_larger = res["dispatch"]
+    assert dispatch_ns > 0 and blocks >= 3 and costs_take_the_larger
     assert res["attached_after"] == [False] * 3  # the scratch dispatcher let them go
     assert res["blocks"] == [5, 5]
     for text in res["admission"]:

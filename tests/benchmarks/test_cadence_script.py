@@ -82,6 +82,7 @@ def test_capacity_sweeps_confirms_and_predicts(cadence_run: Path):
             assert set(p["extra"]["host_steps_us"]) == {"fill", "submit"}
             # the driver threads and the dispatcher's worker were watched (bench/off_cpu.py)
             assert set(p["extra"]["off_cpu"]["per_thread"]) >= {"driver thread 0", "dispatcher's worker"}
+            assert 0 < p["extra"]["dispatcher_busy"] < 2  # the share of the run its lock was held
     # the aligned runs go up the same ladder until one misses at 2 ms (on a busy 2-core VM the fake
     # driver's first may: then it is the only one)
     aligned = [p for p in cap["points"] if p["impl"] == "pygpukit-dsp, aligned" and p["phase"] == "coarse"]
