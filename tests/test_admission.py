@@ -561,7 +561,8 @@ def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_a
 @pytest.mark.gpu
 def test_gpu_a_crowded_session_is_admitted_by_its_rehearsal(monkeypatch):
     # any share counts as crowded here: four W1 streams are rehearsed together, and each is
-    # admitted with the larger of its device time alone and among the others
+    # admitted with the larger of its device time alone and its cost among the others (the larger
+    # of its device time and the dispatcher's serial work per block there)
     from pygpukit_dsp import admission
 
     monkeypatch.setattr(admission, "REHEARSAL_SHARE", 0.0)
@@ -571,7 +572,8 @@ def test_gpu_a_crowded_session_is_admitted_by_its_rehearsal(monkeypatch):
         assert o.blocks > 0 and "among the 4 realtime streams of its GPU rehearsed together" in o.admission
     r = s._runners[0]
     assert r.rehearsal.device_ns > 0 and r.rehearsal.alone_ns == r.measured_cost.device_ns
-    assert s.stream_stats("w0")["declared_cost_ns"] == max(r.measured_cost.device_ns, r.rehearsal.device_ns)
+    assert r.rehearsal.dispatch_ns > 0 and r.rehearsal.cost_ns == max(r.rehearsal.device_ns, r.rehearsal.dispatch_ns)
+    assert s.stream_stats("w0")["declared_cost_ns"] == max(r.measured_cost.device_ns, r.rehearsal.cost_ns)
 
 
 @pytest.mark.gpu
