@@ -225,7 +225,7 @@ void bind_engine(py::module_& m) {
                 m.start(static_cast<uint64_t>(gap_us * 1000.0), static_cast<uint64_t>(sample_us * 1000.0));
             },
             py::arg("gap_us"), py::arg("sample_us") = 100.0)
-        .def("tick", [](gk::OffCpuMeter& m) { m.tick(gk::monotonic_ns()); })
+        .def("tick", &gk::OffCpuMeter::tick)
         .def("rest", &gk::OffCpuMeter::rest)
         .def("gaps", [](const gk::OffCpuMeter& m) { return off_cpu_array(m.gaps()); },
              "The gaps: an int64 array, one row each (off_cpu_array's columns).");

@@ -387,7 +387,7 @@ void Dispatcher::worker_main() {
     }
     auto last_progress = Clock::now();
     for (;;) {
-        if (worker_meter_.on()) worker_meter_.tick(now_ns());
+        worker_meter_.tick();
         bool progressed = false, busy = false;
         gk_decision last{};
         last.kind = GK_DECISION_IDLE;

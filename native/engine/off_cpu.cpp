@@ -1,5 +1,7 @@
 #include "off_cpu.h"
 
+#include "stream_engine.h"  // monotonic_ns
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -62,8 +64,9 @@ bool OffCpuMeter::read(uint64_t* ran, uint64_t* queued, uint64_t* switches) {
 #endif
 }
 
-void OffCpuMeter::tick_on(uint64_t now) {
+void OffCpuMeter::tick_on() {
     if (failed_) return;
+    const uint64_t now = monotonic_ns();
     if (last_tick_ == 0) {  // the first tick, or the first after a rest: a fresh interval
         if (!read(&ran_, &queued_, &switches_)) {
             failed_ = true;

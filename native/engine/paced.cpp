@@ -65,7 +65,7 @@ void drive(std::vector<Driven>& mine, uint64_t start, uint64_t timed_from, uint6
         bool progressed = false, busy = false, pending = false;
         uint64_t next_release = UINT64_MAX;
         for (Driven& d : mine) {
-            if (meter.on()) meter.tick(monotonic_ns());
+            meter.tick();
             while (!d.in_flight.empty()) {
                 const InFlight f = d.in_flight.front();
                 if (!d.try_finish(f.slot)) break;

@@ -974,6 +974,11 @@ class _ProjectStreams:
         self.rehearsed_dispatch_ns[n, aligned] = run.dispatch_ns
         return int(np.median(run.costs()))
 
+    def dispatch_us(self, aligned: bool) -> dict[str, float]:
+        """N -> the dispatcher's serial work per block (us) in the rehearsals of N streams made so
+        far, staggered or ``aligned`` (Prediction.dispatch_us)."""
+        return {str(n): v / 1e3 for (n, a), v in self.rehearsed_dispatch_ns.items() if a == aligned}
+
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float], aligned: bool = False) -> CapacityPoint:
         from pygpukit_dsp_core import Scheduler
@@ -1210,16 +1215,14 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         report.settings["session_cost"] = asdict(cost)
         report.predictions.append(session_prediction(cost, period_ns, deadlines_ms, proj.rehearsed_ns,
                                                      n_max=max(ladder), say=say, phased=True))
-        report.predictions[-1].dispatch_us = {str(n): v / 1e3 for (n, a), v in proj.rehearsed_dispatch_ns.items()
-                                              if not a}
+        report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=False)
         say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
             f"declared, admits {report.predictions[-1].streams}")
         if aligned:
             report.predictions.append(session_prediction(
                 cost, period_ns, deadlines_ms, lambda n: proj.rehearsed_ns(n, aligned=True), n_max=max(ladder),
                 say=say, phased=False, how=SESSION_ALIGNED))
-            report.predictions[-1].dispatch_us = {str(n): v / 1e3 for (n, a), v in proj.rehearsed_dispatch_ns.items()
-                                                  if a}
+            report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=True)
             say(f"capacity: admission with no phase declared (every block may come at once) admits "
                 f"{report.predictions[-1].streams}")
         _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms), ladder, coarse_s, confirm_s,
