@@ -350,6 +350,10 @@ class Dispatcher:
     @property
     def device_index(self) -> int: ...
     def stats(self) -> dict[str, Any]: ...  # counters; slow_steps and longest_step_ns by kind of step
+    @property
+    def time_every(self) -> int: ...  # one whole block in every time_every timed, after a stream's first 16
+    @time_every.setter
+    def time_every(self, n: int) -> None: ...
     def watch_off_cpu(self, gap_us: float) -> None: ...
     def off_cpu_gaps(self) -> np.ndarray: ...  # int64 (k, 6), OffCpuMeter.gaps' columns
     @staticmethod

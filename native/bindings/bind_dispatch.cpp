@@ -43,6 +43,7 @@ void bind_dispatch(py::module_& m) {
             out["idles"] = s.idles;
             out["cancelled"] = s.cancelled;
             out["helped"] = s.helped;
+            out["timed"] = s.timed;
             py::dict slow, longest, total, count;
             for (int k = 0; k < gk::DispatcherStats::kStepKinds; ++k) {
                 slow[gk::DispatcherStats::step_name(k)] = s.slow_steps[k];
@@ -61,6 +62,11 @@ void bind_dispatch(py::module_& m) {
             out["slow_log"] = log;
             return out;
         })
+        .def_property(
+            "time_every", &gk::Dispatcher::time_every, &gk::Dispatcher::set_time_every,
+            "Time one in every time_every whole-block chunks of a stream (CUDA events) after its first "
+            "16; 1 times every block. The others complete unmeasured: their event records and "
+            "elapsed-time query are serial work under the dispatcher's lock.")
         .def(
             "watch_off_cpu",
             [](gk::Dispatcher& d, double gap_us) {

@@ -7,6 +7,11 @@
 //      between two timing events on its compute stream; WAIT/IDLE -> nothing may start now;
 //   3. polls the chunks in flight: a finished chunk is reported with complete(task, measured GPU
 //      time, finish time); a finished last chunk (its ev_done) hands the slot back to the engine.
+// Timing: a chunk's two event records and its elapsed-time query are a third of the serial work
+// per W1 block under the lock (docs/scheduler.md, "The dispatcher is the second serial
+// resource"), so a stream's whole-block chunks are timed only for its first kTimedFirst blocks
+// and then one in every time_every(); the others complete GK_COST_UNMEASURED (the scheduler
+// counts their estimate as busy time). Partial chunks (paced throughput work) are always timed.
 // So no Python runs per block or chunk, the scheduler sees every launch (EDF among realtime
 // blocks, throughput chunks paced under the quantum) and accounts every block's latency.
 //
@@ -51,6 +56,7 @@ struct DispatcherStats {
     uint64_t idles = 0;      // turns with nothing to launch (IDLE)
     uint64_t cancelled = 0;  // tasks cancelled (engine failed or detached mid-block)
     uint64_t helped = 0;     // turns that made progress on a waiting caller's thread (help())
+    uint64_t timed = 0;      // chunks launched between timing events (the others: GK_COST_UNMEASURED)
     // Steps of a turn that took kSlowStepNs or more (the thread held the dispatcher's lock that
     // long: every caller's hand-over waited), by kind, and the longest of each kind (ns):
     // take_posts (the scheduler's submit of each handed-over block), poll (the completions' event
@@ -99,6 +105,11 @@ public:
     void close();
     bool closed() const noexcept { return stop_.load(); }
     DispatcherStats stats() const;
+    // Time one in every `n` whole-block chunks of a stream after its first kTimedFirst (1: all).
+    static constexpr uint64_t kTimedFirst = 16;
+    static constexpr int kTimeEveryDefault = 8;
+    void set_time_every(int n);
+    int time_every() const noexcept { return time_every_.load(); }
     // From now on the worker records where its time went when it made no progress for gap_ns
     // between its sleeps (off_cpu.h); off_cpu_gaps() returns them.
     void watch_off_cpu(uint64_t gap_ns) { worker_meter_.start(gap_ns); }
@@ -159,6 +170,8 @@ private:
     std::vector<std::pair<CUevent, CUevent>> spare_events_;
     std::vector<StreamEngine*> engines_;
     std::map<StreamEngine*, uint32_t> sched_units_;  // the stream's units_per_block: 1 or the engine's
+    std::map<StreamEngine*, uint64_t> whole_launched_;  // whole-block chunks launched, per engine
+    std::atomic<int> time_every_{kTimeEveryDefault};
     DispatcherStats stats_;
     gk_decision last_{};  // the scheduler's last answer (under mutex_)
     bool redecide_ = false;  // a polling help finished work without asking next() (under mutex_)

@@ -6,8 +6,9 @@ in the order a ``pygpukit_dsp_core.Scheduler`` decides, through the scheduler's 
 (native/include/gk/sched_abi.h): every block handed over becomes a task (its hand-over time is
 its arrival), realtime blocks go first by earliest deadline, throughput blocks run in chunks of
 units that the scheduler releases only while no realtime deadline is endangered, and each
-chunk's GPU time (CUDA events) feeds the scheduler's cost estimate and accounting. No Python
-runs per block or chunk. ::
+chunk's GPU time (CUDA events) feeds the scheduler's cost estimate and accounting (a stream's
+first 16 whole blocks, then one in every ``time_every``: the events are serial work under the
+dispatcher's lock; every paced chunk). No Python runs per block or chunk. ::
 
     sched = Scheduler(quantum_ns=100_000)
     rt = sched.register_stream("w1", "realtime", period_ns=5_333_333, deadline_ns=1_000_000,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from .cuda_engine import CudaEngine
 
 DEFAULT_SPIN_US = 200
+DEFAULT_TIME_EVERY = 8
 
 
 class CudaDispatch:
@@ -44,9 +46,15 @@ class CudaDispatch:
     ``spin_us``: how long the worker spins after its last activity before it sleeps. A
     realtime stream whose period is longer than that pays a thread wake-up on each block;
     set it above the period to trade one busy CPU core for that latency.
+
+    ``time_every``: after a stream's first 16 blocks, one block in every ``time_every`` is timed
+    with CUDA events (its device time feeds the scheduler's cost model); the others complete
+    unmeasured and the scheduler counts their estimate as busy time. 1 times every block, at
+    about a third more serial work per block for the dispatcher (docs/scheduler.md).
     """
 
-    def __init__(self, scheduler: Any, *, device_index: int = 0, spin_us: int = DEFAULT_SPIN_US):
+    def __init__(self, scheduler: Any, *, device_index: int = 0, spin_us: int = DEFAULT_SPIN_US,
+                 time_every: int = DEFAULT_TIME_EVERY):
         import pygpukit_dsp_core  # noqa: F401  (the C ABI capsule's module must be imported)
 
         from .. import _native
@@ -57,7 +65,10 @@ class CudaDispatch:
         self._lock = threading.Lock()  # _engines: runners close their engines from their own threads
         self._closed = False
         self._device = _native.Device(device_index)
+        if int(time_every) < 1:
+            raise ValueError(f"time_every must be >= 1 (1: time every block), got {time_every}")
         self._native = _native.Dispatcher(self._device, scheduler.capsule(), spin_us=int(spin_us))
+        self._native.time_every = int(time_every)
 
     def attach(self, engine: "CudaEngine", stream_id: int) -> None:
         """Launch ``engine``'s blocks through the scheduler as stream ``stream_id``.
@@ -97,15 +108,27 @@ class CudaDispatch:
                 self._final_stats[stream_id] = dict(self.scheduler.unregister_stream(stream_id))
 
     def stats(self) -> dict[str, Any]:
-        """The worker's counters: posted, launches (chunks), completed, waits, idles, cancelled, and
+        """The worker's counters: posted, launches (chunks), completed, waits, idles, cancelled,
         helped (turns run by a waiting caller's thread instead of the worker: launches and
-        hand-backs that did not wait for the worker to get a CPU); ``slow_steps`` and
+        hand-backs that did not wait for the worker to get a CPU), and timed (chunks launched
+        between timing events: see ``time_every``); ``slow_steps`` and
         ``longest_step_ns``, by kind of step (take_posts, poll, decide, launch): the steps of a
         turn that held the dispatcher's lock ``slow_step_ns`` (200 us) or more, every caller's
         hand-over waiting behind them, and the longest of each kind; ``step_ns`` and ``steps``: all
         the time in steps of each kind, and how many (where the dispatcher's time goes);
         ``slow_log``: (start ns, ns, kind) of the first 4096 slow steps, when each held the lock."""
         return dict(self._native.stats())
+
+    @property
+    def time_every(self) -> int:
+        """One whole block in every ``time_every`` is timed after a stream's first 16 (class doc)."""
+        return int(self._native.time_every)
+
+    @time_every.setter
+    def time_every(self, n: int) -> None:
+        if int(n) < 1:
+            raise ValueError(f"time_every must be >= 1 (1: time every block), got {n}")
+        self._native.time_every = int(n)
 
     def watch_off_cpu(self, gap_us: float) -> None:
         """From now on the worker records where its time went when it made no progress for

@@ -126,14 +126,23 @@ def breakdown(trace: Mapping[str, np.ndarray], py_start: np.ndarray, py_end: np.
         spans["fill"] = np.where(late, cols["filled"] - cols["launched"], spans["fill"])
         spans["GPU + seen"] = np.where(late, cols["done_seen"] - cols["filled"], spans["GPU + seen"])
     phases = [figures(name, spans[name]) for name, _, _ in PHASES]
-    has_gpu = bool((cols["gpu_ns"] > 0).all())
-    gpu = figures("GPU time (events)", cols["gpu_ns"]) if has_gpu else None
+    # A dispatcher times a sample of its blocks (CudaDispatch.time_every): 0 marks the others.
+    timed = cols["gpu_ns"] > 0
+    gpu = None
+    if timed.any():
+        us = cols["gpu_ns"][timed].astype(np.float64) / 1e3
+        in_tail = np.zeros(n, dtype=bool)
+        in_tail[tail] = True
+        tail_us = cols["gpu_ns"][timed & in_tail].astype(np.float64) / 1e3
+        name = "GPU time (events)" if timed.all() else f"GPU time (events; {int(timed.sum())} blocks timed)"
+        p50, p99 = np.percentile(us, [50, 99])
+        gpu = PhaseFigures(name, float(p50), float(p99), float(tail_us.mean()) if len(tail_us) else float("nan"))
     over: list[OverBlock] = []
     if deadline_ns is not None:
         for i in np.flatnonzero(total > deadline_ns):
             us = {name: float(spans[name][i]) / 1e3 for name, _, _ in PHASES}
             over.append(OverBlock(int(i), float(total[i]) / 1e3, us, max(us, key=us.__getitem__),
-                                  float(cols["gpu_ns"][i]) / 1e3 if has_gpu else None))
+                                  float(cols["gpu_ns"][i]) / 1e3 if timed[i] else None))
     return Breakdown(n, k, phases, figures("total", total), gpu,
                      deadline_ns / 1e3 if deadline_ns is not None else None, over)
 
@@ -142,7 +151,8 @@ def markdown(title: str, b: Breakdown) -> list[str]:
     lines = [f"{title} ({b.blocks} blocks; tail = the slowest {b.tail_blocks}):", "",
              "| phase | p50 us | p99 us | mean in the tail us |", "|---|---:|---:|---:|"]
     for f in [*b.phases, b.total, *([b.gpu] if b.gpu else [])]:
-        lines.append(f"| {f.name} | {f.p50_us:.1f} | {f.p99_us:.1f} | {f.tail_mean_us:.1f} |")
+        tail = "-" if np.isnan(f.tail_mean_us) else f"{f.tail_mean_us:.1f}"  # no timed block in the tail
+        lines.append(f"| {f.name} | {f.p50_us:.1f} | {f.p99_us:.1f} | {tail} |")
     if b.deadline_us is not None:
         lines += ["", f"Blocks over the {b.deadline_us:.0f} us deadline: {len(b.over)}"
                   + (":" if b.over else "")]

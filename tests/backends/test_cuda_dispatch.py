@@ -42,6 +42,11 @@ rt_id = sched.register_stream("rt", "realtime", period_ns=1_000_000, deadline_ns
 # declared cost 1 ms over 3 units, quantum 100 us: one unit per chunk
 tp_id = sched.register_stream("tp", "throughput", cost_ns=1_000_000, units_per_block=3)
 disp = _native.Dispatcher(dev, sched.capsule(), spin_us=100)
+res["time_every"] = disp.time_every
+try:
+    disp.time_every = 0
+except ValueError as exc:
+    res["time_every_0"] = str(exc)
 rt = _native.StreamEngine(dev, chain("r", 1), use_graph=False, single_stream=True, inline_submit=True)
 tp = _native.StreamEngine(dev, chain("t", 3), use_graph=True)
 res["units"] = [rt.units_per_block, tp.units_per_block]
@@ -112,6 +117,9 @@ res["disp_stats"] = disp.stats()
 res["rt_stats"] = {k: v for k, v in sched.stream_stats(rt_id).items() if k in ("submitted", "completed", "missed", "chunks", "live")}
 res["tp_stats"] = {k: v for k, v in sched.stream_stats(tp_id).items() if k in ("submitted", "completed", "missed", "chunks", "live")}
 res["rt_latency_count"] = sched.stream_stats(rt_id)["latency"]["count"]
+res["rt_samples"] = sched.stream_stats(rt_id)["cost_samples"]
+res["tp_samples"] = sched.stream_stats(tp_id)["cost_samples"]
+res["rt_busy_ns"] = sched.stream_stats(rt_id)["busy_ns"]
 
 # process_split (test entry) refuses an attached engine
 try:
@@ -213,8 +221,20 @@ def test_fake_block_trace_records_each_call_in_order_on_both_paths(fake_dispatch
     assert len(inline) == 2 and inline[0][0] < inline[1][0]  # a ring of 2 keeps the last 2 calls
     assert _stamps_in_order(inline) and all(r[6] == 0 and r[7] == 0 for r in inline)
     assert fake_dispatch["trace_off"] == 0
-    assert len(sched) == 40 and _stamps_in_order(sched)
-    assert all(r[6] >= 1 and r[7] == 1 for r in sched)  # device time from the dispatcher's events
+    assert len(sched) == 40 and _stamps_in_order(sched) and all(r[7] == 1 for r in sched)
+    # device time from the dispatcher's events: a stream's first 16 blocks, then one in every 8
+    assert [r[6] >= 1 for r in sched] == [k < 16 or k % 8 == 0 for k in range(40)]
+
+
+def test_fake_dispatcher_times_a_sample_of_whole_blocks_and_every_paced_chunk(fake_dispatch):
+    assert fake_dispatch["time_every"] == 8
+    assert "time_every must be >= 1" in fake_dispatch["time_every_0"]
+    rt, tp = fake_dispatch["rt_stats"], fake_dispatch["tp_stats"]
+    # rt: 40 whole blocks, 16 + 3 (k = 16, 24, 32) timed; tp: every one of its 41 x 3 chunks
+    assert fake_dispatch["disp_stats"]["timed"] == 19 + 123
+    assert fake_dispatch["rt_samples"] == 19 and fake_dispatch["tp_samples"] == 123  # one per chunk
+    # an untimed block still counts as busy time (its estimate) and completes
+    assert rt["completed"] + rt["missed"] == 40 and fake_dispatch["rt_busy_ns"] > 0
 
 
 def test_fake_failing_engine_does_not_stop_the_others(fake_dispatch):
@@ -378,6 +398,9 @@ def test_gpu_realtime_and_throughput_share_the_gpu_with_solo_results():
     assert s_rt["latency"]["count"] == 30 and s_rt["latency"]["p99"] > 0
     assert s_tp["busy_ns"] > 0 and s_tp["measured_cost_ns"] is not None
     assert stats["posted"] == stats["completed"] == 36
+    # w1's 30 whole blocks: the first 16 and k = 16, 24 timed on the GPU; every spectrum chunk
+    assert s_rt["cost_samples"] == 18 and s_rt["measured_cost_ns"] > 0
+    assert stats["timed"] == 18 + s_tp["chunks"] and s_tp["cost_samples"] == s_tp["chunks"]
     assert e1.counters()["blocks"] == 30 and e2.counters()["blocks"] == 6
     e1.close(), e2.close()
 

@@ -56,6 +56,15 @@ def test_no_gpu_row_for_blocks_without_device_time():
     assert breakdown(cols, start, end).gpu is None
 
 
+def test_the_gpu_row_covers_the_timed_blocks_when_a_dispatcher_timed_a_sample():
+    cols, start, end = _trace(16)
+    cols["gpu_ns"][:] = 0
+    cols["gpu_ns"][::8] = 900  # CudaDispatch.time_every: one block in 8 timed
+    b = breakdown(cols, start, end)
+    assert b.gpu is not None and b.gpu.p50_us == pytest.approx(0.9) and "2 blocks timed" in b.gpu.name
+    assert "| GPU time (events; 2 blocks timed) | 0.9 |" in "\n".join(markdown("t", b))
+
+
 def test_mismatched_stamps_are_refused():
     cols, start, end = _trace(10)
     with pytest.raises(ValueError, match="records, 20 needed"):

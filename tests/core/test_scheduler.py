@@ -59,6 +59,17 @@ def test_block_lifecycle_with_a_simulated_clock():
     assert st["utilisation"] == pytest.approx(60 * US / PERIOD)
 
 
+def test_a_block_completed_unmeasured_counts_its_estimate_and_not_a_sample():
+    s = sim()
+    audio = s.register_stream("audio", "realtime", period_ns=PERIOD, cost_ns=60 * US)
+    task, _ = s.submit(audio)
+    s.next()
+    s.advance(70 * US)
+    assert s.complete(task, None).state == "completed"  # a block the dispatcher did not time
+    st = s.stream_stats(audio)
+    assert (st["completed"], st["busy_ns"], st["cost_samples"], st["measured_cost_ns"]) == (1, 60 * US, 0, None)
+
+
 def test_late_completion_counts_as_a_miss():
     s = sim()
     audio = s.register_stream("audio", "realtime", period_ns=PERIOD, cost_ns=60 * US)

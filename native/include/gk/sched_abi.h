@@ -64,6 +64,9 @@ extern "C" {
 /* As a time argument: use the scheduler's clock. As a deadline or time result: none. */
 #define GK_TIME_NOW UINT64_MAX
 #define GK_NO_TIME UINT64_MAX
+/* As complete()'s measured_cost_ns: the chunk was not timed (its estimate stands in for the
+ * device's busy time; the stream's cost model learns nothing from it). */
+#define GK_COST_UNMEASURED UINT64_MAX
 
 /* ---- status codes ---------------------------------------------------------------------- */
 #define GK_OK 0

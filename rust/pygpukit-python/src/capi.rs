@@ -34,6 +34,8 @@ pub const GK_POOL_HANDLE_CAPSULE_NAME: &CStr = c"pygpukit_dsp_core._pool_handle_
 
 pub const GK_TIME_NOW: u64 = u64::MAX;
 pub const GK_NO_TIME: u64 = u64::MAX;
+/// As `complete`'s measured cost: the chunk was not timed.
+pub const GK_COST_UNMEASURED: u64 = u64::MAX;
 
 pub const GK_OK: i32 = 0;
 pub const GK_ERR_INVALID_ARGUMENT: i32 = -1;
@@ -841,7 +843,12 @@ unsafe extern "C" fn gk_complete(
         non_null!(s);
         let mut sched = locked!(s);
         let finish = resolve(finish_ns, &sched);
-        match sched.complete(task, measured_cost_ns, finish) {
+        let done = if measured_cost_ns == GK_COST_UNMEASURED {
+            sched.complete_unmeasured(task, finish)
+        } else {
+            sched.complete(task, measured_cost_ns, finish)
+        };
+        match done {
             Ok(c) => {
                 if !out.is_null() {
                     *out = GkCompletion {

@@ -419,12 +419,16 @@ impl PyScheduler {
         &self,
         py: Python<'_>,
         task: u64,
-        measured_cost_ns: u64,
+        measured_cost_ns: Option<u64>,
         finish_ns: Option<u64>,
     ) -> PyResult<PyCompletion> {
         let mut s = self.lock()?;
         let finish = finish_ns.unwrap_or_else(|| s.now());
-        let c = s.complete(task, measured_cost_ns, finish).map_err(|e| sched_error(py, e))?;
+        let done = match measured_cost_ns {
+            Some(ns) => s.complete(task, ns, finish),
+            None => s.complete_unmeasured(task, finish),
+        };
+        let c = done.map_err(|e| sched_error(py, e))?;
         Ok(PyCompletion {
             task: c.task,
             state: c.state.name(),

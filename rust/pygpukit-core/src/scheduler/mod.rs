@@ -541,6 +541,17 @@ impl Scheduler {
     /// finish time. Chunks of one task finish in launch order, so this is always the one
     /// that finished.
     pub fn complete(&mut self, task: TaskId, measured_cost_ns: u64, finish_ns: u64) -> Result<Completion, SchedError> {
+        self.complete_chunk(task, Some(measured_cost_ns), finish_ns)
+    }
+
+    /// [`Self::complete`] for a chunk whose device time was not measured (a dispatcher times a
+    /// sample of the blocks: two event records and an elapsed-time query are serial host work).
+    /// Its estimate stands in for the device's busy time; the cost model learns nothing from it.
+    pub fn complete_unmeasured(&mut self, task: TaskId, finish_ns: u64) -> Result<Completion, SchedError> {
+        self.complete_chunk(task, None, finish_ns)
+    }
+
+    fn complete_chunk(&mut self, task: TaskId, measured: Option<u64>, finish_ns: u64) -> Result<Completion, SchedError> {
         let t = self.live_task(task, TaskState::Completed)?;
         let Some(&chunk) = t.in_flight.front().filter(|_| t.state() == TaskState::Dispatched) else {
             return Err(IllegalTransition { task, from: t.state(), to: TaskState::Completed }.into());
@@ -552,6 +563,7 @@ impl Scheduler {
             )));
         }
         let (stream_id, release, deadline, units) = (t.stream, t.release_ns, t.deadline_ns, t.units);
+        let measured_cost_ns = measured.unwrap_or(chunk.est_cost_ns);
 
         self.in_flight = self.in_flight.saturating_sub(1);
         if self.in_flight == 0 {
@@ -566,8 +578,10 @@ impl Scheduler {
         let chunk_units = u64::from((chunk.end - chunk.begin).max(1));
         if let Some(s) = self.registry.get_mut(stream_id) {
             s.accounting.busy_ns = s.accounting.busy_ns.saturating_add(measured_cost_ns);
-            let block_cost = (u128::from(measured_cost_ns) * u128::from(units) / u128::from(chunk_units)) as u64;
-            s.cost.observe(block_cost, alpha);
+            if measured.is_some() {
+                let block_cost = (u128::from(measured_cost_ns) * u128::from(units) / u128::from(chunk_units)) as u64;
+                s.cost.observe(block_cost, alpha);
+            }
         }
 
         let t = self.tasks.get_mut(&task).expect("live task");

@@ -131,6 +131,29 @@ fn block_lifecycle_and_accounting() {
 }
 
 #[test]
+fn an_unmeasured_chunk_counts_its_estimate_and_teaches_the_cost_model_nothing() {
+    let (mut s, clock) = sched();
+    let a = s.register_stream(rt("audio", 5 * MS, 100 * US)).unwrap();
+    let first = s.submit(a).unwrap();
+    launch(s.next_decision());
+    clock.advance(120 * US);
+    s.complete(first.task, 300 * US, clock.now()).unwrap();
+    let st = s.stream_stats(a).unwrap();
+    assert_eq!((st.measured_cost_ns, st.cost_samples), (Some(300 * US), 1));
+    // the next block is not timed: busy time grows by its estimate (the cost now 300 us), the
+    // EWMA and its sample count stay, and the block still completes (latency, deadline)
+    let second = s.submit(a).unwrap();
+    let l = launch(s.next_decision());
+    assert_eq!(l.est_cost_ns, 300 * US);
+    clock.advance(400 * US);
+    let done = s.complete_unmeasured(second.task, clock.now()).unwrap();
+    assert_eq!((done.state, done.latency_ns), (TaskState::Completed, Some(400 * US)));
+    let st = s.stream_stats(a).unwrap();
+    assert_eq!((st.completed, st.chunks, st.busy_ns), (2, 2, 600 * US));
+    assert_eq!((st.measured_cost_ns, st.cost_samples, st.measured_cost_max_ns), (Some(300 * US), 1, 300 * US));
+}
+
+#[test]
 fn late_finish_is_a_miss() {
     let (mut s, _) = sched();
     let a = s.register_stream(rt("audio", 5 * MS, 100 * US)).unwrap();

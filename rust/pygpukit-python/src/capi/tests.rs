@@ -97,9 +97,15 @@ fn block_round_trip_through_the_table() {
             (st.period_ns, st.deadline_ns, st.declared_cost_ns, st.measured_cost_ns),
             (5 * MS, 5 * MS, 100 * US, 90 * US)
         );
+        // a second block, not timed: its estimate (the 100 us declared) is the busy time
+        assert_eq!((abi().submit)(s, stream, GK_TIME_NOW, &mut task, &mut deadline), GK_OK);
+        assert_eq!((abi().next)(s, GK_TIME_NOW, &mut d), GK_OK);
+        assert_eq!((abi().complete)(s, task, GK_COST_UNMEASURED, GK_TIME_NOW, &mut c), GK_OK);
+        assert_eq!((abi().stream_stats)(s, stream, &mut st), GK_OK);
+        assert_eq!((st.completed, st.busy_ns, st.measured_cost_ns, st.cost_samples), (2, 190 * US, 90 * US, 1));
         let mut all = GkSchedStats::default();
         assert_eq!((abi().stats)(s, &mut all), GK_OK);
-        assert_eq!((all.streams, all.launches, all.in_flight), (1, 1, 0));
+        assert_eq!((all.streams, all.launches, all.in_flight), (1, 2, 0));
         assert!((all.realtime_utilisation - 0.02).abs() < 1e-12);
         assert_eq!((abi().unregister_stream)(s, stream), GK_OK);
         (abi().sched_release)(s);
