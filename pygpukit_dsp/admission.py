@@ -486,7 +486,7 @@ def crowded(costs_ns: Sequence[int], periods_ns: Sequence[int], deadlines_ns: Se
 def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequence[int], *, device: int = 0,
              seconds: float = REHEARSAL_S, warmup_s: float = REHEARSAL_WARMUP_S, threads: int | None = None,
              spin_us: int = 100, dispatcher_spin_us: int = 200,
-             phases_ns: Sequence[int | None] | None = None) -> RehearsalRun:
+             phases_ns: Sequence[int | None] | None = None, time_every: int | None = None) -> RehearsalRun:
     """Run CUDA ``engines`` together, as their streams will run: each one block of zeros per
     block period (its ``spec``) at its release phase (``phases_ns``; a stream of no known phase,
     or every stream when None, at 0: all released at once, the instant the response bound
@@ -494,7 +494,8 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
     one dispatcher on ``device``, blocks released by a few native threads (``_native.run_paced``:
     no Python per block). Returns each engine's device time per block as its dispatcher measured
     it (CUDA events, the scheduler's running average), in order, and the dispatcher's serial work
-    per block (:class:`RehearsalRun`); every engine's state is reset after."""
+    per block (:class:`RehearsalRun`); every engine's state is reset after. ``time_every``: the
+    dispatcher's (CudaDispatch; None: its default, as a Session's)."""
     import os
 
     from pygpukit_dsp_core import Scheduler
@@ -515,7 +516,8 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
     for e in engines:
         e.reset()
     try:
-        with CudaDispatch(sched, device_index=device, spin_us=dispatcher_spin_us) as dispatch:
+        with CudaDispatch(sched, device_index=device, spin_us=dispatcher_spin_us,
+                          **({"time_every": time_every} if time_every else {})) as dispatch:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
             _native.run_paced([e._engine for e in engines], periods, phases, inputs, warmup_s, seconds, threads,

@@ -931,12 +931,14 @@ class _ProjectStreams:
     and dispatcher (the Session's one-GPU path) and drives them natively."""
 
     def __init__(self, pipeline: "Pipeline", inputs: list[np.ndarray], *, threads: int, spin_us: int,
-                 dispatcher_spin_us: int, device: int = 0, engine_kwargs: dict[str, Any] | None = None):
+                 dispatcher_spin_us: int, device: int = 0, engine_kwargs: dict[str, Any] | None = None,
+                 time_every: int | None = None):
         from ..backends import choose_backend
         from ..backends.cuda_engine import CudaEngine
 
         self.pipeline, self.inputs, self.threads, self.spin_us = pipeline, inputs, threads, spin_us
         self.dispatcher_spin_us, self.device = dispatcher_spin_us, device
+        self.time_every = time_every  # CudaDispatch.time_every (None: its default)
         self.chain = pipeline.specs()
         self.period_ns = int(round(self.chain.input.block_period * 1e9))
         self.engines: list[Any] = []
@@ -970,7 +972,7 @@ class _ProjectStreams:
         phases = None if aligned else staggered_phases(n, self.period_ns)
         run = rehearse(self.engines[:n], [spec] * n, [self.period_ns] * n, device=self.device,
                        threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us,
-                       phases_ns=phases)
+                       phases_ns=phases, time_every=self.time_every)
         self.rehearsed_dispatch_ns[n, aligned] = run.dispatch_ns
         return int(np.median(run.costs()))
 
@@ -994,7 +996,8 @@ class _ProjectStreams:
                                      cost_ns=DECLARED_COST_NS) for i in range(n)]
         for e in engines:
             e.reset()
-        with CudaDispatch(sched, device_index=self.device, spin_us=self.dispatcher_spin_us) as dispatch:
+        with CudaDispatch(sched, device_index=self.device, spin_us=self.dispatcher_spin_us,
+                          **({"time_every": self.time_every} if self.time_every else {})) as dispatch:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
             wall = _paced_run(pt, [e._engine for e in engines], P, self.inputs, warmup_s, seconds, deadlines_ms,
@@ -1174,12 +1177,14 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                  deadlines_ms: tuple[float, ...] | list[float] = DEADLINES_MS, threads: int | None = None,
                  spin_us: int = 100, dispatcher_spin_us: int = 200, baseline: bool = True, floor: bool = True,
                  aligned: bool = True, engine_kwargs: dict[str, Any] | None = None, budget_s: float | None = None,
-                 progress: Callable[[str], None] | None = None) -> CapacityReport:
+                 time_every: int | None = None, progress: Callable[[str], None] | None = None) -> CapacityReport:
     """The capacity sweep (module doc) of ``pipeline`` (W1); with ``floor``, the floor's runs
     (:func:`floor_plan`); with ``aligned``, the project's streams again with every phase 0 (all
     released at once) up the ladder to the first N at which the process is blamed for misses at the
     shortest deadline, where admission's response bound is judged (:data:`ALIGNED`); with
-    ``baseline``, PyTorch + graph."""
+    ``baseline``, PyTorch + graph. ``time_every``: the dispatcher's (CudaDispatch; None: its
+    default)."""
+    from ..backends.cuda_dispatch import DEFAULT_TIME_EVERY
     from ..errors import ConfigError
     from .harness import _input_blocks, _source_format, machine_description
 
@@ -1207,9 +1212,9 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         settings={"ladder": list(ladder), "torch_ladder": list(torch_ladder), "coarse_s": coarse_s,
                   "confirm_s": confirm_s, "warmup_s": warmup_s, "driver_threads": threads, "spin_us": spin_us,
                   "dispatcher_spin_us": dispatcher_spin_us, "declared_cost_ns": DECLARED_COST_NS,
-                  "budget_s": budget_s})
+                  "budget_s": budget_s, "time_every": time_every or DEFAULT_TIME_EVERY})
     proj = _ProjectStreams(p, inputs, threads=threads, spin_us=spin_us, dispatcher_spin_us=dispatcher_spin_us,
-                           engine_kwargs=engine_kwargs)
+                           engine_kwargs=engine_kwargs, time_every=time_every)
     try:
         cost = proj.session_cost()
         report.settings["session_cost"] = asdict(cost)
@@ -1285,7 +1290,9 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                 torch_streams.close()
     report.notes.append(f"pygpukit-dsp: {threads} native driver thread(s) release the blocks (sleep until "
                         f"{spin_us} us before a release, then spin; poll blocks in flight); the dispatcher spins "
-                        f"{dispatcher_spin_us} us after its last activity; streams declared at "
+                        f"{dispatcher_spin_us} us after its last activity and times one block in "
+                        f"{report.settings['time_every']} with CUDA events (after each stream's first 16); "
+                        f"streams declared at "
                         f"{DECLARED_COST_NS / 1e3:g} us per block so that admission does not stop the sweep")
     return report
 
