@@ -354,6 +354,8 @@ class Dispatcher:
     def time_every(self) -> int: ...  # one whole block in every time_every timed, after a stream's first 16
     @time_every.setter
     def time_every(self, n: int) -> None: ...
+    def start_timeline(self) -> None: ...  # record each timed chunk's (start, stop) on the GPU from now
+    def stop_timeline(self) -> np.ndarray: ...  # int64 (k, 2): ns after start_timeline's reference event
     def watch_off_cpu(self, gap_us: float) -> None: ...
     def off_cpu_gaps(self) -> np.ndarray: ...  # int64 (k, 6), OffCpuMeter.gaps' columns
     @staticmethod

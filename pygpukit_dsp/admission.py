@@ -436,19 +436,31 @@ class Rehearsal:
     device_ns: int        # this kind of stream's device time per block among them (the median of its streams')
     alone_ns: int         # its calibration alone (BlockCost.device_ns), or the declared qos.cost_us
     dispatch_ns: int = 0  # the dispatcher's serial work per block among them (RehearsalRun.dispatch_ns)
+    overlap: float = 1.0  # how many blocks ran on the GPU at once, on average while it was busy (RehearsalRun.overlap)
+
+    @property
+    def occupancy_ns(self) -> int:
+        """The GPU's time per block of this kind among them: its device time over the overlap
+        (blocks of different streams run side by side, so their event-timed times add up to more
+        than the time the GPU was busy)."""
+        return max(1, int(round(self.device_ns / max(1.0, self.overlap))))
 
     @property
     def cost_ns(self) -> int:
-        """What a block of this kind costs among them: the larger of its device time and the
-        dispatcher's serial work per block (both are serial resources every block needs)."""
-        return max(self.device_ns, self.dispatch_ns)
+        """What a block of this kind costs among them: the larger of its share of the GPU
+        (occupancy_ns) and the dispatcher's serial work per block (both are serial resources every
+        block needs)."""
+        return max(self.occupancy_ns, self.dispatch_ns)
 
     def describe(self) -> str:
         out = (f"{self.device_ns / 1e3:.1f} us of device time per block among the {self.streams} realtime "
                f"streams of its GPU rehearsed together for {self.seconds:g} s ({self.alone_ns / 1e3:.1f} us alone)")
+        if self.overlap > 1.0:
+            out += (f", {self.overlap:.2f} blocks on the GPU at once while it was busy: "
+                    f"{self.occupancy_ns / 1e3:.1f} us of the GPU per block")
         if self.dispatch_ns:
             out += (f", the dispatcher's serial work {self.dispatch_ns / 1e3:.1f} us per block"
-                    + (" (admitted: the larger)" if self.dispatch_ns > self.device_ns else ""))
+                    + (" (admitted: the larger)" if self.dispatch_ns > self.occupancy_ns else ""))
         return out
 
 
@@ -463,11 +475,30 @@ class RehearsalRun:
     device_ns: list[int]
     dispatch_ns: int
     blocks: int = 0
+    overlap: float = 1.0  # Σ of the blocks' GPU intervals over their union (gpu_overlap): >= 1
 
     def costs(self) -> list[int]:
-        """Each engine's block cost among them: the larger of its device time and the dispatcher's
-        serial work per block."""
-        return [max(d, self.dispatch_ns) for d in self.device_ns]
+        """Each engine's block cost among them: the larger of its share of the GPU (device time over
+        the overlap) and the dispatcher's serial work per block."""
+        return [max(max(1, int(round(d / max(1.0, self.overlap)))), self.dispatch_ns) for d in self.device_ns]
+
+
+def gpu_overlap(intervals: np.ndarray) -> float:
+    """The blocks' GPU intervals (k, 2: start, stop ns; the dispatcher's timeline): the sum of
+    their lengths over the length of their union, the average number of blocks on the GPU at once
+    while it was busy (1.0: none overlapped, or no interval)."""
+    iv = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
+    iv = iv[iv[:, 1] > iv[:, 0]]
+    if not len(iv):
+        return 1.0
+    iv = iv[np.argsort(iv[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(iv[:, 1])
+    # a new busy stretch starts where an interval begins after everything before it ended
+    fresh = np.concatenate(([True], iv[1:, 0] > reach[:-1]))
+    starts = iv[fresh, 0]
+    ends = np.append(reach[np.flatnonzero(fresh)[1:] - 1], reach[-1])
+    union = int((ends - starts).sum())
+    return max(1.0, float((iv[:, 1] - iv[:, 0]).sum()) / union) if union > 0 else 1.0
 
 
 def crowded(costs_ns: Sequence[int], periods_ns: Sequence[int], deadlines_ns: Sequence[int],
@@ -495,13 +526,18 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
     no Python per block). Returns each engine's device time per block as its dispatcher measured
     it (CUDA events, the scheduler's running average), in order, and the dispatcher's serial work
     per block (:class:`RehearsalRun`); every engine's state is reset after. ``time_every``: the
-    dispatcher's (CudaDispatch; None: its default, as a Session's)."""
+    dispatcher's (CudaDispatch; None: its default, as a Session's).
+
+    Two timed windows of ``seconds``: the first times every block and records the GPU's timeline
+    (the engines' device times, and their overlap: :func:`gpu_overlap`); the second, at the
+    dispatcher's own sampling as the streams will run, gives its serial work per block (timing
+    every block would add two event records and three queries to each)."""
     import os
 
     from pygpukit_dsp_core import Scheduler
 
     from . import _native
-    from .backends.cuda_dispatch import CudaDispatch
+    from .backends.cuda_dispatch import DEFAULT_TIME_EVERY, CudaDispatch
 
     periods = [max(1, int(spec.block_period * 1e9)) for spec in specs]
     phases = [int(ph or 0) % p for ph, p in zip(phases_ns or [None] * len(engines), periods)]
@@ -516,21 +552,28 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
     for e in engines:
         e.reset()
     try:
-        with CudaDispatch(sched, device_index=device, spin_us=dispatcher_spin_us,
-                          **({"time_every": time_every} if time_every else {})) as dispatch:
+        with CudaDispatch(sched, device_index=device, spin_us=dispatcher_spin_us) as dispatch:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
-            _native.run_paced([e._engine for e in engines], periods, phases, inputs, warmup_s, seconds, threads,
-                              spin_us)
+            native = [e._engine for e in engines]
+            dispatch.time_every = 1
+            dispatch._native.start_timeline()
+            try:
+                _native.run_paced(native, periods, phases, inputs, warmup_s, seconds, threads, spin_us)
+            finally:
+                timeline = dispatch._native.stop_timeline()
             stats = [dispatch.stream_stats(sid) for sid in ids]
-            ds = dispatch.stats()
+            dispatch.time_every = time_every or DEFAULT_TIME_EVERY
+            before = dispatch.stats()
+            _native.run_paced(native, periods, phases, inputs, min(warmup_s, 0.05), seconds, threads, spin_us)
+            after = dispatch.stats()
     finally:
         for e in engines:
             e.reset()
-    launched = int(ds.get("launches", 0))
-    held = int(sum(ds.get("step_ns", {}).values()))
+    launched = int(after.get("launches", 0)) - int(before.get("launches", 0))
+    held = int(sum(after.get("step_ns", {}).values())) - int(sum(before.get("step_ns", {}).values()))
     return RehearsalRun([int(st.get("measured_cost_ns") or 0) for st in stats],
-                        held // launched if launched else 0, launched)
+                        held // launched if launched > 0 else 0, launched, gpu_overlap(timeline))
 
 
 def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["StreamRunner", dict[str, Any]]],
@@ -557,7 +600,8 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["Stre
     kind_ns = {k: int(np.median(v)) for k, v in by_kind.items()}
     grew = False
     for r, kw in rt:
-        r.rehearsal = Rehearsal(len(rt), REHEARSAL_S, kind_ns[cost_key(r)], kw["cost_ns"], run.dispatch_ns)
+        r.rehearsal = Rehearsal(len(rt), REHEARSAL_S, kind_ns[cost_key(r)], kw["cost_ns"], run.dispatch_ns,
+                                run.overlap)
         if r.pipeline.qos.cost_us is None and r.rehearsal.cost_ns > kw["cost_ns"]:
             kw["cost_ns"] = r.rehearsal.cost_ns
             if kw.get("latency_ns", 0) <= kw["cost_ns"]:

@@ -1,5 +1,6 @@
 """Admission of a session's streams before the first block (pygpukit_dsp/admission.py)."""
 
+import numpy as np
 import pytest
 
 from pygpukit_dsp import AdmissionError, Pipeline, Session, stages
@@ -389,6 +390,34 @@ def test_the_dispatcher_s_serial_work_per_block_is_admitted_when_it_is_the_large
     assert "the dispatcher's serial work 1900.0 us per block" in ei.value.figures["rehearsal"]
 
 
+def test_gpu_overlap_is_the_sum_of_the_intervals_over_their_union():
+    from pygpukit_dsp.admission import gpu_overlap
+
+    assert gpu_overlap(np.zeros((0, 2), np.int64)) == 1.0
+    assert gpu_overlap(np.array([[0, 10], [20, 30]])) == 1.0  # one after the other
+    # [0, 10) and [5, 15) overlap: 20 of interval over a 15-long union; [40, 50) alone, out of order
+    assert gpu_overlap(np.array([[40, 50], [0, 10], [5, 15]])) == pytest.approx(30 / 25)
+    # one interval inside another: the union is the outer one
+    assert gpu_overlap(np.array([[0, 100], [10, 20], [30, 40]])) == pytest.approx(120 / 100)
+
+
+def test_blocks_that_overlap_on_the_gpu_are_admitted_by_their_share_of_it(monkeypatch):
+    # 2 ms of event-timed device time a block, but 1.6 blocks on the GPU at once: 1.25 ms of the
+    # GPU each, the larger beside the dispatcher's 1 ms
+    from pygpukit_dsp import admission
+    from pygpukit_dsp.admission import admit
+
+    monkeypatch.setattr(admission, "rehearse", lambda engines, *a, **k: admission.RehearsalRun(
+        [2_000_000] * len(engines), 1_000_000, 100, 1.6))
+    runners = _gpu_runners(monkeypatch, 5, 1_000_000)
+    sched = admit(runners)["cuda"]
+    assert [st["declared_cost_ns"] for st in sched.stats()["streams"]] == [1_250_000] * 5
+    r = runners[0].rehearsal
+    assert (r.occupancy_ns, r.cost_ns) == (1_250_000, 1_250_000)
+    assert ", 1.60 blocks on the GPU at once while it was busy: 1250.0 us of the GPU per block, the dispatcher's " \
+           "serial work 1000.0 us per block" in r.describe()
+
+
 def test_a_stream_the_rehearsal_puts_past_the_bound_is_refused_with_its_figures(monkeypatch):
     from pygpukit_dsp.admission import admit
 
@@ -547,7 +576,9 @@ def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_a
             assert 0.5 * alone.gpu_ns < c < 20 * alone.gpu_ns, (c, alone)
         # the dispatcher's work per block: some us of host time, every block launched counted
         assert 1_000 < run.dispatch_ns < 1_000_000 and run.blocks >= 32
-        assert run.costs() == [max(c, run.dispatch_ns) for c in run.device_ns]
+        # 32 streams' blocks on the GPU's timeline: some overlap, never more than all of them at once
+        assert 1.0 <= run.overlap < 32
+        assert run.costs() == [max(round(c / run.overlap), run.dispatch_ns) for c in run.device_ns]
         x = np.random.default_rng(5).standard_normal((64, 256)).astype(np.float32)
         want = ref.process(x)
         for e in engines:
@@ -572,7 +603,8 @@ def test_gpu_a_crowded_session_is_admitted_by_its_rehearsal(monkeypatch):
         assert o.blocks > 0 and "among the 4 realtime streams of its GPU rehearsed together" in o.admission
     r = s._runners[0]
     assert r.rehearsal.device_ns > 0 and r.rehearsal.alone_ns == r.measured_cost.device_ns
-    assert r.rehearsal.dispatch_ns > 0 and r.rehearsal.cost_ns == max(r.rehearsal.device_ns, r.rehearsal.dispatch_ns)
+    assert r.rehearsal.dispatch_ns > 0 and r.rehearsal.overlap >= 1.0
+    assert r.rehearsal.cost_ns == max(round(r.rehearsal.device_ns / r.rehearsal.overlap), r.rehearsal.dispatch_ns)
     assert s.stream_stats("w0")["declared_cost_ns"] == max(r.measured_cost.device_ns, r.rehearsal.cost_ns)
 
 

@@ -67,6 +67,23 @@ void bind_dispatch(py::module_& m) {
             "Time one in every time_every whole-block chunks of a stream (CUDA events) after its first "
             "16; 1 times every block. The others complete unmeasured: their event records and "
             "elapsed-time query are serial work under the dispatcher's lock.")
+        .def("start_timeline", &gk::Dispatcher::start_timeline,
+             "From now on record each timed chunk's start and stop on the GPU (ns after a reference "
+             "event recorded now); with time_every 1, every block's.")
+        .def(
+            "stop_timeline",
+            [](gk::Dispatcher& d) {
+                const auto iv = d.stop_timeline();
+                py::array_t<int64_t> out({static_cast<py::ssize_t>(iv.size()), static_cast<py::ssize_t>(2)});
+                auto m = out.mutable_unchecked<2>();
+                for (size_t i = 0; i < iv.size(); ++i) {
+                    m(static_cast<py::ssize_t>(i), 0) = iv[i].first;
+                    m(static_cast<py::ssize_t>(i), 1) = iv[i].second;
+                }
+                return out;
+            },
+            "Stop recording; the intervals since start_timeline: an int64 array (k, 2) of (start, stop) ns "
+            "on the GPU.")
         .def(
             "watch_off_cpu",
             [](gk::Dispatcher& d, double gap_us) {

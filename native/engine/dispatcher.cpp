@@ -64,6 +64,7 @@ Dispatcher::~Dispatcher() {
                 api->cuEventDestroy(a);
                 api->cuEventDestroy(b);
             }
+            if (timeline_ref_) api->cuEventDestroy(timeline_ref_);
         } catch (...) {
         }
     }
@@ -84,6 +85,32 @@ void Dispatcher::close() {
 void Dispatcher::set_time_every(int n) {
     if (n < 1) throw std::invalid_argument("time_every must be >= 1 (1: time every block), got " + std::to_string(n));
     time_every_.store(n);
+}
+
+void Dispatcher::start_timeline() {
+    device_->make_current();
+    const DriverApi& api = driver();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (timeline_ref_) throw std::invalid_argument("the dispatcher's timeline is already on");
+    CUevent ref = nullptr;
+    cu_check(api.cuEventCreate(&ref, CU_EVENT_DEFAULT), "cuEventCreate", "the timeline's reference event");
+    CUresult r = api.cuEventRecord(ref, nullptr);
+    if (r == CUDA_SUCCESS) r = api.cuEventSynchronize(ref);
+    if (r != CUDA_SUCCESS) {
+        api.cuEventDestroy(ref);
+        cu_check(r, "cuEventRecord", "the timeline's reference event");
+    }
+    timeline_.clear();
+    timeline_ref_ = ref;
+}
+
+std::vector<std::pair<int64_t, int64_t>> Dispatcher::stop_timeline() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (timeline_ref_) {
+        if (const DriverApi* api = driver_if_loaded()) api->cuEventDestroy(timeline_ref_);
+        timeline_ref_ = nullptr;
+    }
+    return std::move(timeline_);
 }
 
 DispatcherStats Dispatcher::stats() const {
@@ -284,6 +311,12 @@ bool Dispatcher::poll_in_flight() {
             gpu_ns = 1;
             if (api.cuEventElapsedTime(&ms, f.start, f.stop) == CUDA_SUCCESS && ms > 0.0f)
                 gpu_ns = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(ms) * 1e6));
+            float a = 0.0f, b = 0.0f;
+            if (timeline_ref_ && timeline_.size() < kTimelineMax &&
+                api.cuEventElapsedTime(&a, timeline_ref_, f.start) == CUDA_SUCCESS &&
+                api.cuEventElapsedTime(&b, timeline_ref_, f.stop) == CUDA_SUCCESS)
+                timeline_.emplace_back(static_cast<int64_t>(static_cast<double>(a) * 1e6),
+                                       static_cast<int64_t>(static_cast<double>(b) * 1e6));
         }
         gk_completion c{};
         check(abi_->complete(sched_, f.task, gpu_ns ? gpu_ns : GK_COST_UNMEASURED, finish, &c), "complete()");

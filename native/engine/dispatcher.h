@@ -110,6 +110,13 @@ public:
     static constexpr int kTimeEveryDefault = 8;
     void set_time_every(int n);
     int time_every() const noexcept { return time_every_.load(); }
+    // The GPU's timeline: from start_timeline() each timed chunk's start and stop on the GPU, in
+    // ns after a reference event recorded then (two more elapsed-time queries per timed chunk;
+    // admission's rehearsal, with time_every 1, takes the union of the intervals: the GPU's
+    // occupancy, where blocks of different streams overlap). Up to kTimelineMax intervals.
+    static constexpr size_t kTimelineMax = 1 << 20;
+    void start_timeline();
+    std::vector<std::pair<int64_t, int64_t>> stop_timeline();
     // From now on the worker records where its time went when it made no progress for gap_ns
     // between its sleeps (off_cpu.h); off_cpu_gaps() returns them.
     void watch_off_cpu(uint64_t gap_ns) { worker_meter_.start(gap_ns); }
@@ -172,6 +179,8 @@ private:
     std::map<StreamEngine*, uint32_t> sched_units_;  // the stream's units_per_block: 1 or the engine's
     std::map<StreamEngine*, uint64_t> whole_launched_;  // whole-block chunks launched, per engine
     std::atomic<int> time_every_{kTimeEveryDefault};
+    CUevent timeline_ref_ = nullptr;  // start_timeline's reference (under mutex_); null: off
+    std::vector<std::pair<int64_t, int64_t>> timeline_;
     DispatcherStats stats_;
     gk_decision last_{};  // the scheduler's last answer (under mutex_)
     bool redecide_ = false;  // a polling help finished work without asking next() (under mutex_)

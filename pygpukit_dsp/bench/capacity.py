@@ -155,6 +155,7 @@ class Prediction:
     latency_us: float | None = None  # one block alone, release to done (the response bound's L)
     rehearsed_us: dict[str, float] = field(default_factory=dict)  # N -> block cost among N rehearsed (admission's)
     dispatch_us: dict[str, float] = field(default_factory=dict)   # N -> the dispatcher's serial work per block there
+    overlap: dict[str, float] = field(default_factory=dict)       # N -> blocks on the GPU at once there (RehearsalRun.overlap)
 
 
 @dataclass
@@ -414,7 +415,9 @@ class CapacityReport:
             shown = [m for m in ([n] if str(n) in p.rehearsed_us else []) + above[:1]]
             among = ("; rehearsed: " + ", ".join(
                 f"{p.rehearsed_us[str(m)]:.1f} us among {m}"
-                + (f" (dispatcher {p.dispatch_us[str(m)]:.1f})" if str(m) in p.dispatch_us else "") for m in shown)
+                + (f" (dispatcher {p.dispatch_us[str(m)]:.1f}" if str(m) in p.dispatch_us else "")
+                + (f", {p.overlap[str(m)]:.2f} blocks at once on the GPU" if str(m) in p.overlap else "")
+                + (")" if str(m) in p.dispatch_us else "") for m in shown)
                 if shown else "")
             return f"{'' if n is None else n} ({p.cost_us:.1f} us device{alone}{among})"
 
@@ -943,6 +946,7 @@ class _ProjectStreams:
         self.period_ns = int(round(self.chain.input.block_period * 1e9))
         self.engines: list[Any] = []
         self.rehearsed_dispatch_ns: dict[tuple[int, bool], int] = {}  # (n, aligned) -> dispatcher's work per block
+        self.rehearsed_overlap: dict[tuple[int, bool], float] = {}    # (n, aligned) -> RehearsalRun.overlap
         choice = choose_backend(pipeline, self.chain, "cuda")
         # the realtime defaults (what a Session opens); engine_kwargs: tests (a fake driver without
         # mapped host memory)
@@ -974,12 +978,17 @@ class _ProjectStreams:
                        threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us,
                        phases_ns=phases, time_every=self.time_every)
         self.rehearsed_dispatch_ns[n, aligned] = run.dispatch_ns
+        self.rehearsed_overlap[n, aligned] = run.overlap
         return int(np.median(run.costs()))
 
     def dispatch_us(self, aligned: bool) -> dict[str, float]:
         """N -> the dispatcher's serial work per block (us) in the rehearsals of N streams made so
         far, staggered or ``aligned`` (Prediction.dispatch_us)."""
         return {str(n): v / 1e3 for (n, a), v in self.rehearsed_dispatch_ns.items() if a == aligned}
+
+    def overlap(self, aligned: bool) -> dict[str, float]:
+        """N -> blocks on the GPU at once in the rehearsals of N streams (Prediction.overlap)."""
+        return {str(n): v for (n, a), v in self.rehearsed_overlap.items() if a == aligned}
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float], aligned: bool = False) -> CapacityPoint:
@@ -1221,6 +1230,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         report.predictions.append(session_prediction(cost, period_ns, deadlines_ms, proj.rehearsed_ns,
                                                      n_max=max(ladder), say=say, phased=True))
         report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=False)
+        report.predictions[-1].overlap = proj.overlap(aligned=False)
         say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
             f"declared, admits {report.predictions[-1].streams}")
         if aligned:
@@ -1228,6 +1238,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                 cost, period_ns, deadlines_ms, lambda n: proj.rehearsed_ns(n, aligned=True), n_max=max(ladder),
                 say=say, phased=False, how=SESSION_ALIGNED))
             report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=True)
+            report.predictions[-1].overlap = proj.overlap(aligned=True)
             say(f"capacity: admission with no phase declared (every block may come at once) admits "
                 f"{report.predictions[-1].streams}")
         _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms), ladder, coarse_s, confirm_s,

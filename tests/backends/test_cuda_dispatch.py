@@ -490,6 +490,18 @@ os.environ["FAKE_CUDA_LAUNCH_DELAY_US"] = "300"  # the next launch holds the dis
 block(3)
 os.environ["FAKE_CUDA_LAUNCH_DELAY_US"] = "0"
 res["slow"] = disp.stats()
+# the GPU's timeline: every timed block's (start, stop) after the reference event
+disp.time_every = 1
+disp.start_timeline()
+try:
+    disp.start_timeline()
+except ValueError as exc:
+    res["timeline_twice"] = str(exc)
+for k in range(4, 9):
+    block(k)
+res["timeline"] = disp.stop_timeline().tolist()
+block(9)
+res["timeline_off"] = disp.stop_timeline().shape[0]
 e.detach()
 disp.close()
 print(json.dumps(res))
@@ -506,3 +518,12 @@ def test_a_step_that_holds_the_dispatcher_s_lock_is_counted_by_kind(fake_driver)
     # every step timed: four blocks launched, each taken, decided and polled at least once
     assert slow["steps"]["launch"] == 4 and min(slow["steps"].values()) >= 4
     assert slow["step_ns"]["launch"] >= slow["longest_step_ns"]["launch"]
+
+
+def test_the_dispatcher_records_the_gpu_timeline_of_timed_blocks(fake_driver):  # noqa: F811
+    res = last_json(run_python(SLOW_STEP_SCRIPT, GK_LIBCUDA=fake_driver))
+    tl = res["timeline"]
+    assert len(tl) == 5 and all(0 <= a <= b for a, b in tl)  # blocks 4..8, after the reference
+    assert [a for a, _ in tl] == sorted(a for a, _ in tl)  # one stream: in order
+    assert "already on" in res["timeline_twice"]
+    assert res["timeline_off"] == 0  # stopped: block 9 not recorded
