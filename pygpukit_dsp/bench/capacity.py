@@ -89,6 +89,7 @@ STOP_AFTER_MISSING = 2              # coarse sweep: stop after this many success
 CONFIRM_TRIES = 3                   # confirmations per deadline: the knee, then down the ladder while they miss
 TARGET_STREAMS = 100                # issue 13: >= 100 streams with zero misses at 5.33 ms over 30 s
 TARGET_RATIO = 3.0                  # ... and >= 3x what PyTorch + graph holds
+NOT_MUCH_EARLIER = 0.9              # admission refusing at >= this fraction of the N that held: "a little earlier"
 FLOOR = "floor"                     # the capacity floor's points (_FloorStreams)
 FLOOR_ALIGNED = "floor, aligned"    # the floor released all at once, at the N the aligned runs ran
 ALIGNED = "pygpukit-dsp, aligned"   # the project's streams with every phase 0: all release at once
@@ -138,9 +139,11 @@ def _process_misses(p: "CapacityPoint", deadline_ms: float) -> int | None:
 
 def _verdict(predicted: int, held: int, missed: int | None) -> str:
     """Where admission's ``predicted`` N falls against the largest N that held and the least N
-    above it that missed (None: none did)."""
+    above it that missed (None: none did). "a little earlier": it refuses an N that held, but by
+    less than NOT_MUCH_EARLIER of it (issue 13: "where misses begin, and not much earlier"; the
+    sweep's ladder steps are 10-15% apart near the knee)."""
     if predicted < held:
-        return "earlier"
+        return "a little earlier" if predicted >= NOT_MUCH_EARLIER * held else "earlier"
     return "later" if missed is not None and predicted >= missed else "where misses begin"
 
 
@@ -226,8 +229,8 @@ class CapacityReport:
 
         ``held``: the largest N confirmed with zero misses; ``missed``: the smallest N above it
         that missed (any run; None when the sweep found none). ``verdict``: "where misses begin"
-        when held <= predicted < missed; "earlier" (``fraction`` = predicted / held) when it
-        refuses N that held; "later" when it admits an N that missed. None: nothing to compare."""
+        when held <= predicted < missed; "a little earlier" or "earlier" (``fraction`` = predicted
+        / held, at least NOT_MUCH_EARLIER or not) when it refuses N that held; "later" when it admits an N that missed. None: nothing to compare."""
         pred = next((p for p in self.predictions if p.how == how), None)
         held = self.capacity(impl, deadline_ms)
         held_p = self.capacity_not_blamed(impl, deadline_ms)
@@ -432,6 +435,8 @@ class CapacityReport:
             lines.append(f"- {name}: {'not measured' if met is None else '**met**' if met else '**not met**'} ({detail})")
         def words(w: dict[str, Any]) -> str:
             return {"where misses begin": "it refuses where misses begin",
+                    "a little earlier": f"it refuses a little earlier ({w['fraction']:.2f}x the N that held: "
+                                        f"not much earlier)",
                     "earlier": f"it refuses earlier ({w['fraction']:.2f}x the N that held)",
                     "later": "it admits an N that missed"}[w["verdict"]]
 

@@ -68,10 +68,15 @@ def test_admission_verdict_places_the_prediction_between_what_held_and_what_miss
         pt = CapacityPoint("pygpukit-dsp", n, 2.0, phase, blocks=1000)
         pt.misses = {"5.33": m5, "2.00": m5}
         rep.points.append(pt)
-    for cost, verdict in [(12_400, "where misses begin"), (35_000, "earlier"), (9_000, "later")]:
+    for cost, verdict in [(12_400, "where misses begin"), (35_000, "earlier"), (9_000, "later"),
+                          (13_500, "a little earlier")]:
         rep.predictions = [predict(cost, P, D, "session")]
         v = rep.admission_verdict(D[0])
         assert (v["held"], v["missed"], v["verdict"]) == (384, 512, verdict), cost
+    rep.predictions = [predict(13_500, P, D, "session")]
+    assert 0.9 * 384 <= rep.admission_verdict(D[0])["predicted"] < 384
+    assert "it refuses a little earlier (0.9" in rep.markdown()
+    rep.predictions = [predict(9_000, P, D, "session")]
     assert rep.admission_verdict(D[0])["predicted"] == 533
     rep.predictions = [predict(35_000, P, D, "session")]
     assert "predicted 137 streams; the project held 384, and missed at 512: it refuses earlier (0.36x" \
