@@ -443,7 +443,7 @@ class Rehearsal:
         """The GPU's time per block of this kind among them: its device time over the overlap
         (blocks of different streams run side by side, so their event-timed times add up to more
         than the time the GPU was busy)."""
-        return max(1, int(round(self.device_ns / max(1.0, self.overlap))))
+        return gpu_share_ns(self.device_ns, self.overlap)
 
     @property
     def cost_ns(self) -> int:
@@ -480,7 +480,14 @@ class RehearsalRun:
     def costs(self) -> list[int]:
         """Each engine's block cost among them: the larger of its share of the GPU (device time over
         the overlap) and the dispatcher's serial work per block."""
-        return [max(max(1, int(round(d / max(1.0, self.overlap)))), self.dispatch_ns) for d in self.device_ns]
+        return [max(gpu_share_ns(d, self.overlap), self.dispatch_ns) for d in self.device_ns]
+
+
+def gpu_share_ns(device_ns: int, overlap: float) -> int:
+    """A block's share of the GPU: its event-timed device time over the blocks' overlap. With
+    device_ns the mean of the intervals this is their union per block, whether the blocks ran side
+    by side or one waited behind another inside its interval."""
+    return max(1, int(round(device_ns / max(1.0, overlap))))
 
 
 def gpu_overlap(intervals: np.ndarray) -> float:
