@@ -476,11 +476,6 @@ class RehearsalRun:
     dispatch_ns: int
     blocks: int = 0
     overlap: float = 1.0  # Σ of the blocks' GPU intervals over their union (gpu_overlap): >= 1
-    # the second window's latency from release, every stream's blocks together (ns; 0: none):
-    # not admission's input yet, beside it to learn whether a rehearsal's tail tells a short
-    # deadline's misses (docs/benchmarks.md, "Session 18")
-    p99_ns: int = 0
-    p999_ns: int = 0
 
     def costs(self) -> list[int]:
         """Each engine's block cost among them: the larger of its share of the GPU (device time over
@@ -577,17 +572,15 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
             stats = [dispatch.stream_stats(sid) for sid in ids]
             dispatch.time_every = time_every or DEFAULT_TIME_EVERY
             before = dispatch.stats()
-            res = _native.run_paced(native, periods, phases, inputs, min(warmup_s, 0.05), seconds, threads, spin_us)
+            _native.run_paced(native, periods, phases, inputs, min(warmup_s, 0.05), seconds, threads, spin_us)
             after = dispatch.stats()
     finally:
         for e in engines:
             e.reset()
     launched = int(after.get("launches", 0)) - int(before.get("launches", 0))
     held = int(sum(after.get("step_ns", {}).values())) - int(sum(before.get("step_ns", {}).values()))
-    lat = np.concatenate([np.asarray(v, dtype=np.int64) for v in res["latency_ns"]] or [np.zeros(0, np.int64)])
-    p99, p999 = (int(v) for v in np.percentile(lat, [99, 99.9])) if len(lat) else (0, 0)
     return RehearsalRun([int(st.get("measured_cost_ns") or 0) for st in stats],
-                        held // launched if launched > 0 else 0, launched, gpu_overlap(timeline), p99, p999)
+                        held // launched if launched > 0 else 0, launched, gpu_overlap(timeline))
 
 
 def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["StreamRunner", dict[str, Any]]],

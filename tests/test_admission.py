@@ -578,7 +578,6 @@ def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_a
         assert 1_000 < run.dispatch_ns < 1_000_000 and run.blocks >= 32
         # 32 streams' blocks on the GPU's timeline: some overlap, never more than all of them at once
         assert 1.0 <= run.overlap < 32
-        assert 0 < run.p99_ns <= run.p999_ns  # the second window's latency from release
         assert run.costs() == [max(round(c / run.overlap), run.dispatch_ns) for c in run.device_ns]
         x = np.random.default_rng(5).standard_normal((64, 256)).astype(np.float32)
         want = ref.process(x)

@@ -159,7 +159,6 @@ class Prediction:
     rehearsed_us: dict[str, float] = field(default_factory=dict)  # N -> block cost among N rehearsed (admission's)
     dispatch_us: dict[str, float] = field(default_factory=dict)   # N -> the dispatcher's serial work per block there
     overlap: dict[str, float] = field(default_factory=dict)       # N -> blocks on the GPU at once there (RehearsalRun.overlap)
-    tail_us: dict[str, list[float]] = field(default_factory=dict)  # N -> the rehearsal's latency p99, p99.9 (us)
 
 
 @dataclass
@@ -421,8 +420,6 @@ class CapacityReport:
                 f"{p.rehearsed_us[str(m)]:.1f} us among {m}"
                 + (f" (dispatcher {p.dispatch_us[str(m)]:.1f}" if str(m) in p.dispatch_us else "")
                 + (f", {p.overlap[str(m)]:.2f} blocks at once on the GPU" if str(m) in p.overlap else "")
-                + (f", p99 / p99.9 {p.tail_us[str(m)][0]:.0f} / {p.tail_us[str(m)][1]:.0f} us"
-                   if str(m) in p.tail_us else "")
                 + (")" if str(m) in p.dispatch_us else "") for m in shown)
                 if shown else "")
             return f"{'' if n is None else n} ({p.cost_us:.1f} us device{alone}{among})"
@@ -955,7 +952,6 @@ class _ProjectStreams:
         self.engines: list[Any] = []
         self.rehearsed_dispatch_ns: dict[tuple[int, bool], int] = {}  # (n, aligned) -> dispatcher's work per block
         self.rehearsed_overlap: dict[tuple[int, bool], float] = {}    # (n, aligned) -> RehearsalRun.overlap
-        self.rehearsed_tail_ns: dict[tuple[int, bool], tuple[int, int]] = {}  # (n, aligned) -> p99, p99.9
         choice = choose_backend(pipeline, self.chain, "cuda")
         # the realtime defaults (what a Session opens); engine_kwargs: tests (a fake driver without
         # mapped host memory)
@@ -988,7 +984,6 @@ class _ProjectStreams:
                        phases_ns=phases, time_every=self.time_every)
         self.rehearsed_dispatch_ns[n, aligned] = run.dispatch_ns
         self.rehearsed_overlap[n, aligned] = run.overlap
-        self.rehearsed_tail_ns[n, aligned] = (run.p99_ns, run.p999_ns)
         return int(np.median(run.costs()))
 
     def dispatch_us(self, aligned: bool) -> dict[str, float]:
@@ -999,11 +994,6 @@ class _ProjectStreams:
     def overlap(self, aligned: bool) -> dict[str, float]:
         """N -> blocks on the GPU at once in the rehearsals of N streams (Prediction.overlap)."""
         return {str(n): v for (n, a), v in self.rehearsed_overlap.items() if a == aligned}
-
-    def tail_us(self, aligned: bool) -> dict[str, list[float]]:
-        """N -> the rehearsal's latency p99 and p99.9 from release, us (Prediction.tail_us)."""
-        return {str(n): [v[0] / 1e3, v[1] / 1e3] for (n, a), v in self.rehearsed_tail_ns.items()
-                if a == aligned and v[1] > 0}
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float], aligned: bool = False) -> CapacityPoint:
@@ -1246,7 +1236,6 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                                                      n_max=max(ladder), say=say, phased=True))
         report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=False)
         report.predictions[-1].overlap = proj.overlap(aligned=False)
-        report.predictions[-1].tail_us = proj.tail_us(aligned=False)
         say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
             f"declared, admits {report.predictions[-1].streams}")
         if aligned:
@@ -1255,7 +1244,6 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                 say=say, phased=False, how=SESSION_ALIGNED))
             report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=True)
             report.predictions[-1].overlap = proj.overlap(aligned=True)
-            report.predictions[-1].tail_us = proj.tail_us(aligned=True)
             say(f"capacity: admission with no phase declared (every block may come at once) admits "
                 f"{report.predictions[-1].streams}")
         _ladder_runs(lambda n, s, ph: proj.run(n, s, ph, warmup_s, deadlines_ms), ladder, coarse_s, confirm_s,

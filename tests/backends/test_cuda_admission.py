@@ -30,7 +30,6 @@ res["costs"] = run.device_ns
 res["dispatch"] = [run.dispatch_ns, run.blocks,
                    run.costs() == [max(round(c / run.overlap), run.dispatch_ns) for c in run.device_ns]]
 res["overlap"] = run.overlap
-res["tail"] = [run.p99_ns, run.p999_ns]
 res["attached_after"] = [e._dispatch is not None for e in engines]
 for e in engines:
     e.close()
@@ -57,7 +56,6 @@ def test_fake_rehearsal_drives_every_engine_and_a_crowded_session_reports_it(fak
     dispatch_ns, blocks, costs_take_the_larger = res["dispatch"]
     assert dispatch_ns > 0 and blocks >= 3 and costs_take_the_larger
     assert res["overlap"] >= 1.0  # the GPU timeline was recorded (the fake driver's clock)
-    assert 0 < res["tail"][0] <= res["tail"][1]  # the second window's latency from release
     assert res["attached_after"] == [False] * 3  # the scratch dispatcher let them go
     assert res["blocks"] == [5, 5]
     for text in res["admission"]:
