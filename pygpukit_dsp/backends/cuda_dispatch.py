@@ -65,10 +65,8 @@ class CudaDispatch:
         self._lock = threading.Lock()  # _engines: runners close their engines from their own threads
         self._closed = False
         self._device = _native.Device(device_index)
-        if int(time_every) < 1:
-            raise ValueError(f"time_every must be >= 1 (1: time every block), got {time_every}")
         self._native = _native.Dispatcher(self._device, scheduler.capsule(), spin_us=int(spin_us))
-        self._native.time_every = int(time_every)
+        self.time_every = time_every
 
     def attach(self, engine: "CudaEngine", stream_id: int) -> None:
         """Launch ``engine``'s blocks through the scheduler as stream ``stream_id``.
@@ -126,9 +124,7 @@ class CudaDispatch:
 
     @time_every.setter
     def time_every(self, n: int) -> None:
-        if int(n) < 1:
-            raise ValueError(f"time_every must be >= 1 (1: time every block), got {n}")
-        self._native.time_every = int(n)
+        self._native.time_every = int(n)  # ValueError below 1 (the native dispatcher checks)
 
     def watch_off_cpu(self, gap_us: float) -> None:
         """From now on the worker records where its time went when it made no progress for

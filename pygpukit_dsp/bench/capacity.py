@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from ..backends.cuda_dispatch import DEFAULT_TIME_EVERY
 from . import off_cpu
 from .stall_probe import EPISODE_GAP_NS, HOST_SLOW_FACTOR, HOST_STALL_US, start_probe, stop_probe
 from .steal import StealSampler, steal_summary, steal_ticks
@@ -230,7 +231,8 @@ class CapacityReport:
         ``held``: the largest N confirmed with zero misses; ``missed``: the smallest N above it
         that missed (any run; None when the sweep found none). ``verdict``: "where misses begin"
         when held <= predicted < missed; "a little earlier" or "earlier" (``fraction`` = predicted
-        / held, at least NOT_MUCH_EARLIER or not) when it refuses N that held; "later" when it admits an N that missed. None: nothing to compare."""
+        / held, at least NOT_MUCH_EARLIER or not) when it refuses N that held; "later" when it
+        admits an N that missed. None: nothing to compare."""
         pred = next((p for p in self.predictions if p.how == how), None)
         held = self.capacity(impl, deadline_ms)
         held_p = self.capacity_not_blamed(impl, deadline_ms)
@@ -416,12 +418,12 @@ class CapacityReport:
             # the rehearsals that decided it: at the N admitted and the least N refused above it
             above = sorted((int(m) for m in p.rehearsed_us if n is not None and int(m) > n))
             shown = [m for m in ([n] if str(n) in p.rehearsed_us else []) + above[:1]]
-            among = ("; rehearsed: " + ", ".join(
-                f"{p.rehearsed_us[str(m)]:.1f} us among {m}"
-                + (f" (dispatcher {p.dispatch_us[str(m)]:.1f}" if str(m) in p.dispatch_us else "")
-                + (f", {p.overlap[str(m)]:.2f} blocks at once on the GPU" if str(m) in p.overlap else "")
-                + (")" if str(m) in p.dispatch_us else "") for m in shown)
-                if shown else "")
+            def rehearsed(m: int) -> str:
+                beside = ([f"dispatcher {p.dispatch_us[str(m)]:.1f}"] if str(m) in p.dispatch_us else []) + \
+                         ([f"{p.overlap[str(m)]:.2f} blocks at once on the GPU"] if str(m) in p.overlap else [])
+                return f"{p.rehearsed_us[str(m)]:.1f} us among {m}" + (f" ({', '.join(beside)})" if beside else "")
+
+            among = ("; rehearsed: " + ", ".join(rehearsed(m) for m in shown)) if shown else ""
             return f"{'' if n is None else n} ({p.cost_us:.1f} us device{alone}{among})"
 
         for d in self.deadlines_ms:
@@ -946,7 +948,7 @@ class _ProjectStreams:
 
         self.pipeline, self.inputs, self.threads, self.spin_us = pipeline, inputs, threads, spin_us
         self.dispatcher_spin_us, self.device = dispatcher_spin_us, device
-        self.time_every = time_every  # CudaDispatch.time_every (None: its default)
+        self.time_every = time_every or DEFAULT_TIME_EVERY  # CudaDispatch.time_every
         self.chain = pipeline.specs()
         self.period_ns = int(round(self.chain.input.block_period * 1e9))
         self.engines: list[Any] = []
@@ -1011,7 +1013,7 @@ class _ProjectStreams:
         for e in engines:
             e.reset()
         with CudaDispatch(sched, device_index=self.device, spin_us=self.dispatcher_spin_us,
-                          **({"time_every": self.time_every} if self.time_every else {})) as dispatch:
+                          time_every=self.time_every) as dispatch:
             for e, sid in zip(engines, ids):
                 dispatch.attach(e, sid)
             wall = _paced_run(pt, [e._engine for e in engines], P, self.inputs, warmup_s, seconds, deadlines_ms,
@@ -1198,7 +1200,6 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     shortest deadline, where admission's response bound is judged (:data:`ALIGNED`); with
     ``baseline``, PyTorch + graph. ``time_every``: the dispatcher's (CudaDispatch; None: its
     default)."""
-    from ..backends.cuda_dispatch import DEFAULT_TIME_EVERY
     from ..errors import ConfigError
     from .harness import _input_blocks, _source_format, machine_description
 
