@@ -30,6 +30,7 @@ shortest deadline), raised before the first block.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -49,8 +50,12 @@ CALM_FACTOR = 3.0           # a round is calm when its slowest block is within t
 CALIBRATION_GAP_MAX_S = 0.01  # realtime calibration blocks come one period apart, at most this far
 DEFAULT_U_MAX = 0.9         # the utilisation bound (Session(u_max=...), gk-stream run --u-max)
 REHEARSAL_SHARE = 0.5       # rehearse a GPU's realtime streams when, costed alone, they fill more than this share of a bound
-REHEARSAL_S = 0.3           # the rehearsal's timed window (after REHEARSAL_WARMUP_S)
+REHEARSAL_S = 0.3           # the rehearsal's first timed window (after REHEARSAL_WARMUP_S): device times
+REHEARSAL_TAIL_S = 1.0      # its second: the dispatcher's work per block and the latency tail
 REHEARSAL_WARMUP_S = 0.2
+TAIL_QUANTILE = 0.9         # the rehearsal's latency tail: the excess over this quantile (LatencyTail)
+TAIL_HORIZON_S = 60.0       # admission wants no block of a rehearsed kind past its deadline within this long
+TAIL_MIN_BLOCKS = 200       # fewer rehearsed blocks of a kind: no tail estimate for it
 
 
 def _sleep_s(seconds: float) -> None:
@@ -427,16 +432,88 @@ def admit(runners: list["StreamRunner"], *, u_max: float = DEFAULT_U_MAX,
 
 
 @dataclass(frozen=True)
+class LatencyTail:
+    """A kind of stream's latency from release in the rehearsal (its second window, as the streams
+    will run) and how far its tail reaches: peaks over a threshold, the extreme-value estimate.
+    The latencies' excesses over their TAIL_QUANTILE quantile ``threshold_ns`` are fitted with a
+    generalised Pareto distribution by its moments (mean excess ``mean_excess_ns``, ``shape``):
+    shape 0 is the exponential tail of a queue's waiting time (a GI/G/1 queue's wait has one), a
+    negative shape a bounded tail (blocks released all at once wait behind at most all the others).
+    A shape fitted above 0 (heavier than exponential: a few outliers in a short window), or within
+    two of its standard errors below 0, is taken as 0. One block in B then passes ``reach_ns(B)``.
+
+    Why admission needs it: for staggered releases the response bound counts only the work
+    released just before a block, but the dispatcher's lock is a queue whose steps are uneven
+    (most 10-15 us, some 0.2-1 ms) and the host wobbles, so at 77-85% busy a block sometimes
+    waits for a millisecond or two: a 2 ms deadline misses where 5.33 ms does not
+    (docs/scheduler.md, "A short deadline meets the queue's tail")."""
+
+    blocks: int          # latencies it was estimated from
+    threshold_ns: int    # their TAIL_QUANTILE quantile
+    mean_excess_ns: int  # their mean excess over it
+    shape: float         # the generalised Pareto's shape, in [-1, 0]
+    p99_ns: int
+    p999_ns: int
+    max_ns: int
+
+    @classmethod
+    def of(cls, latency_ns: np.ndarray) -> "LatencyTail | None":
+        """The tail of these latencies (ns); None below TAIL_MIN_BLOCKS of them."""
+        lat = np.asarray(latency_ns, dtype=np.int64).ravel()
+        if len(lat) < TAIL_MIN_BLOCKS:
+            return None
+        u, p99, p999 = np.percentile(lat, [100 * TAIL_QUANTILE, 99, 99.9])
+        excess = (lat[lat > u] - u).astype(np.float64)
+        mean = float(excess.mean()) if len(excess) else 0.0
+        var = float(excess.var()) if len(excess) > 1 else 0.0
+        # method of moments: mean = sigma / (1 - xi), var = sigma^2 / ((1 - xi)^2 (1 - 2 xi))
+        shape = min(0.0, max(-1.0, 0.5 * (1.0 - mean * mean / var))) if var > 0 else -1.0
+        if shape > -2.0 / math.sqrt(max(1, len(excess))):
+            shape = 0.0  # within two standard errors of 0 (about 1/sqrt(n) there): exponential
+        return cls(len(lat), int(u), int(round(mean)), shape, int(p99), int(p999), int(lat.max()))
+
+    @property
+    def scale_ns(self) -> float:
+        return self.mean_excess_ns * (1.0 - self.shape)
+
+    def reach_ns(self, blocks: float) -> int:
+        """The latency that one block in ``blocks`` passes (at least the threshold)."""
+        over = max(1.0, (1 - TAIL_QUANTILE) * blocks)  # blocks over the threshold among them
+        if self.shape > -1e-9:
+            return self.threshold_ns + int(self.scale_ns * math.log(over))
+        return self.threshold_ns + int(self.scale_ns / self.shape * (over ** self.shape - 1.0))
+
+    def describe(self) -> str:
+        kind = ("exponential" if self.shape > -1e-9 else
+                f"bounded, shape {self.shape:.2f}, at most {(self.threshold_ns - self.scale_ns / self.shape) / 1e3:.0f} us")
+        return (f"latency from release p{100 * TAIL_QUANTILE:g} {self.threshold_ns / 1e3:.0f} us, "
+                f"{self.mean_excess_ns / 1e3:.0f} us beyond it on average ({kind}), p99 {self.p99_ns / 1e3:.0f} us, "
+                f"p99.9 {self.p999_ns / 1e3:.0f} us, max {self.max_ns / 1e3:.0f} us ({self.blocks} blocks)")
+
+
+def horizon_blocks(periods_ns: Sequence[int], seconds: float = TAIL_HORIZON_S) -> float:
+    """Blocks that streams of these periods release within ``seconds``."""
+    return sum(seconds * 1e9 / max(1, int(p)) for p in periods_ns)
+
+
+@dataclass(frozen=True)
 class Rehearsal:
     """A GPU's realtime streams run together before the first block: what a block of this kind
     of stream costs among them (``RunSummary.admission`` says it)."""
 
     streams: int          # realtime streams rehearsed together on the GPU
-    seconds: float        # the timed window
+    seconds: float        # its timed windows together
     device_ns: int        # this kind of stream's device time per block among them (the median of its streams')
     alone_ns: int         # its calibration alone (BlockCost.device_ns), or the declared qos.cost_us
     dispatch_ns: int = 0  # the dispatcher's serial work per block among them (RehearsalRun.dispatch_ns)
     overlap: float = 1.0  # how many blocks ran on the GPU at once, on average while it was busy (RehearsalRun.overlap)
+    tail: LatencyTail | None = None  # this kind's latency from release among them
+    horizon: float = 0.0             # this kind's blocks within TAIL_HORIZON_S (the tail's reach is over them)
+
+    @property
+    def reach_ns(self) -> int | None:
+        """The latency one of this kind's blocks passes within TAIL_HORIZON_S (None: no tail)."""
+        return self.tail.reach_ns(self.horizon) if self.tail is not None else None
 
     @property
     def occupancy_ns(self) -> int:
@@ -461,6 +538,9 @@ class Rehearsal:
         if self.dispatch_ns:
             out += (f", the dispatcher's serial work {self.dispatch_ns / 1e3:.1f} us per block"
                     + (" (admitted: the larger)" if self.dispatch_ns > self.occupancy_ns else ""))
+        if self.tail is not None:
+            out += (f"; {self.tail.describe()}: its tail reaches {self.reach_ns / 1e3:.0f} us within "
+                    f"{TAIL_HORIZON_S:g} s ({self.horizon:.0f} blocks of this kind)")
         return out
 
 
@@ -476,6 +556,14 @@ class RehearsalRun:
     dispatch_ns: int
     blocks: int = 0
     overlap: float = 1.0  # Σ of the blocks' GPU intervals over their union (gpu_overlap): >= 1
+    # each engine's latencies from release in the second window (ns; empty: not measured)
+    latency_ns: list[np.ndarray] = field(default_factory=list)
+
+    def tail(self, engines: Sequence[int] | None = None) -> LatencyTail | None:
+        """The latency tail of these engines' blocks together (indices; None: all)."""
+        picked = self.latency_ns if engines is None else [self.latency_ns[i] for i in engines
+                                                           if i < len(self.latency_ns)]
+        return LatencyTail.of(np.concatenate(picked)) if picked else None
 
     def costs(self) -> list[int]:
         """Each engine's block cost among them: the larger of its share of the GPU (device time over
@@ -524,7 +612,8 @@ def crowded(costs_ns: Sequence[int], periods_ns: Sequence[int], deadlines_ns: Se
 def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequence[int], *, device: int = 0,
              seconds: float = REHEARSAL_S, warmup_s: float = REHEARSAL_WARMUP_S, threads: int | None = None,
              spin_us: int = 100, dispatcher_spin_us: int = 200,
-             phases_ns: Sequence[int | None] | None = None, time_every: int | None = None) -> RehearsalRun:
+             phases_ns: Sequence[int | None] | None = None, time_every: int | None = None,
+             tail_s: float = REHEARSAL_TAIL_S) -> RehearsalRun:
     """Run CUDA ``engines`` together, as their streams will run: each one block of zeros per
     block period (its ``spec``) at its release phase (``phases_ns``; a stream of no known phase,
     or every stream when None, at 0: all released at once, the instant the response bound
@@ -533,12 +622,15 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
     no Python per block). Returns each engine's device time per block as its dispatcher measured
     it (CUDA events, the scheduler's running average), in order, and the dispatcher's serial work
     per block (:class:`RehearsalRun`); every engine's state is reset after. ``time_every``: the
-    dispatcher's (CudaDispatch; None: its default, as a Session's).
+    dispatcher's (CudaDispatch; None: its default, as a Session's). The second window's latencies
+    from release come back too (``RehearsalRun.latency_ns``: admission's tail check).
 
-    Two timed windows of ``seconds``: the first times every block and records the GPU's timeline
-    (the engines' device times, and their overlap: :func:`gpu_overlap`); the second, at the
-    dispatcher's own sampling as the streams will run, gives its serial work per block (timing
-    every block would add two event records and three queries to each)."""
+    Two timed windows: the first (``seconds``) times every block and records the GPU's timeline
+    (the engines' device times, and their overlap: :func:`gpu_overlap`); the second (``tail_s``),
+    at the dispatcher's own sampling as the streams will run, gives its serial work per block
+    (timing every block would add two event records and three queries to each) and the latencies.
+    The second is the longer: the queue's bad moments come a few times a second, and the tail
+    must see some."""
     import os
 
     from pygpukit_dsp_core import Scheduler
@@ -572,7 +664,7 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
             stats = [dispatch.stream_stats(sid) for sid in ids]
             dispatch.time_every = time_every or DEFAULT_TIME_EVERY
             before = dispatch.stats()
-            _native.run_paced(native, periods, phases, inputs, min(warmup_s, 0.05), seconds, threads, spin_us)
+            res = _native.run_paced(native, periods, phases, inputs, min(warmup_s, 0.05), tail_s, threads, spin_us)
             after = dispatch.stats()
     finally:
         for e in engines:
@@ -580,7 +672,8 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
     launched = int(after.get("launches", 0)) - int(before.get("launches", 0))
     held = int(sum(after.get("step_ns", {}).values())) - int(sum(before.get("step_ns", {}).values()))
     return RehearsalRun([int(st.get("measured_cost_ns") or 0) for st in stats],
-                        held // launched if launched > 0 else 0, launched, gpu_overlap(timeline))
+                        held // launched if launched > 0 else 0, launched, gpu_overlap(timeline),
+                        [np.asarray(v, dtype=np.int64) for v in res["latency_ns"]])
 
 
 def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["StreamRunner", dict[str, Any]]],
@@ -605,28 +698,59 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["Stre
     for (r, _), c in zip(rt, run.device_ns):
         by_kind.setdefault(cost_key(r), []).append(c)
     kind_ns = {k: int(np.median(v)) for k, v in by_kind.items()}
+    members: dict[str, list[int]] = {}
+    for i, (r, _) in enumerate(rt):
+        members.setdefault(cost_key(r), []).append(i)
+    tails = {k: run.tail(ix) for k, ix in members.items()}
+    horizons = {k: horizon_blocks([rt[i][1]["period_ns"] for i in ix]) for k, ix in members.items()}
     grew = False
     for r, kw in rt:
-        r.rehearsal = Rehearsal(len(rt), REHEARSAL_S, kind_ns[cost_key(r)], kw["cost_ns"], run.dispatch_ns,
-                                run.overlap)
+        k = cost_key(r)
+        r.rehearsal = Rehearsal(len(rt), REHEARSAL_S + REHEARSAL_TAIL_S, kind_ns[k], kw["cost_ns"], run.dispatch_ns,
+                                run.overlap, tails[k], horizons[k])
         if r.pipeline.qos.cost_us is None and r.rehearsal.cost_ns > kw["cost_ns"]:
             kw["cost_ns"] = r.rehearsal.cost_ns
             if kw.get("latency_ns", 0) <= kw["cost_ns"]:
                 kw.pop("latency_ns", None)
             r.admitted_cost_ns = kw["cost_ns"]
             grew = True
-    if not grew:
-        return sched
-    again = Scheduler(u_max=u_max)
-    for r, kw in here:
-        refusal = _register(again, r, kw)
-        if refusal is not None:
-            message, figures = refusal
-            figures["device"] = device
-            if getattr(r, "rehearsal", None) is not None:
-                figures["rehearsal"] = r.rehearsal.describe()
-            raise AdmissionError(r.pipeline.name, message, figures)
-    return again
+    if grew:
+        again = Scheduler(u_max=u_max)
+        for r, kw in here:
+            refusal = _register(again, r, kw)
+            if refusal is not None:
+                message, figures = refusal
+                figures["device"] = device
+                if getattr(r, "rehearsal", None) is not None:
+                    figures["rehearsal"] = r.rehearsal.describe()
+                raise AdmissionError(r.pipeline.name, message, figures)
+        sched = again
+    _check_tails(device, rt)
+    return sched
+
+
+def _check_tails(device: str, rt: list[tuple["StreamRunner", dict[str, Any]]]) -> None:
+    """Refuse a kind of rehearsed stream whose latency tail reaches past the shortest deadline of
+    its streams within TAIL_HORIZON_S (:class:`LatencyTail`): AdmissionError naming its last
+    stream in admission order (the one that crowded the GPU past it), with the rehearsal's figures."""
+    last: dict[str, tuple["StreamRunner", int]] = {}  # kind -> (its last stream, its shortest deadline)
+    for r, kw in rt:
+        if getattr(r, "rehearsal", None) is None or r.rehearsal.reach_ns is None:
+            continue
+        k = cost_key(r)
+        d = min(int(kw["deadline_ns"]), last[k][1]) if k in last else int(kw["deadline_ns"])
+        last[k] = (r, d)
+    for r, d in last.values():
+        reh = r.rehearsal
+        if reh.reach_ns > d:
+            raise AdmissionError(
+                r.pipeline.name,
+                f"rehearsed with the {reh.streams} realtime streams of its GPU, its kind of stream's latency "
+                f"from release reaches {reh.reach_ns / 1e3:.0f} us within {TAIL_HORIZON_S:g} s, past the "
+                f"{d / 1e3:.0f} us deadline of its kind (the dispatcher's queue at this load: run fewer realtime "
+                "streams on this GPU, or lengthen qos.deadline_ms)",
+                {"reason": "latency_tail", "device": device, "reach_ns": reh.reach_ns, "deadline_ns": d,
+                 "horizon_s": TAIL_HORIZON_S, "rehearsal": reh.describe()})
 
 
 def _register(sched: "Scheduler", r: "StreamRunner", kw: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:

@@ -367,7 +367,7 @@ def test_crowded_realtime_streams_are_admitted_by_their_device_time_among_each_o
     assert [st["declared_cost_ns"] for st in sched.stats()["streams"]] == [1_500_000] * 5
     assert all(r.admitted_cost_ns == 1_500_000 for r in runners)
     assert runners[0].rehearsal.describe() == ("1500.0 us of device time per block among the 5 realtime streams "
-                                               "of its GPU rehearsed together for 0.3 s (1000.0 us alone)")
+                                               "of its GPU rehearsed together for 1.3 s (1000.0 us alone)")
 
 
 def test_the_dispatcher_s_serial_work_per_block_is_admitted_when_it_is_the_larger(monkeypatch):
@@ -428,6 +428,54 @@ def test_a_stream_the_rehearsal_puts_past_the_bound_is_refused_with_its_figures(
     e = ei.value
     assert e.stream == "s4" and e.figures["device"] == "cuda"
     assert e.figures["rehearsal"].startswith("2000.0 us of device time per block among the 5 realtime streams")
+
+
+def test_the_latency_tail_is_exponential_for_a_queue_and_bounded_for_blocks_released_at_once():
+    from pygpukit_dsp.admission import TAIL_MIN_BLOCKS, LatencyTail
+
+    rng = np.random.default_rng(3)
+    # a queue's wait: exponential past its 90th percentile, 100 us on average beyond it; one block
+    # in 4.3 million passes 40 + 100 ln(4.3e6) us = 1567 us
+    t = LatencyTail.of(40_000 + rng.exponential(100_000, 40_000).astype(np.int64))
+    assert t.shape == 0.0 and abs(t.mean_excess_ns - 100_000) < 5_000
+    assert abs(t.reach_ns(4.3e6) - 1_567_000) < 80_000
+    assert t.reach_ns(10) == t.threshold_ns  # one block in 10 is the threshold itself
+    assert "(exponential)" in t.describe()
+    # 94 blocks released at once, 11.5 us apart in the queue: the last waits 1.08 ms, never more,
+    # however many blocks come (an exponential fit would reach 2.3 ms in 1e6)
+    q = np.tile(np.arange(94) * 11_500 + 60_000, 60) + rng.integers(0, 3_000, 94 * 60)
+    b = LatencyTail.of(q)
+    assert b.shape < -0.5 and b.max_ns <= b.reach_ns(1e6) <= b.max_ns + 20_000
+    assert "bounded, shape" in b.describe()
+    assert LatencyTail.of(np.ones(TAIL_MIN_BLOCKS - 1, np.int64)) is None  # too few to say
+
+
+def test_a_rehearsal_whose_latency_tail_passes_the_deadline_is_refused(monkeypatch):
+    from pygpukit_dsp import admission
+    from pygpukit_dsp.admission import TAIL_HORIZON_S, admit
+
+    rng = np.random.default_rng(4)
+    # five 10-ms streams, 1 ms each among the others (half the bound: admitted by utilisation),
+    # whose blocks wait as a busy queue does, exponentially: p90 3 + 2 ln 10 = 7.6 ms, 2 ms beyond it
+    # on average, reaching 7.6 + 2 ln(0.1 x 5 x 6000) = 24 ms within TAIL_HORIZON_S (60 s), past
+    # the 10-ms deadline
+    lat = [3_000_000 + rng.exponential(2_000_000, 500).astype(np.int64) for _ in range(5)]
+    monkeypatch.setattr(admission, "rehearse", lambda engines, *a, **k: admission.RehearsalRun(
+        [1_000_000] * len(engines), 500_000, 100, 1.0, lat[:len(engines)]))
+    with pytest.raises(AdmissionError) as ei:
+        admit(_gpu_runners(monkeypatch, 5, 1_000_000))
+    e = ei.value
+    assert e.stream == "s4" and e.figures["reason"] == "latency_tail" and e.figures["horizon_s"] == TAIL_HORIZON_S
+    assert e.figures["reach_ns"] > e.figures["deadline_ns"] == 10_000_000
+    assert "latency from release reaches" in str(e) and "lengthen qos.deadline_ms" in str(e)
+    assert "its tail reaches" in e.figures["rehearsal"]
+    # the same queue a tenth as deep reaches 2.4 ms: admitted, and the summary says how far it reaches
+    lat[:] = [a // 10 for a in lat]
+    runners = _gpu_runners(monkeypatch, 5, 1_000_000)
+    admit(runners)
+    assert runners[0].rehearsal.reach_ns < 10_000_000
+    assert f"its tail reaches {runners[0].rehearsal.reach_ns / 1e3:.0f} us within {TAIL_HORIZON_S:g} s" \
+        in runners[0].rehearsal.describe()
 
 
 def test_a_declared_cost_stays_the_stream_s_cost_through_the_rehearsal(monkeypatch):
@@ -560,7 +608,7 @@ def test_gpu_session_admits_realtime_streams_by_device_time_with_their_latency_b
 def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_as_it_was():
     import numpy as np
 
-    from pygpukit_dsp.admission import measure_engine_cost, rehearse
+    from pygpukit_dsp.admission import horizon_blocks, measure_engine_cost, rehearse
     from pygpukit_dsp.backends import open_backend
 
     p = _w1_realtime("w1")
@@ -579,6 +627,13 @@ def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_a
         # 32 streams' blocks on the GPU's timeline: some overlap, never more than all of them at once
         assert 1.0 <= run.overlap < 32
         assert run.costs() == [max(round(c / run.overlap), run.dispatch_ns) for c in run.device_ns]
+        # the second window's latencies from release (1 s at 187.5 blocks/s each) and their tail:
+        # 32 light streams staggered wait behind little, so it reaches far inside the 5.33 ms period
+        assert len(run.latency_ns) == 32 and all(150 <= len(a) <= 200 for a in run.latency_ns)
+        tail = run.tail()
+        assert tail.blocks == sum(len(a) for a in run.latency_ns)
+        assert alone.gpu_ns < tail.threshold_ns <= tail.p99_ns <= tail.max_ns
+        assert tail.reach_ns(horizon_blocks([int(chain.input.block_period * 1e9)] * 32)) < 5_333_333
         x = np.random.default_rng(5).standard_normal((64, 256)).astype(np.float32)
         want = ref.process(x)
         for e in engines:

@@ -160,6 +160,7 @@ class Prediction:
     rehearsed_us: dict[str, float] = field(default_factory=dict)  # N -> block cost among N rehearsed (admission's)
     dispatch_us: dict[str, float] = field(default_factory=dict)   # N -> the dispatcher's serial work per block there
     overlap: dict[str, float] = field(default_factory=dict)       # N -> blocks on the GPU at once there (RehearsalRun.overlap)
+    reach_us: dict[str, float] = field(default_factory=dict)      # N -> the rehearsal's latency tail within TAIL_HORIZON_S
 
 
 @dataclass
@@ -420,11 +421,13 @@ class CapacityReport:
             shown = [m for m in ([n] if str(n) in p.rehearsed_us else []) + above[:1]]
             def rehearsed(m: int) -> str:
                 beside = ([f"dispatcher {p.dispatch_us[str(m)]:.1f}"] if str(m) in p.dispatch_us else []) + \
-                         ([f"{p.overlap[str(m)]:.2f} blocks at once on the GPU"] if str(m) in p.overlap else [])
+                         ([f"{p.overlap[str(m)]:.2f} blocks at once on the GPU"] if str(m) in p.overlap else []) + \
+                         ([f"tail reaches {p.reach_us[str(m)] / 1e3:.2f} ms"] if str(m) in p.reach_us else [])
                 return f"{p.rehearsed_us[str(m)]:.1f} us among {m}" + (f" ({', '.join(beside)})" if beside else "")
 
             among = ("; rehearsed: " + ", ".join(rehearsed(m) for m in shown)) if shown else ""
-            return f"{'' if n is None else n} ({p.cost_us:.1f} us device{alone}{among})"
+            why = f"; the next refused: {p.reason[k]}" if p.reason.get(k) else ""
+            return f"{'' if n is None else n} ({p.cost_us:.1f} us device{alone}{among}{why})"
 
         for d in self.deadlines_ms:
             h = self.headline()[_key(d)]
@@ -770,7 +773,7 @@ def admits_all(n: int, cost_ns: int, period_ns: int, deadline_ns: int, *, u_max:
 def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...] | list[float],
                        loaded_ns: Callable[[int], int], n_max: int, u_max: float = 0.9,
                        say: Callable[[str], None] = lambda _line: None, phased: bool = False,
-                       how: str = "session") -> Prediction:
+                       how: str = "session", tail: Callable[[int], Any] | None = None) -> Prediction:
     """What a Session admits of these streams (its calibration ``cost``, a BlockCost, alone),
     at each deadline: the largest N (up to ``n_max``, the most streams there are engines for) for
     which admission, as ``admission.admit`` does it, admits all N. Up to where N streams costed
@@ -779,8 +782,11 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
     ``loaded_ns(N)`` (the device time per block among N rehearsed: :func:`admission.rehearse`, with
     the phases the streams will have), so the largest N is searched by bisection (the device time
     grows with N). ``phased``: the streams declare the sweep's staggered phases (a Session's own
-    clocks, :func:`admission.assign_phases`); else no phase (every block may come at once)."""
-    from ..admission import crowded
+    clocks, :func:`admission.assign_phases`); else no phase (every block may come at once).
+    ``tail(N)``: that rehearsal's latency tail (an admission.LatencyTail, or None); admission refuses
+    N whose tail reaches past the deadline within TAIL_HORIZON_S ("latency_tail", as
+    ``admission._check_tails``)."""
+    from ..admission import TAIL_HORIZON_S, crowded, horizon_blocks
 
     c0, lat = int(cost.device_ns), int(cost.latency_ns)
     pred = Prediction(cost_us=c0 / 1e3, how=how, latency_us=lat / 1e3 if lat > c0 else None)
@@ -791,15 +797,23 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
 
     def admits(n: int, d: float) -> tuple[bool, str]:
         deadline_ns = int(d * 1e6)
-        c = c0
         if crowded([c0] * n, [period_ns] * n, [deadline_ns] * n, u_max):
-            if n not in cache:
+            fresh = n not in cache
+            if fresh:
                 cache[n] = int(loaded_ns(n))
                 pred.rehearsed_us[str(n)] = cache[n] / 1e3
+            t = tail(n) if tail is not None else None
+            if t is not None:
+                pred.reach_us[str(n)] = t.reach_ns(horizon_blocks([period_ns] * n)) / 1e3
+            if fresh:
                 say(f"capacity: admission's rehearsal of {n} streams ({how}): {cache[n] / 1e3:.1f} us per block "
-                    "among them")
-            c = max(c0, cache[n])
-        return fits(n, d, c)
+                    "among them" + (f"; {t.describe()}, reaching {pred.reach_us[str(n)] / 1e3:.2f} ms within "
+                                    f"{TAIL_HORIZON_S:g} s" if t is not None else ""))
+            ok, why = fits(n, d, max(c0, cache[n]))
+            if ok and str(n) in pred.reach_us and pred.reach_us[str(n)] * 1e3 > deadline_ns:
+                return False, "latency_tail"
+            return ok, why
+        return fits(n, d, c0)
 
     for d in deadlines_ms:
         hi, why_alone = largest_admitted(lambda n: fits(n, d, c0), n_max)  # costed alone: no rehearsal
@@ -954,6 +968,7 @@ class _ProjectStreams:
         self.engines: list[Any] = []
         self.rehearsed_dispatch_ns: dict[tuple[int, bool], int] = {}  # (n, aligned) -> dispatcher's work per block
         self.rehearsed_overlap: dict[tuple[int, bool], float] = {}    # (n, aligned) -> RehearsalRun.overlap
+        self.rehearsed_tail: dict[tuple[int, bool], Any] = {}         # (n, aligned) -> RehearsalRun.tail()
         choice = choose_backend(pipeline, self.chain, "cuda")
         # the realtime defaults (what a Session opens); engine_kwargs: tests (a fake driver without
         # mapped host memory)
@@ -986,7 +1001,12 @@ class _ProjectStreams:
                        phases_ns=phases, time_every=self.time_every)
         self.rehearsed_dispatch_ns[n, aligned] = run.dispatch_ns
         self.rehearsed_overlap[n, aligned] = run.overlap
+        self.rehearsed_tail[n, aligned] = run.tail()
         return int(np.median(run.costs()))
+
+    def tail(self, n: int, aligned: bool = False) -> Any:
+        """The latency tail of the rehearsal of n streams (admission.LatencyTail; None: not rehearsed)."""
+        return self.rehearsed_tail.get((n, aligned))
 
     def dispatch_us(self, aligned: bool) -> dict[str, float]:
         """N -> the dispatcher's serial work per block (us) in the rehearsals of N streams made so
@@ -1234,7 +1254,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         cost = proj.session_cost()
         report.settings["session_cost"] = asdict(cost)
         report.predictions.append(session_prediction(cost, period_ns, deadlines_ms, proj.rehearsed_ns,
-                                                     n_max=max(ladder), say=say, phased=True))
+                                                     n_max=max(ladder), say=say, phased=True, tail=proj.tail))
         report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=False)
         report.predictions[-1].overlap = proj.overlap(aligned=False)
         say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
@@ -1242,7 +1262,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         if aligned:
             report.predictions.append(session_prediction(
                 cost, period_ns, deadlines_ms, lambda n: proj.rehearsed_ns(n, aligned=True), n_max=max(ladder),
-                say=say, phased=False, how=SESSION_ALIGNED))
+                say=say, phased=False, how=SESSION_ALIGNED, tail=lambda n: proj.tail(n, aligned=True)))
             report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=True)
             report.predictions[-1].overlap = proj.overlap(aligned=True)
             say(f"capacity: admission with no phase declared (every block may come at once) admits "

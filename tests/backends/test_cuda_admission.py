@@ -30,6 +30,9 @@ res["costs"] = run.device_ns
 res["dispatch"] = [run.dispatch_ns, run.blocks,
                    run.costs() == [max(round(c / run.overlap), run.dispatch_ns) for c in run.device_ns]]
 res["overlap"] = run.overlap
+res["latencies"] = [len(a) for a in run.latency_ns]
+tail = run.tail()
+res["tail"] = None if tail is None else [tail.blocks, tail.threshold_ns, tail.max_ns]
 res["attached_after"] = [e._dispatch is not None for e in engines]
 for e in engines:
     e.close()
@@ -56,9 +59,13 @@ def test_fake_rehearsal_drives_every_engine_and_a_crowded_session_reports_it(fak
     dispatch_ns, blocks, costs_take_the_larger = res["dispatch"]
     assert dispatch_ns > 0 and blocks >= 3 and costs_take_the_larger
     assert res["overlap"] >= 1.0  # the GPU timeline was recorded (the fake driver's clock)
+    # the second window (1 s at 10-ms periods) gave every engine's latencies from release, and their tail
+    assert len(res["latencies"]) == 3 and all(n >= 90 for n in res["latencies"])
+    blocks, threshold_ns, max_ns = res["tail"]
+    assert blocks == sum(res["latencies"]) and 0 < threshold_ns <= max_ns
     assert res["attached_after"] == [False] * 3  # the scratch dispatcher let them go
     assert res["blocks"] == [5, 5]
     for text in res["admission"]:
-        assert "among the 2 realtime streams of its GPU rehearsed together for 0.3 s" in text
+        assert "among the 2 realtime streams of its GPU rehearsed together for 1.3 s" in text
     assert "rehearsed together" in res["formatted"]
     assert res["live_streams"] == 0 and res["live_events"] == 0

@@ -59,7 +59,39 @@ def test_the_session_s_prediction_rehearses_past_half_a_bound_and_finds_the_larg
     assert set(pred.rehearsed_us) == {str(n) for n in rehearsed} and pred.reason["5.33"].endswith("(rehearsed)")
     # the report's cell: the N admitted, the cost alone, the rehearsals at the N admitted and above it
     rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0}, predictions=[pred])
-    assert "| 325 (11.5 us device; rehearsed: 14.8 us among 325, 14.8 us among 326) |" in rep.markdown()
+    assert ("| 325 (11.5 us device; rehearsed: 14.8 us among 325, 14.8 us among 326; the next refused: "
+            "utilisation_bound (rehearsed)) |") in rep.markdown()
+
+
+def test_the_session_s_prediction_refuses_n_whose_rehearsed_latency_tail_passes_the_deadline():
+    pytest.importorskip("pygpukit_dsp_core")
+    import numpy as np
+
+    from pygpukit_dsp.admission import TAIL_HORIZON_S, BlockCost, LatencyTail, horizon_blocks
+
+    # 12 us a block among any N (the utilisation bound: 399 at 5.33 and 2 ms), but the queue's
+    # exponential tail deepens with N: 40 us more on average beyond its p90 per 100 streams
+    tails = {}
+
+    def tail(n):
+        if n not in tails:
+            rng = np.random.default_rng(n)
+            tails[n] = LatencyTail.of(rng.exponential(n * 400, 20_000).astype(np.int64) + 200_000)
+        return tails[n]
+
+    pred = session_prediction(BlockCost(11_500, 11_500, "scripted"), P, D, lambda n: 12_000, n_max=512, tail=tail,
+                               phased=True)
+    assert pred.streams["5.33"] == int(0.9 * P // 12_000) and pred.reason["5.33"] == "utilisation_bound (rehearsed)"
+    n = pred.streams["2.00"]
+    assert pred.reason["2.00"] == "latency_tail (rehearsed)" and 100 < n < int(0.9 * P // 12_000)
+
+    def reach(m):
+        return tail(m).reach_ns(horizon_blocks([P] * m, TAIL_HORIZON_S))
+
+    assert reach(n) <= 2_000_000 < reach(n + 1)  # where the tail crosses the deadline
+    assert pred.reach_us[str(n)] == reach(n) / 1e3
+    rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0}, predictions=[pred])
+    assert f"tail reaches {reach(n + 1) / 1e6:.2f} ms" in rep.markdown()
 
 
 def test_admission_verdict_places_the_prediction_between_what_held_and_what_missed():
@@ -232,7 +264,7 @@ def test_report_headline_targets_and_markdown():
     (n100, ok100, _), (n3, ok3, _) = rep.targets()
     assert ok100 and ok3
     md = rep.markdown()
-    assert "| 5.33 ms | 256 [256] | 32 [-] | 8.00x | 191 (25.0 us device) |" in md
+    assert "| 5.33 ms | 256 [256] | 32 [-] | 8.00x | 191 (25.0 us device; the next refused: utilisation_bound) |" in md
     json.dumps(rep.to_dict())
 
 
