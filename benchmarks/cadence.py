@@ -107,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     s_blocks = env_int("SETTINGS_BLOCKS", 400)
     part("settings", s_blocks * period * 10 * 1.1 + 10, lambda: paced("settings", None, s_blocks, True))
 
-    def w3_reserve() -> float:  # what the W3 part needs at least, when it is to run
-        return (15 + 500 * 5 * period * 1.1 + 45) if "w3" in parts else 0.0
+    w3_blocks = env_int("W3_BLOCKS", 3000)
+
+    def w3_reserve() -> float:  # what the W3 part needs for its W3_BLOCKS, when it is to run
+        return (15 + w3_blocks * 5 * period * 1.1 + 45) if "w3" in parts else 0.0
 
     def capacity() -> None:
         from pygpukit_dsp.bench.capacity import PROJECT_LADDER, TORCH_LADDER, plot_capacity, run_capacity
@@ -144,9 +146,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # W3 with item 2's settings (the paced W1 waits natively, spin window + prewarm); the blocks
         # that fit in what is left of the budget, at most W3_BLOCKS (default 3000)
-        n = env_int("W3_BLOCKS", 3000)
         fit = int(max(0.0, left() - 45) / (5 * period * 1.1))
-        n = max(500, min(n, fit))
+        n = max(500, min(w3_blocks, fit))
         rep = run_w3(HERE / "w3.yaml", blocks=n, warmup=max(50, n // 10), progress=say)
         results["w3"] = rep.to_dict()
         sections.append(rep.markdown())
