@@ -37,13 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch baseline")
     ap.add_argument("--no-floor", action="store_true", help="leave out the floor (bare round trips where the "
                     "project's misses began, and at the target's N when it was not confirmed)")
+    ap.add_argument("--no-aligned", action="store_true", help="leave out the project's streams released all at "
+                    "once (every phase 0)")
     ap.add_argument("--time-every", type=int, default=None, help="the dispatcher times one block in this many "
                     "after a stream's first 16 (default 8; 1: every block)")
     ap.add_argument("--prefix", default="capacity", help="output file names' stem")
     a = ap.parse_args(argv)
     report = run_capacity(Pipeline.from_yaml(a.file), ladder=a.ladder, torch_ladder=a.torch_ladder,
                           coarse_s=a.coarse_s, confirm_s=a.confirm_s, warmup_s=a.warmup_s, threads=a.threads,
-                          spin_us=a.spin_us, baseline=not a.no_torch, floor=not a.no_floor, time_every=a.time_every,
+                          spin_us=a.spin_us, baseline=not a.no_torch, floor=not a.no_floor, aligned=not a.no_aligned,
+                          time_every=a.time_every,
                           progress=lambda line: print(line, file=sys.stderr, flush=True))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -372,22 +372,31 @@ def test_crowded_realtime_streams_are_admitted_by_their_device_time_among_each_o
 
 def test_the_dispatcher_s_serial_work_per_block_is_admitted_when_it_is_the_larger(monkeypatch):
     # every block passes through the dispatcher's lock: 1.6 ms of its work a block, against 1.2 ms
-    # of device time, is what five streams of 10-ms periods cost (0.8 of the bound: admitted)
-    from pygpukit_dsp.admission import admit
+    # of device time, is what five streams of 10-ms periods cost, counted as 1.6 x 0.9 / 0.85 =
+    # 1.694 ms (its lock held at most 85% of the time where they fill U_max 0.9): 0.85 of the bound
+    from pygpukit_dsp.admission import DISPATCH_BUSY_MAX, admit
 
+    assert DISPATCH_BUSY_MAX == 0.85
     calls = _scripted_rehearsal(monkeypatch, 1_200_000, dispatch_ns=1_600_000)
     runners = _gpu_runners(monkeypatch, 5, 1_000_000)
     sched = admit(runners)["cuda"]
     assert calls == [(5, 0)]
-    assert [st["declared_cost_ns"] for st in sched.stats()["streams"]] == [1_600_000] * 5
-    assert runners[0].rehearsal.cost_ns == 1_600_000
+    assert [st["declared_cost_ns"] for st in sched.stats()["streams"]] == [1_694_118] * 5
+    assert runners[0].rehearsal.cost_ns == 1_694_118
     assert runners[0].rehearsal.describe().endswith(
-        "(1000.0 us alone), the dispatcher's serial work 1600.0 us per block (admitted: the larger)")
-    # ... and with it past the bound, the sixth is refused (1.9 ms x 5 = 0.95 > 0.9)
-    _scripted_rehearsal(monkeypatch, 1_200_000, dispatch_ns=1_900_000)
+        "(1000.0 us alone), the dispatcher's serial work 1600.0 us per block (counted as 1694.1 us: its lock "
+        "held at most 85% of the time) (admitted: the larger)")
+    # 1.75 ms a block holds the lock 87.5% of the time: under U_max 0.9 as it is, past 85% of the
+    # lock's time, so the fifth is refused (counted 1.853 ms x 5 = 0.93 > 0.9)
+    _scripted_rehearsal(monkeypatch, 1_200_000, dispatch_ns=1_750_000)
     with pytest.raises(AdmissionError) as ei:
         admit(_gpu_runners(monkeypatch, 5, 1_000_000))
-    assert "the dispatcher's serial work 1900.0 us per block" in ei.value.figures["rehearsal"]
+    assert "the dispatcher's serial work 1750.0 us per block (counted as 1852.9 us" in ei.value.figures["rehearsal"]
+    # a Session that lowers U_max to the lock's own bound or below counts the work as it is
+    _scripted_rehearsal(monkeypatch, 1_200_000, dispatch_ns=1_600_000)
+    runners = _gpu_runners(monkeypatch, 5, 1_000_000)
+    admit(runners, u_max=0.85)
+    assert runners[0].rehearsal.cost_ns == 1_600_000
 
 
 def test_gpu_overlap_is_the_sum_of_the_intervals_over_their_union():
@@ -608,7 +617,7 @@ def test_gpu_session_admits_realtime_streams_by_device_time_with_their_latency_b
 def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_as_it_was():
     import numpy as np
 
-    from pygpukit_dsp.admission import horizon_blocks, measure_engine_cost, rehearse
+    from pygpukit_dsp.admission import DISPATCH_BUSY_MAX, horizon_blocks, measure_engine_cost, rehearse
     from pygpukit_dsp.backends import open_backend
 
     p = _w1_realtime("w1")
@@ -626,7 +635,8 @@ def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_a
         assert 1_000 < run.dispatch_ns < 1_000_000 and run.blocks >= 32
         # 32 streams' blocks on the GPU's timeline: some overlap, never more than all of them at once
         assert 1.0 <= run.overlap < 32
-        assert run.costs() == [max(round(c / run.overlap), run.dispatch_ns) for c in run.device_ns]
+        counted = round(run.dispatch_ns * 0.9 / DISPATCH_BUSY_MAX)  # dispatch_cost_ns under U_max 0.9
+        assert run.costs() == [max(round(c / run.overlap), counted) for c in run.device_ns]
         # the second window's latencies from release (1 s at 187.5 blocks/s each) and their tail:
         # 32 light streams staggered wait behind little, so it reaches far inside the 5.33 ms period
         assert len(run.latency_ns) == 32 and all(150 <= len(a) <= 200 for a in run.latency_ns)

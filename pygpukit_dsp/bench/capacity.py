@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from ..admission import DISPATCH_BUSY_MAX, TAIL_HORIZON_S
 from ..backends.cuda_dispatch import DEFAULT_TIME_EVERY
 from . import off_cpu
 from .stall_probe import EPISODE_GAP_NS, HOST_SLOW_FACTOR, HOST_STALL_US, start_probe, stop_probe
@@ -510,7 +511,11 @@ class CapacityReport:
                       "streams overlap, so it can pass 100%); * PyTorch: estimated as N x the block's GPU time x the "
                       "block rate. Dispatcher busy: the time its steps held the dispatcher's lock over the wall "
                       "time (every block passes through it: a second serial resource beside the GPU). CPU cores: "
-                      "process CPU seconds per wall second (every thread)."]
+                      "process CPU seconds per wall second (every thread). Admission's rehearsals: \"X us among N\" is "
+                      "the block cost admitted among N streams, the larger of the GPU's share and the dispatcher's "
+                      f"work counted so that its lock is held at most {DISPATCH_BUSY_MAX:.0%} of the time "
+                      "(admission.dispatch_cost_ns); \"tail reaches\": how far the rehearsal's latency from release "
+                      f"reaches within {TAIL_HORIZON_S:g} s (admission.LatencyTail)."]
         lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -989,8 +994,9 @@ class _ProjectStreams:
     def rehearsed_ns(self, n: int, aligned: bool = False) -> int:
         """A Session's rehearsal of n of these streams (admission.rehearse) at the sweep's
         staggered phases (their clocks' phases declared), or ``aligned`` (none declared: all
-        released at once): the median block cost among them, as admission takes it (the larger of
-        the device time and the dispatcher's serial work per block: admission.RehearsalRun)."""
+        released at once): the median block cost among them, as admission takes it under U_max 0.9
+        (the larger of the GPU's share and the dispatcher's serial work per block as counted:
+        admission.RehearsalRun.costs)."""
         from ..admission import rehearse
 
         self.ensure(n)
