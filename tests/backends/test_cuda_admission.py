@@ -28,7 +28,7 @@ engines = [CudaEngine(p, chain, choose_backend(p, chain, "cuda")) for _ in range
 run = admission.rehearse(engines, [chain.input] * 3, [10_000_000] * 3, seconds=0.1, warmup_s=0.05)
 res["costs"] = run.device_ns
 res["dispatch"] = [run.dispatch_ns, run.blocks,
-                   run.costs() == [max(round(c / run.overlap), round(run.dispatch_ns * 0.9 / 0.85))
+                   run.costs() == [max(round(c / run.overlap), round(run.dispatch_ns * (0.9 / 0.85)))
                                    for c in run.device_ns]]
 res["overlap"] = run.overlap
 res["latencies"] = [len(a) for a in run.latency_ns]
