@@ -447,7 +447,7 @@ class LatencyTail:
     released just before a block, but the dispatcher's lock is a queue whose steps are uneven
     (most 10-15 us, some 0.2-1 ms) and the host wobbles, so at 77-85% busy a block sometimes
     waits for a millisecond or two: a 2 ms deadline misses where 5.33 ms does not
-    (docs/scheduler.md, "A short deadline meets the queue's tail")."""
+    (docs/scheduler.md, "The lock's bound, and the queue's tail")."""
 
     blocks: int          # latencies it was estimated from
     threshold_ns: int    # their TAIL_QUANTILE quantile
@@ -716,13 +716,10 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", regs: list[tuple["Stre
         return sched
     run = rehearse([r.engine for r, _ in rt], [r.chain.input for r, _ in rt], deadlines, device=gpu_of(device) or 0,
                    phases_ns=[kw.get("phase_ns") for _, kw in rt])
-    by_kind: dict[str, list[int]] = {}
-    for (r, _), c in zip(rt, run.device_ns):
-        by_kind.setdefault(cost_key(r), []).append(c)
-    kind_ns = {k: int(np.median(v)) for k, v in by_kind.items()}
-    members: dict[str, list[int]] = {}
+    members: dict[str, list[int]] = {}  # kind of stream -> its streams' places in rt
     for i, (r, _) in enumerate(rt):
         members.setdefault(cost_key(r), []).append(i)
+    kind_ns = {k: int(np.median([run.device_ns[i] for i in ix])) for k, ix in members.items()}
     tails = {k: run.tail(ix) for k, ix in members.items()}
     horizons = {k: horizon_blocks([rt[i][1]["period_ns"] for i in ix]) for k, ix in members.items()}
     grew = False
