@@ -553,7 +553,8 @@ CAUSE_WORDS = {"host_slow": "host slowdown", "host_stall": "host stall", "proces
 
 GPU_FULL = 0.9                # a run whose GPU was this busy missed under its own load, whatever the fills did
 CPU_FULL = 0.9                # ... and a run whose process used this share of its CPUs
-DISPATCHER_FULL = 0.9         # ... and a run whose dispatcher's lock was held this share of the time
+DISPATCHER_FULL = DISPATCH_BUSY_MAX  # ... and a run whose dispatcher's lock was held this share of the time
+                              # (admission's own bound on it: past it the lock's queue is the process's load)
 
 
 def own_load(when: dict[str, Any], gpu_busy: float | None, cpu_cores: float | None = None,
