@@ -972,9 +972,9 @@ class _ProjectStreams:
         self.chain = pipeline.specs()
         self.period_ns = int(round(self.chain.input.block_period * 1e9))
         self.engines: list[Any] = []
-        self.rehearsed_dispatch_ns: dict[tuple[int, bool], int] = {}  # (n, aligned) -> dispatcher's work per block
-        self.rehearsed_overlap: dict[tuple[int, bool], float] = {}    # (n, aligned) -> RehearsalRun.overlap
-        self.rehearsed_tail: dict[tuple[int, bool], Any] = {}         # (n, aligned) -> RehearsalRun.tail()
+        # (n, aligned) -> what its rehearsal measured beside the cost: the dispatcher's work per
+        # block, the blocks' overlap on the GPU, the latency tail (RehearsalRun; its latencies dropped)
+        self.rehearsed: dict[tuple[int, bool], tuple[int, float, Any]] = {}
         choice = choose_backend(pipeline, self.chain, "cuda")
         # the realtime defaults (what a Session opens); engine_kwargs: tests (a fake driver without
         # mapped host memory)
@@ -1006,23 +1006,21 @@ class _ProjectStreams:
         run = rehearse(self.engines[:n], [spec] * n, [self.period_ns] * n, device=self.device,
                        threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us,
                        phases_ns=phases, time_every=self.time_every)
-        self.rehearsed_dispatch_ns[n, aligned] = run.dispatch_ns
-        self.rehearsed_overlap[n, aligned] = run.overlap
-        self.rehearsed_tail[n, aligned] = run.tail()
+        self.rehearsed[n, aligned] = (run.dispatch_ns, run.overlap, run.tail())
         return int(np.median(run.costs()))
 
     def tail(self, n: int, aligned: bool = False) -> Any:
         """The latency tail of the rehearsal of n streams (admission.LatencyTail; None: not rehearsed)."""
-        return self.rehearsed_tail.get((n, aligned))
+        return self.rehearsed[n, aligned][2] if (n, aligned) in self.rehearsed else None
 
     def dispatch_us(self, aligned: bool) -> dict[str, float]:
         """N -> the dispatcher's serial work per block (us) in the rehearsals of N streams made so
         far, staggered or ``aligned`` (Prediction.dispatch_us)."""
-        return {str(n): v / 1e3 for (n, a), v in self.rehearsed_dispatch_ns.items() if a == aligned}
+        return {str(n): v[0] / 1e3 for (n, a), v in self.rehearsed.items() if a == aligned}
 
     def overlap(self, aligned: bool) -> dict[str, float]:
         """N -> blocks on the GPU at once in the rehearsals of N streams (Prediction.overlap)."""
-        return {str(n): v for (n, a), v in self.rehearsed_overlap.items() if a == aligned}
+        return {str(n): v[1] for (n, a), v in self.rehearsed.items() if a == aligned}
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float], aligned: bool = False) -> CapacityPoint:

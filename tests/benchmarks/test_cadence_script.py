@@ -129,3 +129,38 @@ def test_capacity_script_writes_its_three_files(fake_engine_driver: str, tmp_pat
     assert {p["how"] for p in data["predictions"]} >= {"session", "session, aligned"}
     assert (tmp_path / "o" / "capacity.md").read_text().strip() == proc.stdout.strip()
     assert (tmp_path / "o" / "capacity.png").exists()
+
+
+REHEARSED_SCRIPT = r"""
+import json, sys
+from pygpukit_dsp import Pipeline
+from pygpukit_dsp.bench import capacity as cap
+from pygpukit_dsp.bench.harness import _input_blocks, _source_format
+
+p = cap.w1_shaped(Pipeline.from_yaml(sys.argv[1]))
+chain = p.specs(_source_format(p))
+proj = cap._ProjectStreams(p, _input_blocks(p, chain, cap.POOL), threads=1, spin_us=100, dispatcher_spin_us=200)
+costs = [proj.rehearsed_ns(3), proj.rehearsed_ns(3, aligned=True)]
+tail = proj.tail(3)
+print(json.dumps({"costs": costs, "dispatch": [proj.dispatch_us(False), proj.dispatch_us(True)],
+                  "overlap": [proj.overlap(False), proj.overlap(True)],
+                  "tail": None if tail is None else [tail.blocks, tail.threshold_ns, tail.max_ns],
+                  "aligned_tail": proj.tail(3, aligned=True) is not None, "unrehearsed": proj.tail(4)}))
+"""
+
+
+def test_the_sweep_s_rehearsals_keep_the_dispatcher_s_work_the_overlap_and_the_tail(fake_engine_driver: str,
+                                                                                     tmp_path: Path):
+    # the capacity bench's rehearsals on the fake driver (admission.rehearse of 3 W1 engines, staggered
+    # and released at once): each N's cost, and beside it what the report shows per N
+    proc = subprocess.run([sys.executable, "-c", REHEARSED_SCRIPT, str(ROOT / "benchmarks" / "w1.yaml")],
+                          capture_output=True, text=True, timeout=300, env=_env(fake_engine_driver), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(c > 0 for c in res["costs"])
+    for dispatch, overlap in zip(res["dispatch"], res["overlap"]):
+        assert set(dispatch) == set(overlap) == {"3"} and dispatch["3"] > 0 and overlap["3"] >= 1.0
+    # 3 streams x 1 s at 187.5 blocks/s: the tail of about 560 latencies from release
+    blocks, threshold_ns, max_ns = res["tail"]
+    assert 450 <= blocks <= 600 and 0 < threshold_ns <= max_ns
+    assert res["aligned_tail"] and res["unrehearsed"] is None
