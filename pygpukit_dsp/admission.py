@@ -678,11 +678,11 @@ def rehearse(engines: Sequence[Any], specs: Sequence[Any], deadlines_ns: Sequenc
                 dispatch.attach(e, sid)
             native = [e._engine for e in engines]
             dispatch.time_every = 1
-            dispatch._native.start_timeline()
+            dispatch.start_timeline()
             try:
                 _native.run_paced(native, periods, phases, inputs, warmup_s, seconds, threads, spin_us)
             finally:
-                timeline = dispatch._native.stop_timeline()
+                timeline = dispatch.stop_timeline()
             stats = [dispatch.stream_stats(sid) for sid in ids]
             dispatch.time_every = time_every or DEFAULT_TIME_EVERY
             before = dispatch.stats()

@@ -126,6 +126,16 @@ class CudaDispatch:
     def time_every(self, n: int) -> None:
         self._native.time_every = int(n)  # ValueError below 1 (the native dispatcher checks)
 
+    def start_timeline(self) -> None:
+        """From now on record each timed chunk's start and stop on the GPU (admission's rehearsal:
+        the blocks' overlap, ``admission.gpu_overlap``); ValueError if it is already on."""
+        self._native.start_timeline()
+
+    def stop_timeline(self) -> Any:
+        """Stop recording: the intervals since :meth:`start_timeline`, an int64 array (k, 2) of
+        (start, stop) ns on the GPU."""
+        return self._native.stop_timeline()
+
     def watch_off_cpu(self, gap_us: float) -> None:
         """From now on the worker records where its time went when it made no progress for
         ``gap_us`` between its sleeps (native/engine/off_cpu.h): :meth:`off_cpu_gaps`."""
