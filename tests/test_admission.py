@@ -312,18 +312,25 @@ def test_a_refused_stream_says_whose_measurement_it_shares(monkeypatch):
 # ----------------------------------------------------------------------------- the rehearsal
 
 
-def _gpu_runners(monkeypatch, n, device_ns, block=480, cost_us=None):
-    """``n`` realtime runners on the fake GPU 0, each calibrated at ``device_ns`` alone."""
+def _gpu_runners(monkeypatch, n, device_ns, block=480, cost_us=None, deadline_ms=None, paced=False):
+    """``n`` realtime runners on the fake GPU 0, each calibrated at ``device_ns`` alone (``paced``:
+    on clocks the Session paces, so admission staggers their phases)."""
+    from types import SimpleNamespace
+
     from pygpukit_dsp import admission
     from pygpukit_dsp.admission import BlockCost
+    from pygpukit_dsp.io._common import Pacer
 
     monkeypatch.setattr(admission, "measure_block_cost", lambda r: BlockCost(device_ns, device_ns, "scripted"))
-    qos = {"class": "realtime", **({"cost_us": cost_us} if cost_us else {})}
+    qos = {"class": "realtime", **({"cost_us": cost_us} if cost_us else {}),
+           **({"deadline_ms": deadline_ms} if deadline_ms else {})}
     runners = []
     for i in range(n):
         r = _fake_runner(f"s{i}", "cuda", qos, block=block)
         r.engine.units_per_block = 1
         r.pipeline.stages = []
+        if paced:
+            r.source = SimpleNamespace(_pacer=Pacer(48000.0))
         runners.append(r)
     return runners
 
@@ -397,6 +404,75 @@ def test_the_dispatcher_s_serial_work_per_block_is_admitted_when_it_is_the_large
     runners = _gpu_runners(monkeypatch, 5, 1_000_000)
     admit(runners, u_max=0.85)
     assert runners[0].rehearsal.cost_ns == 1_600_000
+
+
+def test_the_lock_s_bound_tightens_as_the_deadline_shortens():
+    # a block may find the lock held DISPATCH_HOLD_NS (0.8 ms) and waits about that over the share of
+    # the lock left free: 85% at W1's 5.33 ms period, 60% at 2 ms, the 85% cap at longer deadlines
+    from pygpukit_dsp.admission import DISPATCH_HOLD_NS, dispatch_busy_max, dispatch_cost_ns
+
+    assert DISPATCH_HOLD_NS == 800_000
+    assert dispatch_busy_max() == 0.85 and dispatch_busy_max(21_333_333) == 0.85
+    assert dispatch_busy_max(5_333_333) == pytest.approx(0.85)
+    assert dispatch_busy_max(2_000_000) == pytest.approx(0.6)
+    assert dispatch_busy_max(1_000_000) == pytest.approx(0.2) and dispatch_busy_max(800_000) == 0.0
+    # counted against U_max 0.9: streams that fill it hold the lock at most that share
+    assert dispatch_cost_ns(10_000, 0.9, 2_000_000) == 15_000
+    assert dispatch_cost_ns(10_000, 0.9) == dispatch_cost_ns(10_000, 0.9, 10_000_000) == 10_588
+    assert dispatch_cost_ns(10_000, 0.5, 2_000_000) == 10_000  # a U_max under the lock's bound: as it is
+    with pytest.raises(ValueError, match="no longer than the dispatcher's lock may be held"):
+        dispatch_cost_ns(10_000, 0.9, 500_000)
+
+
+def test_light_streams_that_would_fill_half_the_lock_are_rehearsed():
+    # a block costs the dispatcher about DISPATCH_TYPICAL_NS whatever its pipeline: 189 streams of
+    # 1 us device time at 5.33 ms hold the lock 42.5% of the time, half its 85%
+    from pygpukit_dsp.admission import DISPATCH_TYPICAL_NS, crowded
+
+    P = 5_333_333
+    assert DISPATCH_TYPICAL_NS == 12_000
+    assert not crowded([1_000] * 188, [P] * 188, [P] * 188, 0.9)
+    assert crowded([1_000] * 189, [P] * 189, [P] * 189, 0.9)
+
+
+def test_a_short_deadline_admits_fewer_streams_by_the_lock_s_bound(monkeypatch):
+    # eight paced 10-ms streams (staggered 1.25 ms apart), rehearsed together: 0.8 ms of the
+    # dispatcher's work a block. At a 10-ms deadline it counts 0.8 x 0.9 / 0.85 = 0.847 ms: 0.68 of
+    # U_max, admitted. At 2 ms the lock may be held 60% of the time: 1.2 ms a block, and the eighth
+    # (8 x 1.2 / 10 = 0.96 > 0.9) is refused
+    from pygpukit_dsp import admission
+    from pygpukit_dsp.admission import admit
+
+    monkeypatch.setattr(admission, "REHEARSAL_SHARE", 0.0)  # rehearse whatever their share
+    _scripted_rehearsal(monkeypatch, 100_000, dispatch_ns=800_000)
+    runners = _gpu_runners(monkeypatch, 8, 100_000, paced=True)
+    admit(runners)
+    assert runners[0].rehearsal.deadline_ns == 10_000_000 and runners[0].rehearsal.cost_ns == 847_059
+    with pytest.raises(AdmissionError) as ei:
+        admit(_gpu_runners(monkeypatch, 8, 100_000, deadline_ms=2.0, paced=True))
+    assert ei.value.stream == "s7" and ei.value.figures["bound"] == pytest.approx(0.9)
+    assert ei.value.figures["stream_cost_ns"] == 1_200_000 and "exceeds the bound U_max" in str(ei.value)
+    assert ("the dispatcher's serial work 800.0 us per block (counted as 1200.0 us: its lock held at most 60% of "
+            "the time, for the 2000 us deadline)") in ei.value.figures["rehearsal"]
+    # 0.7 ms of its work a block: 1.05 ms counted at 2 ms, 0.84 of U_max, admitted
+    _scripted_rehearsal(monkeypatch, 100_000, dispatch_ns=700_000)
+    runners = _gpu_runners(monkeypatch, 8, 100_000, deadline_ms=2.0, paced=True)
+    admit(runners)
+    assert runners[0].rehearsal.cost_ns == 1_050_000
+
+
+def test_a_crowded_gpu_whose_deadline_is_within_the_lock_s_hold_is_refused_before_its_rehearsal(monkeypatch):
+    from pygpukit_dsp import admission
+    from pygpukit_dsp.admission import DISPATCH_HOLD_NS, admit
+
+    monkeypatch.setattr(admission, "REHEARSAL_SHARE", 0.0)
+    calls = _scripted_rehearsal(monkeypatch, 100_000, dispatch_ns=20_000)
+    with pytest.raises(AdmissionError) as ei:
+        admit(_gpu_runners(monkeypatch, 4, 100_000, deadline_ms=0.5, paced=True))
+    e = ei.value
+    assert calls == [] and e.figures["reason"] == "dispatcher_hold"
+    assert e.figures["deadline_ns"] == 500_000 and e.figures["hold_ns"] == DISPATCH_HOLD_NS
+    assert "lengthen qos.deadline_ms, or run fewer realtime streams" in str(e)
 
 
 def test_gpu_overlap_is_the_sum_of_the_intervals_over_their_union():
@@ -617,7 +693,7 @@ def test_gpu_session_admits_realtime_streams_by_device_time_with_their_latency_b
 def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_as_it_was():
     import numpy as np
 
-    from pygpukit_dsp.admission import DISPATCH_BUSY_MAX, horizon_blocks, measure_engine_cost, rehearse
+    from pygpukit_dsp.admission import dispatch_cost_ns, horizon_blocks, measure_engine_cost, rehearse
     from pygpukit_dsp.backends import open_backend
 
     p = _w1_realtime("w1")
@@ -635,8 +711,13 @@ def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_a
         assert 1_000 < run.dispatch_ns < 1_000_000 and run.blocks >= 32
         # 32 streams' blocks on the GPU's timeline: some overlap, never more than all of them at once
         assert 1.0 <= run.overlap < 32
-        counted = round(run.dispatch_ns * (0.9 / DISPATCH_BUSY_MAX))  # dispatch_cost_ns under U_max 0.9
+        period = int(chain.input.block_period * 1e9)
+        counted = round(run.dispatch_ns * (0.9 / 0.85))  # dispatch_cost_ns under U_max 0.9, at most 85% of the lock
         assert run.costs() == [max(round(c / run.overlap), counted) for c in run.device_ns]
+        # at the 5.33 ms period as at no deadline; at 2 ms the lock may be held 60% of the time
+        assert dispatch_cost_ns(run.dispatch_ns, 0.9, period) == pytest.approx(counted, abs=1)
+        assert run.costs(deadline_ns=2_000_000) == [max(round(c / run.overlap), round(run.dispatch_ns * 1.5))
+                                                    for c in run.device_ns]
         # the second window's latencies from release (1 s at 187.5 blocks/s each) and their tail:
         # 32 light streams staggered wait behind little, so it reaches far inside the 5.33 ms period
         assert len(run.latency_ns) == 32 and all(150 <= len(a) <= 200 for a in run.latency_ns)
@@ -669,8 +750,9 @@ def test_gpu_a_crowded_session_is_admitted_by_its_rehearsal(monkeypatch):
     r = s._runners[0]
     assert r.rehearsal.device_ns > 0 and r.rehearsal.alone_ns == r.measured_cost.device_ns
     assert r.rehearsal.dispatch_ns > 0 and r.rehearsal.overlap >= 1.0
-    # the dispatcher's work counted so that its lock is held at most DISPATCH_BUSY_MAX of the time
-    assert r.rehearsal.dispatch_cost_ns == round(r.rehearsal.dispatch_ns * (0.9 / admission.DISPATCH_BUSY_MAX))
+    # the dispatcher's work counted so that its lock is held at most 85% of the time at the period
+    assert r.rehearsal.deadline_ns == int(r.chain.input.block_period * 1e9)
+    assert r.rehearsal.dispatch_cost_ns == pytest.approx(r.rehearsal.dispatch_ns * (0.9 / 0.85), abs=1)
     assert r.rehearsal.cost_ns == max(round(r.rehearsal.device_ns / r.rehearsal.overlap), r.rehearsal.dispatch_cost_ns)
     assert s.stream_stats("w0")["declared_cost_ns"] == max(r.measured_cost.device_ns, r.rehearsal.cost_ns)
 

@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..admission import DISPATCH_BUSY_MAX, TAIL_HORIZON_S
+from ..admission import DISPATCH_BUSY_MAX, TAIL_HORIZON_S, dispatch_busy_max
 from ..backends.cuda_dispatch import DEFAULT_TIME_EVERY
 from . import off_cpu
 from .stall_probe import EPISODE_GAP_NS, HOST_SLOW_FACTOR, HOST_STALL_US, start_probe, stop_probe
@@ -158,7 +158,8 @@ class Prediction:
     streams: dict[str, int] = field(default_factory=dict)    # deadline -> streams admitted
     reason: dict[str, str] = field(default_factory=dict)     # deadline -> why the next one was refused
     latency_us: float | None = None  # one block alone, release to done (the response bound's L)
-    rehearsed_us: dict[str, float] = field(default_factory=dict)  # N -> block cost among N rehearsed (admission's)
+    # deadline -> N -> block cost among N rehearsed, as admission counts it for that deadline
+    rehearsed_us: dict[str, dict[str, float]] = field(default_factory=dict)
     dispatch_us: dict[str, float] = field(default_factory=dict)   # N -> the dispatcher's serial work per block there
     overlap: dict[str, float] = field(default_factory=dict)       # N -> blocks on the GPU at once there (RehearsalRun.overlap)
     reach_us: dict[str, float] = field(default_factory=dict)      # N -> the rehearsal's latency tail within TAIL_HORIZON_S
@@ -418,13 +419,14 @@ class CapacityReport:
             alone = f", {p.latency_us:.1f} us alone" if p.latency_us is not None else ""
             n = p.streams.get(k)
             # the rehearsals that decided it: at the N admitted and the least N refused above it
-            above = sorted((int(m) for m in p.rehearsed_us if n is not None and int(m) > n))
-            shown = [m for m in ([n] if str(n) in p.rehearsed_us else []) + above[:1]]
+            costs = p.rehearsed_us.get(k, {})
+            above = sorted((int(m) for m in costs if n is not None and int(m) > n))
+            shown = [m for m in ([n] if str(n) in costs else []) + above[:1]]
             def rehearsed(m: int) -> str:
                 beside = ([f"dispatcher {p.dispatch_us[str(m)]:.1f}"] if str(m) in p.dispatch_us else []) + \
                          ([f"{p.overlap[str(m)]:.2f} blocks at once on the GPU"] if str(m) in p.overlap else []) + \
                          ([f"tail reaches {p.reach_us[str(m)] / 1e3:.2f} ms"] if str(m) in p.reach_us else [])
-                return f"{p.rehearsed_us[str(m)]:.1f} us among {m}" + (f" ({', '.join(beside)})" if beside else "")
+                return f"{costs[str(m)]:.1f} us among {m}" + (f" ({', '.join(beside)})" if beside else "")
 
             among = ("; rehearsed: " + ", ".join(rehearsed(m) for m in shown)) if shown else ""
             why = f"; the next refused: {p.reason[k]}" if p.reason.get(k) else ""
@@ -513,8 +515,9 @@ class CapacityReport:
                       "time (every block passes through it: a second serial resource beside the GPU). CPU cores: "
                       "process CPU seconds per wall second (every thread). Admission's rehearsals: \"X us among N\" is "
                       "the block cost admitted among N streams, the larger of the GPU's share and the dispatcher's "
-                      f"work counted so that its lock is held at most {DISPATCH_BUSY_MAX:.0%} of the time "
-                      "(admission.dispatch_cost_ns); \"tail reaches\": how far the rehearsal's latency from release "
+                      "work counted so that its lock is held at most " + ", ".join(
+                          f"{dispatch_busy_max(int(d * 1e6)):.0%} of the time at {d:.2f} ms" for d in self.deadlines_ms)
+                      + " (admission.dispatch_busy_max, dispatch_cost_ns); \"tail reaches\": how far the rehearsal's latency from release "
                       f"reaches within {TAIL_HORIZON_S:g} s (admission.LatencyTail)."]
         lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines)
@@ -777,7 +780,7 @@ def admits_all(n: int, cost_ns: int, period_ns: int, deadline_ns: int, *, u_max:
 
 
 def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...] | list[float],
-                       loaded_ns: Callable[[int], int], n_max: int, u_max: float = 0.9,
+                       loaded_ns: Callable[[int, int], int], n_max: int, u_max: float = 0.9,
                        say: Callable[[str], None] = lambda _line: None, phased: bool = False,
                        how: str = "session", tail: Callable[[int], Any] | None = None) -> Prediction:
     """What a Session admits of these streams (its calibration ``cost``, a BlockCost, alone),
@@ -785,9 +788,9 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
     which admission, as ``admission.admit`` does it, admits all N. Up to where N streams costed
     alone fill half a bound (admission.crowded) that is the rule with the cost alone; past it the
     Session rehearses the N streams together and admits them with the larger of the cost alone and
-    ``loaded_ns(N)`` (the device time per block among N rehearsed: :func:`admission.rehearse`, with
-    the phases the streams will have), so the largest N is searched by bisection (the device time
-    grows with N). ``phased``: the streams declare the sweep's staggered phases (a Session's own
+    ``loaded_ns(N, deadline_ns)`` (the block cost among N rehearsed, as admission counts it for
+    streams of that deadline: :func:`admission.rehearse` with the phases the streams will have,
+    ``RehearsalRun.costs``), so the largest N is searched by bisection (the cost grows with N). ``phased``: the streams declare the sweep's staggered phases (a Session's own
     clocks, :func:`admission.assign_phases`); else no phase (every block may come at once).
     ``tail(N)``: that rehearsal's latency tail (an admission.LatencyTail, or None); admission refuses
     N whose tail reaches past the deadline within TAIL_HORIZON_S ("latency_tail", as
@@ -796,7 +799,8 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
 
     c0, lat = int(cost.device_ns), int(cost.latency_ns)
     pred = Prediction(cost_us=c0 / 1e3, how=how, latency_us=lat / 1e3 if lat > c0 else None)
-    cache: dict[int, int] = {}
+    cache: dict[tuple[int, int], int] = {}
+    told: set[int] = set()
 
     def fits(n: int, d: float, c: int) -> tuple[bool, str]:
         return admits_all(n, c, period_ns, int(d * 1e6), u_max=u_max, latency_ns=lat, phased=phased)
@@ -804,18 +808,19 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
     def admits(n: int, d: float) -> tuple[bool, str]:
         deadline_ns = int(d * 1e6)
         if crowded([c0] * n, [period_ns] * n, [deadline_ns] * n, u_max):
-            fresh = n not in cache
-            if fresh:
-                cache[n] = int(loaded_ns(n))
-                pred.rehearsed_us[str(n)] = cache[n] / 1e3
+            if (n, deadline_ns) not in cache:
+                cache[n, deadline_ns] = int(loaded_ns(n, deadline_ns))
+                pred.rehearsed_us.setdefault(_key(d), {})[str(n)] = cache[n, deadline_ns] / 1e3
             t = tail(n) if tail is not None else None
             if t is not None:
                 pred.reach_us[str(n)] = t.reach_ns(horizon_blocks([period_ns] * n)) / 1e3
-            if fresh:
-                say(f"capacity: admission's rehearsal of {n} streams ({how}): {cache[n] / 1e3:.1f} us per block "
-                    "among them" + (f"; {t.describe()}, reaching {pred.reach_us[str(n)] / 1e3:.2f} ms within "
-                                    f"{TAIL_HORIZON_S:g} s" if t is not None else ""))
-            ok, why = fits(n, d, max(c0, cache[n]))
+            if n not in told:
+                told.add(n)
+                say(f"capacity: admission's rehearsal of {n} streams ({how}): {cache[n, deadline_ns] / 1e3:.1f} us "
+                    f"per block among them at {d:.2f} ms" + (
+                        f"; {t.describe()}, reaching {pred.reach_us[str(n)] / 1e3:.2f} ms within "
+                        f"{TAIL_HORIZON_S:g} s" if t is not None else ""))
+            ok, why = fits(n, d, max(c0, cache[n, deadline_ns]))
             if ok and str(n) in pred.reach_us and pred.reach_us[str(n)] * 1e3 > deadline_ns:
                 return False, "latency_tail"
             return ok, why
@@ -972,9 +977,8 @@ class _ProjectStreams:
         self.chain = pipeline.specs()
         self.period_ns = int(round(self.chain.input.block_period * 1e9))
         self.engines: list[Any] = []
-        # (n, aligned) -> what its rehearsal measured beside the cost: the dispatcher's work per
-        # block, the blocks' overlap on the GPU, the latency tail (RehearsalRun; its latencies dropped)
-        self.rehearsed: dict[tuple[int, bool], tuple[int, float, Any]] = {}
+        # (n, aligned) -> its rehearsal (admission.RehearsalRun, its latencies dropped) and their tail
+        self.rehearsed: dict[tuple[int, bool], tuple[Any, Any]] = {}
         choice = choose_backend(pipeline, self.chain, "cuda")
         # the realtime defaults (what a Session opens); engine_kwargs: tests (a fake driver without
         # mapped host memory)
@@ -992,35 +996,40 @@ class _ProjectStreams:
         return measure_engine_cost(self.engines[0], self.chain.input,
                                    **calibration_pace(self.pipeline.qos, self.chain.input))
 
-    def rehearsed_ns(self, n: int, aligned: bool = False) -> int:
-        """A Session's rehearsal of n of these streams (admission.rehearse) at the sweep's
-        staggered phases (their clocks' phases declared), or ``aligned`` (none declared: all
-        released at once): the median block cost among them, as admission takes it under U_max 0.9
+    def rehearsed_ns(self, n: int, aligned: bool = False, deadline_ns: int | None = None) -> int:
+        """A Session's rehearsal of n of these streams (admission.rehearse, once per n and
+        ``aligned``) at the sweep's staggered phases (their clocks' phases declared), or ``aligned``
+        (none declared: all released at once): the median block cost among them, as admission
+        takes it under U_max 0.9 for streams whose deadline is ``deadline_ns`` (None: the period)
         (the larger of the GPU's share and the dispatcher's serial work per block as counted:
         admission.RehearsalRun.costs)."""
         from ..admission import rehearse
 
-        self.ensure(n)
-        spec = self.chain.input
-        phases = None if aligned else staggered_phases(n, self.period_ns)
-        run = rehearse(self.engines[:n], [spec] * n, [self.period_ns] * n, device=self.device,
-                       threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us,
-                       phases_ns=phases, time_every=self.time_every)
-        self.rehearsed[n, aligned] = (run.dispatch_ns, run.overlap, run.tail())
-        return int(np.median(run.costs()))
+        if (n, aligned) not in self.rehearsed:
+            self.ensure(n)
+            spec = self.chain.input
+            phases = None if aligned else staggered_phases(n, self.period_ns)
+            run = rehearse(self.engines[:n], [spec] * n, [self.period_ns] * n, device=self.device,
+                           threads=self.threads, spin_us=self.spin_us, dispatcher_spin_us=self.dispatcher_spin_us,
+                           phases_ns=phases, time_every=self.time_every)
+            tail = run.tail()
+            run.latency_ns = []  # the tail is fitted: the latencies are not kept
+            self.rehearsed[n, aligned] = (run, tail)
+        run = self.rehearsed[n, aligned][0]
+        return int(np.median(run.costs(deadline_ns=self.period_ns if deadline_ns is None else deadline_ns)))
 
     def tail(self, n: int, aligned: bool = False) -> Any:
         """The latency tail of the rehearsal of n streams (admission.LatencyTail; None: not rehearsed)."""
-        return self.rehearsed[n, aligned][2] if (n, aligned) in self.rehearsed else None
+        return self.rehearsed[n, aligned][1] if (n, aligned) in self.rehearsed else None
 
     def dispatch_us(self, aligned: bool) -> dict[str, float]:
         """N -> the dispatcher's serial work per block (us) in the rehearsals of N streams made so
         far, staggered or ``aligned`` (Prediction.dispatch_us)."""
-        return {str(n): v[0] / 1e3 for (n, a), v in self.rehearsed.items() if a == aligned}
+        return {str(n): v[0].dispatch_ns / 1e3 for (n, a), v in self.rehearsed.items() if a == aligned}
 
     def overlap(self, aligned: bool) -> dict[str, float]:
         """N -> blocks on the GPU at once in the rehearsals of N streams (Prediction.overlap)."""
-        return {str(n): v[1] for (n, a), v in self.rehearsed.items() if a == aligned}
+        return {str(n): v[0].overlap for (n, a), v in self.rehearsed.items() if a == aligned}
 
     def run(self, n: int, seconds: float, phase: str, warmup_s: float,
             deadlines_ms: tuple[float, ...] | list[float], aligned: bool = False) -> CapacityPoint:
@@ -1258,15 +1267,16 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     try:
         cost = proj.session_cost()
         report.settings["session_cost"] = asdict(cost)
-        report.predictions.append(session_prediction(cost, period_ns, deadlines_ms, proj.rehearsed_ns,
-                                                     n_max=max(ladder), say=say, phased=True, tail=proj.tail))
+        report.predictions.append(session_prediction(cost, period_ns, deadlines_ms,
+                                                     lambda n, d: proj.rehearsed_ns(n, deadline_ns=d), n_max=max(ladder), say=say, phased=True, tail=proj.tail))
         report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=False)
         report.predictions[-1].overlap = proj.overlap(aligned=False)
         say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
             f"declared, admits {report.predictions[-1].streams}")
         if aligned:
             report.predictions.append(session_prediction(
-                cost, period_ns, deadlines_ms, lambda n: proj.rehearsed_ns(n, aligned=True), n_max=max(ladder),
+                cost, period_ns, deadlines_ms, lambda n, d: proj.rehearsed_ns(n, aligned=True, deadline_ns=d),
+                n_max=max(ladder),
                 say=say, phased=False, how=SESSION_ALIGNED, tail=lambda n: proj.tail(n, aligned=True)))
             report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=True)
             report.predictions[-1].overlap = proj.overlap(aligned=True)

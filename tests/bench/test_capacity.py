@@ -40,23 +40,26 @@ def test_the_session_s_prediction_rehearses_past_half_a_bound_and_finds_the_larg
 
     calls = []
 
-    def loaded(n):  # the device time per block among n streams grows with n
-        calls.append(n)
+    def loaded(n, deadline_ns):  # the block cost among n streams grows with n (the same at every deadline)
+        calls.append((n, deadline_ns))
         return 11_500 + 10 * n
 
     pred = session_prediction(BlockCost(11_500, 11_500, "scripted"), P, D, loaded, n_max=512)
 
     def admitted(n, d):
-        c = max(11_500, loaded(n)) if crowded([11_500] * n, [P] * n, [int(d * 1e6)] * n, 0.9) else 11_500
+        c = max(11_500, loaded(n, int(d * 1e6))) if crowded([11_500] * n, [P] * n, [int(d * 1e6)] * n, 0.9) else 11_500
         return predict(c, P, [d], "x").streams[f"{d:.2f}"] >= n
 
-    rehearsed = sorted(set(calls))
+    rehearsed = sorted({n for n, _ in calls})
+    assert {d for _, d in calls} == {int(d * 1e6) for d in D}  # each deadline's cost asked for at its deadline
     calls.clear()
     want = {f"{d:.2f}": next(n for n in range(400, 0, -1) if admitted(n, d)) for d in D}  # none past 400
     assert pred.streams == want and want["5.33"] == 325  # n (11.5 + 0.01 n) us <= 0.9 x 5333 us
-    # nothing rehearsed below half of both bounds: 209 streams at 5.33 ms (utilisation), 87 at 2 ms
+    # nothing rehearsed below half of every bound: 189 streams at 5.33 ms (the lock at 12 us a block),
+    # 87 at 2 ms (the deadline)
     assert min(rehearsed) >= 87 and len(rehearsed) <= 2 * 10
-    assert set(pred.rehearsed_us) == {str(n) for n in rehearsed} and pred.reason["5.33"].endswith("(rehearsed)")
+    assert set(pred.rehearsed_us["5.33"]) | set(pred.rehearsed_us["2.00"]) == {str(n) for n in rehearsed}
+    assert pred.reason["5.33"].endswith("(rehearsed)")
     # the report's cell: the N admitted, the cost alone, the rehearsals at the N admitted and above it
     rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0}, predictions=[pred])
     assert ("| 325 (11.5 us device; rehearsed: 14.8 us among 325, 14.8 us among 326; the next refused: "
@@ -79,7 +82,7 @@ def test_the_session_s_prediction_refuses_n_whose_rehearsed_latency_tail_passes_
             tails[n] = LatencyTail.of(rng.exponential(n * 400, 20_000).astype(np.int64) + 200_000)
         return tails[n]
 
-    pred = session_prediction(BlockCost(11_500, 11_500, "scripted"), P, D, lambda n: 12_000, n_max=512, tail=tail,
+    pred = session_prediction(BlockCost(11_500, 11_500, "scripted"), P, D, lambda n, d: 12_000, n_max=512, tail=tail,
                                phased=True)
     assert pred.streams["5.33"] == int(0.9 * P // 12_000) and pred.reason["5.33"] == "utilisation_bound (rehearsed)"
     n = pred.streams["2.00"]
@@ -498,7 +501,7 @@ def test_the_session_s_prediction_rehearses_at_the_phases_the_streams_will_have(
     from pygpukit_dsp.admission import BlockCost
     from pygpukit_dsp.bench.capacity import SESSION_ALIGNED
 
-    def loaded(n):
+    def loaded(n, _deadline_ns):
         return 11_500 + 10 * n
 
     phased = session_prediction(BlockCost(11_500, 11_500, "scripted"), P, D, loaded, n_max=512, phased=True)
