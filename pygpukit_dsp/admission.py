@@ -57,7 +57,7 @@ TAIL_QUANTILE = 0.9         # the rehearsal's latency tail: the excess over this
 TAIL_HORIZON_S = 60.0       # admission wants no block of a rehearsed kind past its deadline within this long
 TAIL_MIN_BLOCKS = 200       # fewer rehearsed blocks of a kind: no tail estimate for it
 DISPATCH_BUSY_MAX = 0.85    # the dispatcher's lock may be held at most this share of the time (dispatch_cost_ns) ...
-DISPATCH_HOLD_NS = 800_000  # ... and less for short deadlines: a block may find it held this long (dispatch_busy_max)
+DISPATCH_HOLD_NS = 600_000  # ... and less for short deadlines: a block may find it held this long (dispatch_busy_max)
 DISPATCH_TYPICAL_NS = 12_000  # the dispatcher's serial work per block among many streams, before a rehearsal (crowded)
 
 
@@ -599,12 +599,13 @@ def dispatch_busy_max(deadline_ns: int | None = None) -> float:
     a batch of completions, or the host pausing the thread that holds it), and everything released
     meanwhile queues with it; a server busy a share U of its time clears such a backlog only at
     1 - U of its speed, so the block waits about DISPATCH_HOLD_NS / (1 - U). Keeping that within
-    the deadline gives the bound. The hold is what W1's runs measured (its longest lock steps in
-    runs that held, 0.3-1.3 ms, on H100 and H200), set so that at W1's 5.33 ms the bound is the 85%
-    those runs held to; there the 2 ms deadline allows 60%, and the runs at 2 ms held to 67-74% of
-    the lock's time and missed from 74% on (docs/scheduler.md, "The lock's bound at a short
-    deadline"). The cap: past 85% the lock's own steps grow (each poll finds a bigger batch) and
-    every run of sessions 18-20 that held it there missed, at any deadline."""
+    the deadline gives the bound. The hold is fitted to W1's runs at a 2 ms deadline (sessions
+    17-20, H100 and H200): 30-s runs held with the lock 67-74% busy and the process missed from 71%
+    on, so 0.6 ms puts the bound at 70% there; it is of the order of the lock's longest steps in
+    runs that held (0.3-1.3 ms). The cap, 85%: at W1's 5.33 ms period runs held to 79-85% and
+    missed from 82-88%, and past it the lock's own steps grow (each poll finds a bigger batch).
+    Other deadlines follow from the form, untested (docs/scheduler.md, "The lock's bound at a
+    short deadline")."""
     if deadline_ns is None:
         return DISPATCH_BUSY_MAX
     return max(0.0, min(DISPATCH_BUSY_MAX, 1.0 - DISPATCH_HOLD_NS / max(1, int(deadline_ns))))
