@@ -57,7 +57,7 @@ TAIL_QUANTILE = 0.9         # the rehearsal's latency tail: the excess over this
 TAIL_HORIZON_S = 60.0       # admission wants no block of a rehearsed kind past its deadline within this long
 TAIL_MIN_BLOCKS = 200       # fewer rehearsed blocks of a kind: no tail estimate for it
 DISPATCH_BUSY_MAX = 0.85    # the dispatcher's lock may be held at most this share of the time (dispatch_cost_ns) ...
-DISPATCH_HOLD_NS = 600_000  # ... and less for short deadlines: a block may find it held this long (dispatch_busy_max)
+DISPATCH_HOLD_NS = 800_000  # ... and less for short deadlines: a block may find it held this long (dispatch_busy_max)
 DISPATCH_TYPICAL_NS = 12_000  # the dispatcher's serial work per block among many streams, before a rehearsal (crowded)
 
 
@@ -595,17 +595,18 @@ def dispatch_busy_max(deadline_ns: int | None = None) -> float:
     ``min(DISPATCH_BUSY_MAX, 1 - DISPATCH_HOLD_NS / deadline_ns)``, 0 when the deadline is no longer
     than the hold.
 
-    Why the deadline: a block may find the lock held for up to DISPATCH_HOLD_NS (a poll that finds
-    a batch of completions, or the host pausing the thread that holds it), and everything released
+    Why the deadline: a block may find the lock held for up to DISPATCH_HOLD_NS (a poll or a launch
+    whose driver call stalls, or the host pausing the thread that holds it), and everything released
     meanwhile queues with it; a server busy a share U of its time clears such a backlog only at
     1 - U of its speed, so the block waits about DISPATCH_HOLD_NS / (1 - U). Keeping that within
-    the deadline gives the bound. The hold is fitted to W1's runs at a 2 ms deadline (sessions
-    17-20, H100 and H200): 30-s runs held with the lock 67-74% busy and the process missed from 71%
-    on, so 0.6 ms puts the bound at 70% there; it is of the order of the lock's longest steps in
-    runs that held (0.3-1.3 ms). The cap, 85%: at W1's 5.33 ms period runs held to 79-85% and
-    missed from 82-88%, and past it the lock's own steps grow (each poll finds a bigger batch).
-    Other deadlines follow from the form, untested (docs/scheduler.md, "The lock's bound at a
-    short deadline")."""
+    the deadline gives the bound. The hold, 0.8 ms, is the lock's longest steps in the 2 ms misses
+    the process was blamed for (0.6-0.9 ms, W1 on an H200 in session 20), and it makes the bound at
+    W1's 5.33 ms period the 85% that its runs there held to (79-85%; they missed from 82-88%). At
+    2 ms it is 60%: on the H200 lease where 2 ms missed earliest, runs held with the lock 55% busy
+    and the process missed from 60%; on others they held to 67-74% (so there it refuses 20-30%
+    earlier than where misses began). The cap, 85%: past it the lock's own steps grow (each poll
+    finds a bigger batch) and every run held there missed. Other deadlines follow from the form,
+    untested (docs/scheduler.md, "The lock's bound at a short deadline")."""
     if deadline_ns is None:
         return DISPATCH_BUSY_MAX
     return max(0.0, min(DISPATCH_BUSY_MAX, 1.0 - DISPATCH_HOLD_NS / max(1, int(deadline_ns))))
