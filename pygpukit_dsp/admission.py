@@ -602,9 +602,9 @@ def dispatch_busy_max(deadline_ns: int | None = None) -> float:
     the deadline gives the bound. The hold, 0.8 ms, is the lock's longest steps in the 2 ms misses
     the process was blamed for (0.6-0.9 ms, W1 on an H200 in session 20), and it makes the bound at
     W1's 5.33 ms period the 85% that its runs there held to (79-85%; they missed from 82-88%). At
-    2 ms it is 60%: on the H200 lease where 2 ms missed earliest, runs held with the lock 55% busy
-    and the process missed from 60%; on others they held to 67-74% (so there it refuses 20-30%
-    earlier than where misses began). The cap, 85%: past it the lock's own steps grow (each poll
+    2 ms it is 60%: on session 20's two H200 leases 192 W1 streams held with the lock 55-60% busy
+    and the process missed from 60-65% (224 streams); on earlier leases they held to 67-74% (there
+    it refuses 20-30% earlier than where misses began). The cap, 85%: past it the lock's own steps grow (each poll
     finds a bigger batch) and every run held there missed. Other deadlines follow from the form,
     untested (docs/scheduler.md, "The lock's bound at a short deadline")."""
     if deadline_ns is None:
