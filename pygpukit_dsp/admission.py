@@ -604,9 +604,9 @@ def dispatch_busy_max(deadline_ns: int | None = None) -> float:
     W1's 5.33 ms period the 85% that its runs there held to (79-85%; they missed from 82-88%). At
     2 ms it is 60%: on session 20's two H200 leases 192 W1 streams held with the lock 55-60% busy
     and the process missed from 60-65% (224 streams); on earlier leases they held to 67-74% (there
-    it refuses 20-30% earlier than where misses began). The cap, 85%: past it the lock's own steps grow (each poll
-    finds a bigger batch) and every run held there missed. Other deadlines follow from the form,
-    untested (docs/scheduler.md, "The lock's bound at a short deadline")."""
+    it refuses 20-30% earlier than where misses began). The cap, 85%: past it the lock's own
+    steps grow (each poll finds a bigger batch) and every run held there missed. Other deadlines
+    follow from the form, untested (docs/scheduler.md, "The lock's bound at a short deadline")."""
     if deadline_ns is None:
         return DISPATCH_BUSY_MAX
     return max(0.0, min(DISPATCH_BUSY_MAX, 1.0 - DISPATCH_HOLD_NS / max(1, int(deadline_ns))))

@@ -517,8 +517,8 @@ class CapacityReport:
                       "the block cost admitted among N streams, the larger of the GPU's share and the dispatcher's "
                       "work counted so that its lock is held at most " + ", ".join(
                           f"{dispatch_busy_max(int(d * 1e6)):.0%} of the time at {d:.2f} ms" for d in self.deadlines_ms)
-                      + " (admission.dispatch_busy_max, dispatch_cost_ns); \"tail reaches\": how far the rehearsal's latency from release "
-                      f"reaches within {TAIL_HORIZON_S:g} s (admission.LatencyTail)."]
+                      + " (admission.dispatch_busy_max, dispatch_cost_ns); \"tail reaches\": how far the "
+                      f"rehearsal's latency from release reaches within {TAIL_HORIZON_S:g} s (admission.LatencyTail)."]
         lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -790,8 +790,9 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
     Session rehearses the N streams together and admits them with the larger of the cost alone and
     ``loaded_ns(N, deadline_ns)`` (the block cost among N rehearsed, as admission counts it for
     streams of that deadline: :func:`admission.rehearse` with the phases the streams will have,
-    ``RehearsalRun.costs``), so the largest N is searched by bisection (the cost grows with N). ``phased``: the streams declare the sweep's staggered phases (a Session's own
-    clocks, :func:`admission.assign_phases`); else no phase (every block may come at once).
+    ``RehearsalRun.costs``), so the largest N is searched by bisection (the cost grows with N).
+    ``phased``: the streams declare the sweep's staggered phases (a Session's own clocks,
+    :func:`admission.assign_phases`); else no phase (every block may come at once).
     ``tail(N)``: that rehearsal's latency tail (an admission.LatencyTail, or None); admission refuses
     N whose tail reaches past the deadline within TAIL_HORIZON_S ("latency_tail", as
     ``admission._check_tails``)."""
@@ -1268,7 +1269,8 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         cost = proj.session_cost()
         report.settings["session_cost"] = asdict(cost)
         report.predictions.append(session_prediction(cost, period_ns, deadlines_ms,
-                                                     lambda n, d: proj.rehearsed_ns(n, deadline_ns=d), n_max=max(ladder), say=say, phased=True, tail=proj.tail))
+                                                     lambda n, d: proj.rehearsed_ns(n, deadline_ns=d),
+                                                     n_max=max(ladder), say=say, phased=True, tail=proj.tail))
         report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=False)
         report.predictions[-1].overlap = proj.overlap(aligned=False)
         say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
