@@ -546,13 +546,11 @@ class Rehearsal:
             out += (f", {self.overlap:.2f} blocks on the GPU at once while it was busy: "
                     f"{self.occupancy_ns / 1e3:.1f} us of the GPU per block")
         if self.dispatch_ns:
-            counted = self.dispatch_cost_ns
+            counted, busy = self.dispatch_cost_ns, dispatch_busy_max(self.deadline_ns)
             out += (f", the dispatcher's serial work {self.dispatch_ns / 1e3:.1f} us per block"
-                    + (f" (counted as {counted / 1e3:.1f} us: its lock held at most "
-                       f"{dispatch_busy_max(self.deadline_ns):.0%} of the time"
-                       + (f", for the {self.deadline_ns / 1e3:.0f} us deadline" if self.deadline_ns is not None and
-                          dispatch_busy_max(self.deadline_ns) < DISPATCH_BUSY_MAX else "") + ")"
-                       if counted != self.dispatch_ns else "")
+                    + (f" (counted as {counted / 1e3:.1f} us: its lock held at most {busy:.0%} of the time"
+                       + (f", for the {self.deadline_ns / 1e3:.0f} us deadline" if busy < DISPATCH_BUSY_MAX else "")
+                       + ")" if counted != self.dispatch_ns else "")
                     + (" (admitted: the larger)" if counted > self.occupancy_ns else ""))
         if self.tail is not None:
             out += (f"; {self.tail.describe()}: its tail reaches {self.reach_ns / 1e3:.0f} us within "

@@ -813,8 +813,9 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
                 cache[n, deadline_ns] = int(loaded_ns(n, deadline_ns))
                 pred.rehearsed_us.setdefault(_key(d), {})[str(n)] = cache[n, deadline_ns] / 1e3
             t = tail(n) if tail is not None else None
-            if t is not None:
-                pred.reach_us[str(n)] = t.reach_ns(horizon_blocks([period_ns] * n)) / 1e3
+            reach_ns = t.reach_ns(horizon_blocks([period_ns] * n)) if t is not None else None
+            if reach_ns is not None:
+                pred.reach_us[str(n)] = reach_ns / 1e3
             if n not in told:
                 told.add(n)
                 say(f"capacity: admission's rehearsal of {n} streams ({how}): {cache[n, deadline_ns] / 1e3:.1f} us "
@@ -822,7 +823,7 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
                         f"; {t.describe()}, reaching {pred.reach_us[str(n)] / 1e3:.2f} ms within "
                         f"{TAIL_HORIZON_S:g} s" if t is not None else ""))
             ok, why = fits(n, d, max(c0, cache[n, deadline_ns]))
-            if ok and str(n) in pred.reach_us and pred.reach_us[str(n)] * 1e3 > deadline_ns:
+            if ok and reach_ns is not None and reach_ns > deadline_ns:
                 return False, "latency_tail"
             return ok, why
         return fits(n, d, c0)
@@ -1278,8 +1279,8 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         if aligned:
             report.predictions.append(session_prediction(
                 cost, period_ns, deadlines_ms, lambda n, d: proj.rehearsed_ns(n, aligned=True, deadline_ns=d),
-                n_max=max(ladder),
-                say=say, phased=False, how=SESSION_ALIGNED, tail=lambda n: proj.tail(n, aligned=True)))
+                n_max=max(ladder), say=say, phased=False, how=SESSION_ALIGNED,
+                tail=lambda n: proj.tail(n, aligned=True)))
             report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=True)
             report.predictions[-1].overlap = proj.overlap(aligned=True)
             say(f"capacity: admission with no phase declared (every block may come at once) admits "
