@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import traceback
@@ -490,12 +491,15 @@ def _cpu_choice(text: str) -> int | str:
 
 
 def _positive(what: str):
-    """An argparse type: a number > 0; ``what`` names it in the error ('a number of seconds')."""
+    """An argparse type: a finite number > 0; ``what`` names it in the error ('a number of seconds').
+    inf, nan and 1e400 (which float() reads as inf) are refused: no limit or period is endless."""
     def parse(text: str) -> float:
         try:
             v = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"expected a finite {what.removeprefix('a ')} > 0, got {text!r}")
         if not v > 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
         return v

@@ -23,6 +23,7 @@ MAX_TAPS = 1 << 23          # filter length (fir, resample, channelizer prototyp
 MAX_FFT = 1 << 24           # fft/stft frame length: 16777216 samples
 MAX_DELAY = 1 << 26         # delay line length: 67108864 samples (23 min at 48 kHz)
 MAX_RESAMPLE_FACTOR = 1 << 18  # reduced up or down of a resampler: 262144 (default filter: 20x taps)
+MAX_BLOCK_SIZE = 1 << 28    # samples per channel in one block: 268435456 (1 GiB of float32 per channel)
 
 
 def limit(value: int, maximum: int, what: str, unit: str) -> int:
@@ -58,13 +59,21 @@ def available_host_memory() -> int | None:
 def block_memory(pipeline: "Pipeline", chain: "SpecChain") -> list[tuple[int, str]]:
     """What one block needs, item by item: every edge's block and each stage's own state
     (:meth:`Stage.state_bytes`: filter histories, delay lines, work arrays). An estimate."""
-    items = [(chain.input.block_nbytes, f"the input block ({chain.input.describe()})")]
+    return [(n, label) for n, label, _ in _memory_items(pipeline, chain)]
+
+
+def _memory_items(pipeline: "Pipeline", chain: "SpecChain") -> list[tuple[int, str, bool]]:
+    """:func:`block_memory`'s items, each with whether it grows with block_size: the edges' blocks
+    do, and a stage's state does when most of it is per block (a FIR's work arrays over the block)
+    rather than set by the stage's own sizes (taps, a delay line)."""
+    items = [(chain.input.block_nbytes, f"the input block ({chain.input.describe()})", True)]
     for st, spec_in, spec_out in zip(pipeline.stages, chain.specs[:-1], chain.specs[1:]):
         label = f"stage '{st.name}' ({st.type})"
-        items.append((spec_out.block_nbytes, f"{label} output ({spec_out.describe()})"))
+        items.append((spec_out.block_nbytes, f"{label} output ({spec_out.describe()})", True))
         state = st.state_bytes(spec_in)
         if state:
-            items.append((state, f"{label} state"))
+            fixed = st.state_bytes(spec_in.with_(block_size=1))  # plain arithmetic: nothing allocated
+            items.append((state, f"{label} state", 2 * (state - fixed) > state))
     return items
 
 
@@ -86,15 +95,19 @@ def _gpu_free_memory(device: int = 0) -> int | None:
 def check_memory(pipeline: "Pipeline", chain: "SpecChain", backend: str, *, device: int = 0) -> None:
     """Raise ConfigError before anything is allocated when a block of ``pipeline`` would need more
     memory than the host has available (and, on ``cuda``, more than GPU ``device`` has free)."""
-    items = block_memory(pipeline, chain)
-    total = sum(n for n, _ in items)
-    biggest_n, biggest = max(items)
+    items = _memory_items(pipeline, chain)
+    total = sum(n for n, _, _ in items)
+    biggest_n, biggest, per_block = max(items, key=lambda item: item[0])
     places = [("available memory", available_host_memory())]
     if backend == "cuda":
         places.append((f"free GPU memory (GPU {device})" if device else "free GPU memory",
                        _gpu_free_memory(device)))
-    hint = ("lower that stage's size parameters (taps, delay, nfft...), block_size or channels"
-            if biggest.endswith(" state") else "lower block_size or channels")
+    if per_block:  # the block itself, or a state that scales with it: block_size is what to lower
+        if biggest.endswith(" state"):
+            biggest += f" (it grows with block_size, {pipeline.block_size})"
+        hint = f"lower block_size ({pipeline.block_size}) or channels"
+    else:
+        hint = "lower that stage's size parameters (taps, delay, nfft...), or block_size or channels"
     for what, have in places:
         if have is not None and total > have:
             raise ConfigError(

@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .io.base import Sink, Source, StreamFormat
-from .limits import MAX_CHANNELS
+from .limits import MAX_BLOCK_SIZE, MAX_CHANNELS
 from .qos import QoS
 from .signal import DTYPES, SignalSpec
 from .stages.base import Stage, stage_class, validate_params
@@ -95,8 +95,9 @@ class Pipeline:
     # ------------------------------------------------------------------ building
     def _check_fields(self) -> None:
         where = self.where or f"pipeline '{self.name}'"
-        if self.block_size < 1:
-            raise ConfigError(f"block_size must be >= 1, got {self.block_size}", where=where)
+        if not 1 <= self.block_size <= MAX_BLOCK_SIZE:
+            raise ConfigError(f"block_size must be a whole number from 1 to {MAX_BLOCK_SIZE} samples (the limit), "
+                              f"got {self.block_size}", where=where)
         if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:
             raise ConfigError(f"channels must be 1..{MAX_CHANNELS} (the limit), got {self.channels}",
                               where=where)

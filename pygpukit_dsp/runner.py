@@ -358,8 +358,8 @@ class StreamRunner:
         limit = blocks
         ended_by = "source end"
         if duration is not None:
-            if duration <= 0:
-                raise ConfigError(f"duration must be > 0 seconds, got {duration}")
+            if not (duration > 0 and math.isfinite(duration)):  # inf: no block count to stop at
+                raise ConfigError(f"duration must be a finite number of seconds > 0, got {duration}")
             limit = max(1, math.ceil(duration * spec.sample_rate / bs))
         total = limit
         if self.source_format.length is not None:

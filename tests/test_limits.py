@@ -63,21 +63,21 @@ def test_rate_out_of_range_after_a_stage_is_a_config_error():
 
 
 def test_block_that_cannot_fit_is_refused_before_the_first_block():
-    p = Pipeline([make_stage("gain", db=-6)], name="big", sample_rate=48000, channels=64,
-                 block_size=2**40)
+    p = Pipeline([make_stage("gain", db=-6)], name="big", sample_rate=48000, channels=limits.MAX_CHANNELS,
+                 block_size=limits.MAX_BLOCK_SIZE)
     with pytest.raises(ConfigError) as info:
-        p.process(np.zeros((64, 16), np.float32), backend="cpu")
+        p.process(np.zeros((limits.MAX_CHANNELS, 16), np.float32), backend="cpu")
     msg = str(info.value)
-    assert "pipeline 'big' needs about 512.0 TiB per block" in msg
-    assert "64 ch x 1099511627776 float32 samples" in msg
-    assert "of available memory" in msg and "lower block_size or channels" in msg
+    assert "pipeline 'big' needs about 128.0 TiB per block" in msg
+    assert "65536 ch x 268435456 float32 samples" in msg
+    assert "of available memory" in msg and info.value.hint == "lower block_size (268435456) or channels"
 
 
 def test_run_is_refused_the_same_way():
     (p,) = [Pipeline.from_config(c) for c in load_text(
-        "version: 1\nname: big\nsample_rate: 48000\nchannels: 64\nblock_size: 1099511627776\n"
+        "version: 1\nname: big\nsample_rate: 48000\nchannels: 65536\nblock_size: 268435456\n"
         "backend: cpu\nsource: {type: synth}\nsink: {type: 'null'}\n", filename="big.yaml")]
-    with pytest.raises(ConfigError, match=r"^big.yaml:1:1: pipeline 'big' needs about 256.0 TiB per block"):
+    with pytest.raises(ConfigError, match=r"^big.yaml:1:1: pipeline 'big' needs about 64.0 TiB per block"):
         p.run(blocks=1)
 
 
@@ -133,3 +133,23 @@ def test_fmt_bytes():
     assert limits.fmt_bytes(512) == "512 B"
     assert limits.fmt_bytes(1536) == "1.5 KiB"
     assert limits.fmt_bytes(2**40 * 256) == "256.0 TiB"
+
+
+def test_block_size_limit_in_python_and_yaml():
+    with pytest.raises(ConfigError, match=f"block_size must be a whole number from 1 to {limits.MAX_BLOCK_SIZE}"):
+        Pipeline([], sample_rate=48000, channels=1, block_size=limits.MAX_BLOCK_SIZE + 1)
+    Pipeline([], sample_rate=48000, channels=1, block_size=limits.MAX_BLOCK_SIZE)
+    with pytest.raises(ConfigError, match=r"^<string>:2:13: block_size 4000000000 is above the limit of 268435456"):
+        load_text("version: 1\nblock_size: 4000000000\n")
+
+
+def test_a_state_that_grows_with_the_block_blames_block_size_not_the_taps():
+    """A 63-tap FIR's work arrays span the block: its state is the largest part, and block_size is
+    what to lower."""
+    p = Pipeline([make_stage("fir", taps=np.ones(63))], name="wide", sample_rate=48000,
+                 channels=limits.MAX_CHANNELS, block_size=1 << 26)
+    with pytest.raises(ConfigError, match=r"largest part: stage 'fir' \(fir\) state \(it grows with block_size, "
+                                          r"67108864\)") as info:
+        p.process(np.zeros((limits.MAX_CHANNELS, 0), np.float32), backend="cpu")
+    assert info.value.hint == "lower block_size (67108864) or channels"
+    assert [grows for _, label, grows in limits._memory_items(p, p.specs()) if label.endswith(" state")] == [True]

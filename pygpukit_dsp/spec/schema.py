@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError, ConfigErrors
-from ..limits import MAX_CHANNELS
+from ..limits import MAX_BLOCK_SIZE, MAX_CHANNELS
 from ..qos import QoS
 from ..signal import DTYPES
 from ..stages.base import _fields_at, did_you_mean, stage_class, validate_params
@@ -259,7 +259,21 @@ class _DocBuilder:
         return v
 
     def _check_block_size(self, v: Any, where: str) -> int | None:
-        return self._positive_int("block_size", v, where, "1024")
+        limit = f"from 1 to {MAX_BLOCK_SIZE} samples (the limit)"
+        if _is_int(v) and v > MAX_BLOCK_SIZE:
+            self.err(f"block_size {v} is above the limit of {MAX_BLOCK_SIZE} samples", where,
+                     "e.g. 'block_size: 1024'")
+            return None
+        if isinstance(v, float):  # YAML reads 1e12 and 1024.0 as floats
+            shown = repr(v) if abs(v) < 1e7 else f"{v:g}" if math.isfinite(v) else _show(v)
+            self.err(f"block_size must be a whole number (an integer) {limit}, got the float {shown}", where,
+                     "write the integer's digits, without a decimal point or exponent: e.g. 'block_size: 1024'")
+            return None
+        if not _is_int(v) or v < 1:
+            self.err(f"block_size must be a whole number (an integer) {limit}, got {_show(v)}", where,
+                     "e.g. 'block_size: 1024'")
+            return None
+        return v
 
     def _check_channels(self, v: Any, where: str) -> int | None:
         if _is_int(v) and v > MAX_CHANNELS:

@@ -223,8 +223,14 @@ def test_unknown_top_level_key_with_did_you_mean():
 
 
 @pytest.mark.parametrize("line,where,message,hint", [
-    ("block_size: abc", "p.yaml:2:13", "block_size must be an integer >= 1, got 'abc'", "block_size: 1024"),
-    ("block_size: 10.5", "p.yaml:2:13", "block_size must be an integer >= 1, got 10.5", None),
+    ("block_size: abc", "p.yaml:2:13", "block_size must be a whole number (an integer) from 1 to 268435456 "
+     "samples (the limit), got 'abc'", "block_size: 1024"),
+    ("block_size: 10.5", "p.yaml:2:13", "block_size must be a whole number (an integer) from 1 to 268435456 "
+     "samples (the limit), got the float 10.5", "without a decimal point or exponent"),
+    ("block_size: 1e12", "p.yaml:2:13", "block_size must be a whole number (an integer) from 1 to 268435456 "
+     "samples (the limit), got the float 1e+12", "block_size: 1024"),
+    ("block_size: 4000000000", "p.yaml:2:13", "block_size 4000000000 is above the limit of 268435456 samples",
+     "block_size: 1024"),
     ("channels: 0", "p.yaml:2:11", "channels must be an integer >= 1, got 0", None),
     ("channels: true", "p.yaml:2:11", "channels must be an integer >= 1, got true", None),
     ("dtype: float64", "p.yaml:2:8", "dtype 'float64' is not supported", "allowed: float32, complex64"),
