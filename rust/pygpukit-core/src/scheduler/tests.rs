@@ -1,4 +1,5 @@
 use super::*;
+use crate::clock::SimulatedClock;
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
