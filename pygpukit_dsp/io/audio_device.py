@@ -249,7 +249,8 @@ class DuplexSink(Sink):
         if not isinstance(source, DuplexSource):
             raise ConfigError(f"sink 'duplex' plays in the stream of a 'duplex' source, but the source is "
                               f"'{source.type}'", where=self.where,
-                              hint="use 'source: {type: duplex}', or sink 'audio' for an output-only stream")
+                              hint="use 'source: {type: duplex}', or sink 'audio' for an output-only stream "
+                                   "(from Python, start(..., sink=NullSink()) runs with no sink)")
         self._source = source
 
     def open(self, spec: SignalSpec) -> None:
@@ -268,7 +269,7 @@ class DuplexSink(Sink):
             raise ConfigError(f"duplex: input {live.input.describe()} and output {side.describe()} use different "
                               "host APIs; one PortAudio stream needs one", where=self.where,
                               hint="pick devices of the same host API, or use 'audio' source and sink")
-        live.output = side
+        live.attach_output(side)
         self._spec, self._samples = spec, 0
 
     def write(self, block: np.ndarray) -> None:

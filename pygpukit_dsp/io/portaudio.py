@@ -19,6 +19,7 @@ import importlib
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -35,6 +36,9 @@ DEFAULT_DEVICE_TIMEOUT_S = 2.0
 _WAIT_SLICE_S = 0.05         # a waiting read/write returns to Python this often (stop, stall checks)
 CLOSE_TIMEOUT_S = 2.0        # stopping a stream whose device went away can hang in PortAudio
 _ABANDONED: list[Any] = []   # such streams, kept (with their bridges) so a late callback finds memory
+# What to do instead of a second stream on a device side that is open: the one place this is worded.
+ONE_STREAM_PER_DEVICE = ("one stream per device and direction is supported: use one pipeline on the device, "
+                         "with a 'duplex' source and sink for its input and output together")
 
 
 def sounddevice(where: str | None = None) -> ModuleType:
@@ -181,6 +185,17 @@ def latency_histogram():
     return LatencyHistogram()
 
 
+# The device sides (host API, device index, "input" | "output") held by this process's streams, from
+# the source or sink's open until its close. PortAudio cannot open a second stream on a side that is
+# in use: JACK fails to register the ports (or aborts the process), ALSA reports the device busy.
+_CLAIMS: "weakref.WeakValueDictionary[tuple[str, int, str], LiveAudio]" = weakref.WeakValueDictionary()
+_CLAIMS_LOCK = threading.Lock()
+
+
+def _side_key(side: DeviceSide) -> tuple[str, int, str]:
+    return (side.host_api, side.index, side.kind)
+
+
 class LiveAudio:
     """One PortAudio stream (input, output or duplex) whose callback is a native AudioBridge.
 
@@ -196,6 +211,9 @@ class LiveAudio:
         self.what, self.where = what, where
         self.sample_rate = float(sample_rate)
         self.latency = latency
+        self.input: DeviceSide | None = None
+        self.output: DeviceSide | None = None
+        self._claim([s for s in (input, output) if s is not None])
         self.input, self.output = input, output
         self.preroll_blocks, self.ring_blocks = int(preroll_blocks), int(ring_blocks)
         self.device_timeout_s = float(device_timeout_s)
@@ -213,6 +231,31 @@ class LiveAudio:
         self.device_gone: str | None = None  # why the device stopped, once the watchdog saw it
         self.left_open = False               # the stream could not be stopped (its device is gone)
         self.started_at: float | None = None
+
+    # ---------------------------------------------------------------- device sides
+    def _claim(self, sides: list[DeviceSide]) -> None:
+        """Hold ``sides`` for this stream, or a ConfigError at this stream's ``where`` naming the
+        stream that holds one already (before any stream opens: the second open would fail)."""
+        with _CLAIMS_LOCK:
+            for side in sides:
+                holder = _CLAIMS.get(_side_key(side))
+                if holder is not None and holder is not self:
+                    at = f" at {holder.where}" if holder.where else ""
+                    raise ConfigError(f"audio {side.kind} {side.describe()} is already open in this process, "
+                                      f"by the {holder.what}{at}", where=self.where, hint=ONE_STREAM_PER_DEVICE)
+            for side in sides:
+                _CLAIMS[_side_key(side)] = self
+
+    def attach_output(self, side: DeviceSide) -> None:
+        """The output half of a duplex stream (its sink), before the stream starts."""
+        self._claim([side])
+        self.output = side
+
+    def _release(self) -> None:
+        with _CLAIMS_LOCK:
+            for side in (self.input, self.output):
+                if side is not None and _CLAIMS.get(_side_key(side)) is self:
+                    del _CLAIMS[_side_key(side)]
 
     # ---------------------------------------------------------------- life cycle
     @property
@@ -282,6 +325,7 @@ class LiveAudio:
 
     def close(self, *, drain: bool = True) -> None:
         """Play out what is queued (``drain``), then stop and close the stream."""
+        self._release()
         with self._lock:
             stream, self._stream = self._stream, None
         if stream is None:
@@ -407,8 +451,18 @@ class LiveAudio:
             s = self._hist.summary() if self._hist is not None else {"count": 0}
             out["adc_to_dac_ms"] = ({k: s[k] / 1e6 for k in ("min", "p50", "p99", "max")} | {"count": s["count"]}
                                     if s["count"] else None)
+            out["adc_to_dac_unmeasured"] = None if s["count"] else self._why_unmeasured(st)
             out["latency_lost"] = st.get("latency_lost", 0)
         return out
+
+    def _why_unmeasured(self, st: dict[str, Any]) -> str:
+        """Why a duplex stream has no ADC-to-DAC figure: only a stream that played blocks can say
+        that its host API gave no stream times."""
+        if self.started_at is None:
+            return "the stream never started"
+        if st.get("out_frames", 0) <= self.primed_frames:
+            return "no block reached the output"
+        return "the host API gives no stream times"
 
     @staticmethod
     def format_report(r: dict[str, Any]) -> str:
@@ -419,7 +473,7 @@ class LiveAudio:
         lat = r.get("adc_to_dac_ms")
         if "adc_to_dac_ms" in r:
             parts.append(f"ADC-to-DAC p50 {lat['p50']:.2f} ms p99 {lat['p99']:.2f} ms ({lat['count']} blocks)"
-                         if lat else "ADC-to-DAC not measured (the host API gives no stream times)")
+                         if lat else f"ADC-to-DAC not measured ({r.get('adc_to_dac_unmeasured') or 'no figures'})")
         parts.append(f"xruns: input overflows {r['input_overflows']}, output underflows {r['output_underflows']}")
         parts.append(f"ring overruns {r['ring_overruns']} ({r['ring_overrun_frames']} frames), underruns "
                      f"{r['ring_underruns']} ({r['ring_underrun_frames']} frames); late blocks {r['late_blocks']}")

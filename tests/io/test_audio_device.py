@@ -16,6 +16,7 @@ from pygpukit_dsp.errors import ConfigError, StreamFault
 from pygpukit_dsp.io import (AudioDeviceSink, AudioDeviceSource, CallbackSink, CallbackSource, DuplexSink, DuplexSource,
                              NumpySink, SynthSource)
 from pygpukit_dsp.io.base import StreamFormat
+from pygpukit_dsp.io import portaudio
 from pygpukit_dsp.io.portaudio import audio_devices
 from pygpukit_dsp.signal import SignalSpec
 
@@ -202,3 +203,52 @@ def test_audio_source_duration_limit(fake):
                  source=AudioDeviceSource(input_channels=[0], duration_s=0.05), sink=NumpySink())
     s = p.run()
     assert s.samples_in == 2400 and s.blocks == 10 and s.ended_by == "source end"  # 9 full + 96
+
+
+def _located(component, where):
+    component.where = where  # as the YAML loader sets it
+    return component
+
+
+def test_a_second_stream_on_an_open_device_side_is_a_config_error_at_its_place(fake):
+    sd = fake()
+    first = Pipeline([], name="a", block_size=256, backend="cpu", sink=NumpySink(),
+                     source=_located(AudioDeviceSource(device="mic", input_channels=[0]), "two.yaml:8:13"))
+    second = Pipeline([], name="b", block_size=256, backend="cpu", sink=NumpySink(),
+                      source=_located(AudioDeviceSource(device="mic", input_channels=[1]), "two.yaml:12:13"))
+    with pytest.raises(ConfigError) as exc:
+        Session([first, second]).run(blocks=2)
+    assert exc.value.where == "two.yaml:12:13"
+    assert "already open in this process, by the audio source at two.yaml:8:13" in exc.value.message
+    assert exc.value.hint == portaudio.ONE_STREAM_PER_DEVICE
+    assert sd.streams == []  # found before any stream opened
+    # the output of a duplex stream is taken too: an audio sink on it is refused at the sink
+    dx = _duplex(device="interface", input_channels=[0])
+    player = Pipeline([], name="p", sample_rate=48000, channels=1, block_size=256, backend="cpu",
+                      source=SynthSource(duration_s=0.1),
+                      sink=_located(AudioDeviceSink(device="interface"), "two.yaml:20:11"))
+    with pytest.raises(ConfigError, match="audio output 'Interface' .ALSA. is already open") as exc:
+        Session([dx, player]).run(blocks=2)
+    assert exc.value.where == "two.yaml:20:11"
+
+
+def test_a_device_closed_by_one_run_opens_for_the_next_and_input_and_output_streams_share_one(fake):
+    fake()
+    for _ in range(2):  # the claim ends with the run
+        s = Pipeline([], name="a", block_size=256, backend="cpu", sink=NumpySink(),
+                     source=AudioDeviceSource(device="interface", input_channels=[0])).run(blocks=2)
+        assert s.blocks == 2
+    recorder = Pipeline([], name="rec", block_size=256, backend="cpu", sink=NumpySink(),
+                        source=AudioDeviceSource(device="interface", input_channels=[0]))
+    player = Pipeline([], name="play", sample_rate=48000, channels=1, block_size=256, backend="cpu",
+                      source=SynthSource(duration_s=0.05), sink=AudioDeviceSink(device="interface"))
+    assert [s.blocks for s in Session([recorder, player]).run(blocks=4)] == [4, 4]
+
+
+def test_a_duplex_stream_that_never_started_does_not_blame_the_host_api(fake):
+    fake(fail_start=True)
+    with pytest.raises(StreamFault) as exc:
+        _duplex(device="interface", input_channels=[0]).run(blocks=4)
+    audio = exc.value.summary.audio
+    assert audio["adc_to_dac_ms"] is None and audio["adc_to_dac_unmeasured"] == "the stream never started"
+    assert "ADC-to-DAC not measured (the stream never started)" in portaudio.LiveAudio.format_report(audio)

@@ -211,3 +211,50 @@ pipelines:
     assert played < queued - 48000  # the abort cut the drain short by more than a second of audio
     data, _ = sf.read(tmp_path / "rec.wav", dtype="float32")
     assert data.shape[0] == rec["samples_out"] == rec["blocks"] * 1024
+
+
+def test_live_spectrum_reads_a_played_tone_in_dbfs(jack, jack_helpers):
+    # a 1500 Hz tone (bin 64 of the 2048-point STFT) at half scale, played into the pipeline's input
+    t = np.arange(8 * 48000) / 48000
+    loop = jack_helpers.LoopClient((0.5 * np.sin(2 * np.pi * 1500 * t))[np.newaxis])
+    try:
+        proc = start_gk("run", ROOT / "pipelines" / "live_spectrum.yaml", "--backend", "cpu", "--duration", 4)
+        deadline = time.monotonic() + 30
+        while not (ins := loop.client.get_ports("PortAudio[^:]*:in_", is_input=True)):
+            assert time.monotonic() < deadline, "the pipeline's input port did not appear"
+            time.sleep(0.05)
+        loop.client.connect(loop.outs[0], ins[0])
+        loop.play()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        loop.close()
+    assert proc.returncode == 0, err
+    peaks = [(float(db), float(khz)) for db, khz in re.findall(r"spectrum: peak\s+(-?[\d.]+) dB at ([\d.]+) kHz", out)]
+    loudest = max(peaks)
+    assert loudest[1] == 1.5 and loudest[0] == pytest.approx(20 * np.log10(0.5), abs=0.1), out  # -6.0 dBFS
+
+
+def test_two_pipelines_on_one_device_are_a_config_error_before_the_first_block(jack, tmp_path):
+    f = tmp_path / "two.yaml"
+    f.write_text("""\
+version: 1
+sample_rate: 48000
+block_size: 256
+channels: 2
+backend: cpu
+pipelines:
+  - name: eq
+    source: {type: duplex, device: system}
+    stages: [{type: gain, db: -6}]
+    sink: {type: duplex}
+  - name: meter
+    source: {type: audio, device: system}
+    stages: [{type: gain, db: 0}]
+    sink: {type: "null"}
+""")
+    r = gk("run", f, "--duration", 2)
+    assert r.returncode == 2, r.stderr
+    assert f"{f}:12:13: audio input 'system' (JACK Audio Connection Kit) is already open" in r.stderr
+    assert f"by the duplex source at {f}:8:13" in r.stderr
+    assert "one stream per device" in r.stderr and "Traceback" not in r.stderr
+    assert "blocks" not in r.stdout and "ADC-to-DAC" not in r.stdout  # no block ran, no summary
