@@ -194,7 +194,7 @@ class Pipeline:
     def input_spec(self, fmt: StreamFormat | None = None) -> SignalSpec:
         """The input spec from the pipeline's fields, with ``fmt`` (a source's format) filling blanks."""
         fmt = fmt or StreamFormat()
-        where = self.where or f"pipeline '{self.name}'"
+        where = self.where  # FILE:LINE:COL from YAML; every message below names the pipeline itself
 
         def pick(field: str, mine: Any, theirs: Any) -> Any:
             if mine is not None and theirs is not None and mine != theirs:
@@ -290,12 +290,17 @@ class Pipeline:
               device: int | str | None = None):
         """Run on a background thread and return a :class:`~pygpukit_dsp.handle.RunHandle`.
 
-        ``source``/``sink`` replace the pipeline's own for this run. Without a sink the output
-        blocks are for iterating over the handle (``tap`` defaults to True then)::
+        ``source``/``sink`` replace the pipeline's own for this run; ``sink=None`` keeps the
+        pipeline's sink. ``sink=NullSink()`` (pygpukit_dsp.io) says "no sink": the output blocks
+        are for iterating over the handle. ``tap`` defaults to True when the run's sink is a
+        null sink or there is none::
 
             with p.start(source=DuplexSource(device="system"), sink=DuplexSink()) as run:
                 time.sleep(5); print(run.stats())
             print(run.summary.format())
+
+            with p.start(source=AudioDeviceSource(), sink=NullSink(), duration=5) as run:
+                for block in run: ...
         """
         from .handle import RunHandle
         from .session import Session
@@ -306,7 +311,9 @@ class Pipeline:
                           sink=sink if sink is not None else self.sink, where=self.where, path=self.path,
                           device=self.device, device_where=self.device_where)
         if tap is None:
-            tap = run_as.sink is None
+            from .io.null import NullSink
+
+            tap = run_as.sink is None or isinstance(run_as.sink, NullSink)
         return RunHandle(Session([run_as], backend=backend, device=device), blocks=blocks, duration=duration,
                          tap=tap)
 

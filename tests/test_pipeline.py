@@ -126,3 +126,27 @@ pipelines:
         Pipeline.from_yaml(f)
     with pytest.raises(ConfigError, match="did you mean 'a'"):
         Pipeline.from_yaml(f, name="aa")
+
+
+def test_a_missing_channel_count_names_the_pipeline_once():
+    p = Pipeline([stages.Gain(db=-6)], name="eq", sample_rate=48000, block_size=256)
+    with pytest.raises(ConfigError) as exc:
+        p.specs()
+    assert exc.value.where is None and str(exc.value).count("'eq'") == 1
+    assert exc.value.message == "pipeline 'eq' has no channel count"
+
+
+def test_start_with_a_null_sink_replaces_the_pipelines_sink_and_iterates():
+    from pygpukit_dsp.io import NullSink, NumpySink, SynthSource
+
+    yaml_sink = NumpySink()
+    p = Pipeline([stages.Gain(linear=2.0)], name="g", sample_rate=8000, channels=1, block_size=100,
+                 backend="cpu", source=SynthSource(signal="sine", freq_hz=440, duration_s=0.5), sink=yaml_sink)
+    with p.start(sink=NullSink()) as run:  # no sink: the blocks come to the loop
+        blocks = list(run)
+    assert len(blocks) == 40 and all(b.shape == (1, 100) for b in blocks)
+    assert run.summary.sink_stats["samples"] == 4000
+    assert yaml_sink.stats()["samples"] == 0  # the pipeline's own sink got nothing
+    with p.start(sink=NullSink(), tap=False) as run:  # tap=False still wins
+        with pytest.raises(RuntimeError, match="without tap=True"):
+            next(iter(run))
