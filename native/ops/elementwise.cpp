@@ -4,7 +4,7 @@
 // Kinds and kernels:
 //   power         x^2 (f32), |x|^2 (c64)                         gk_power_{f32,c64}
 //   magnitude     |x|                                             gk_magnitude_{f32,c64}
-//   db            scale*log10(max(x*inv_ref, floor)), real input  gk_todb_f32
+//   db            max(scale*log10(max(x*inv_ref, floor)), floor_db), real input: gk_todb_f32
 //   power_db      the same of x^2 / |x|^2, one pass               gk_power_todb_{f32,c64}
 //   magnitude_db  the same of |x|, one pass                       gk_magnitude_todb_{f32,c64}
 // db of complex input (a spectrum as an amplitude) is lowered to power_db (kind power) or
@@ -50,6 +50,7 @@ public:
             scale_ = static_cast<float>(a.params.get_float("scale"));
             inv_ref_ = static_cast<float>(a.params.get_float("inv_ref"));
             floor_ = static_cast<float>(a.params.get_float("floor"));
+            floor_db_ = static_cast<float>(a.params.get_float("floor_db"));
             if (!(floor_ > 0.0f))
                 throw std::invalid_argument("stage '" + a.name + "' (" + k +
                                             "): floor must be > 0 (it is 10^(floor_db/scale))");
@@ -98,12 +99,12 @@ private:
              unsigned grid_x) {
         CUdeviceptr y = out, x = in;
         unsigned long long n = count;
-        float scale = scale_, inv_ref = inv_ref_, floor = floor_;
+        float scale = scale_, inv_ref = inv_ref_, floor = floor_, floor_db = floor_db_;
         Dim3 grid, block;
         grid.x = grid_x;
         block.x = kThreads;
         if (db_) {
-            void* params[] = {&y, &x, &scale, &inv_ref, &floor, &n};
+            void* params[] = {&y, &x, &scale, &inv_ref, &floor, &floor_db, &n};
             kernel_->launch(grid, block, params, 0, stream);
         } else {
             void* params[] = {&y, &x, &n};
@@ -117,7 +118,7 @@ private:
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> kernel_;
     bool db_ = false;
-    float scale_ = 10.0f, inv_ref_ = 1.0f, floor_ = 1e-20f;
+    float scale_ = 10.0f, inv_ref_ = 1.0f, floor_ = 1e-20f, floor_db_ = -200.0f;
     unsigned long long n_ = 0;
     unsigned grid_ = 1;
     int64_t in_bytes_ = 4;

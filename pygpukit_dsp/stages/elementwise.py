@@ -97,11 +97,21 @@ class DbParams(StageParams):
         return self
 
 
+def floor_db_f32(floor_db: float) -> np.float32:
+    """The float32 output floor: ``floor_db`` itself when float32 holds it, else the next float32
+    above it, so that no output is below ``floor_db``."""
+    f = np.float32(floor_db)
+    return f if f >= floor_db else np.nextafter(f, np.float32(np.inf))
+
+
 class DbProcessor:
     def __init__(self, params: DbParams, complex_input: bool = False):
         self.scale = np.float32(params.scale)
         self.inv_ref = np.float32(1.0 / params.ref)
+        # The level floor keeps zeros and negative values out of the log; the dB floor, applied
+        # after it, makes the floor exact: log10 of the rounded level floor can land an ulp below.
         self.floor = np.float32(10.0 ** (params.floor_db / params.scale))
+        self.floor_db = floor_db_f32(params.floor_db)
         # complex x is an amplitude: the power kind takes |x|^2, the amplitude kind |x|
         self.complex_level = (PowerProcessor() if params.kind == "power" else MagnitudeProcessor()
                               ) if complex_input else None
@@ -113,6 +123,7 @@ class DbProcessor:
         np.maximum(y, self.floor, out=y)
         np.log10(y, out=y)
         y *= self.scale
+        np.maximum(y, self.floor_db, out=y)  # NaN stays NaN
         return y
 
     def reset(self) -> None:
@@ -121,8 +132,9 @@ class DbProcessor:
 
 @register_stage
 class Db(Stage):
-    """Decibels: ``scale * log10(max(x/ref, floor))`` with ``scale`` 10 (power) or 20 (amplitude)
-    and ``floor = 10**(floor_db/scale)``, so the output is never below ``floor_db``.
+    """Decibels: ``max(scale * log10(max(x/ref, floor)), floor_db)`` with ``scale`` 10 (power) or
+    20 (amplitude) and ``floor = 10**(floor_db/scale)``: the output is never below ``floor_db``
+    (zeros and negative values give ``floor_db``; NaN stays NaN).
 
     Complex input (a spectrum straight from fft/stft) is taken as an amplitude: the stage
     uses ``|x|^2`` for kind 'power' and ``|x|`` for kind 'amplitude', so both give the same

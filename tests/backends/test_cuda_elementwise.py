@@ -42,7 +42,7 @@ def test_db_constants_equal_the_cpu_processor():
         cpu = DbProcessor(db.params)
         c = db_constants(db.params)
         assert np.float32(c["scale"]) == cpu.scale and np.float32(c["inv_ref"]) == cpu.inv_ref
-        assert np.float32(c["floor"]) == cpu.floor
+        assert np.float32(c["floor"]) == cpu.floor and np.float32(c["floor_db"]) == cpu.floor_db
 
 
 def test_db_of_complex_input_lowers_to_a_fused_level():
@@ -113,3 +113,39 @@ def test_fused_power_db_and_magnitude_db_equal_the_two_cpu_stages(complex_input)
         p = Pipeline(chain, sample_rate=1000, block_size=300)
         y, ref = p.process(x, backend="cuda"), p.process(x, backend="cpu")
         np.testing.assert_allclose(y, ref, rtol=0, atol=1e-4)
+
+
+# floor_db values whose rounded level floor gives a log an ulp below floor_db (found on the CPU)
+CROSSING_FLOORS = [-1.0, -0.5, -11.5, -23.0, -120.1]
+
+
+def near_the_floor(floor: np.float32, n: int = 4000) -> np.ndarray:
+    """Zeros, negatives, the level floor and the float32 values just above it."""
+    steps = np.nextafter(np.full(n, floor, np.float32), np.float32(1)).view(np.int32) + np.arange(n, dtype=np.int32)
+    x = steps.view(np.float32)
+    x[:3] = [0.0, -1.0, floor]
+    return x
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("floor_db", CROSSING_FLOORS)
+@pytest.mark.parametrize("kind", ["power", "amplitude"])
+def test_the_db_floor_is_never_crossed(floor_db, kind):
+    """Every db kernel (real, power -> db, magnitude -> db, complex spectra) clips after the log:
+    no output below floor_db, and zeros give the same floor as the CPU stage."""
+    db = stages.Db(floor_db=floor_db, kind=kind)
+    cpu = DbProcessor(db.params)
+    level = near_the_floor(cpu.floor)
+    cases = [([db], level[None])]
+    cases.append(([stages.Power(), db], np.sqrt(np.abs(level))[None]) if kind == "power"
+                 else ([stages.Magnitude(), db], level[None]))
+    for chain, x in cases:
+        p = Pipeline(chain, sample_rate=1000, block_size=512)
+        y = p.process(x, backend="cuda")
+        assert y.astype(np.float64).min() >= floor_db, chain
+        assert y[0, 0] == cpu.floor_db
+    spec = SignalSpec(100.0, 1, 4, "complex64", "frames", 1000)
+    level_c = level[:1000] if kind == "amplitude" else np.sqrt(np.abs(level[:1000]))
+    z = (level_c * np.exp(1j * np.linspace(0, 6, 1000))).astype(np.complex64).reshape(1, 1, 1000)
+    y, ref = run_both([db], spec, np.repeat(z, 4, axis=1))
+    assert y.astype(np.float64).min() >= floor_db and ref.astype(np.float64).min() >= floor_db

@@ -60,6 +60,27 @@ def test_db_of_complex_is_the_level_of_the_amplitude(rng, kind):
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["power", "amplitude"])
+@pytest.mark.parametrize("floor_db", [-200.0, -120.0, -120.1, -23.0, -11.5, -1.0, -0.5])
+def test_db_output_is_never_below_the_floor(kind, floor_db):
+    """Zeros, negatives, the level floor and the values just above it: the rounded level floor's log
+    lands an ulp below floor_db for some floors (-1.0, -11.5, -23.0) unless the dB value is clipped."""
+    level = np.float32(10 ** (floor_db / (10 if kind == "power" else 20)))
+    x = np.nextafter(np.full(3000, level, np.float32), np.float32(1)).view(np.int32) + np.arange(3000,
+                                                                                                 dtype=np.int32)
+    x = x.view(np.float32)
+    x[:3] = [0.0, -1.0, level]
+    out = run_stage(Db(kind=kind, floor_db=floor_db), SignalSpec(1000, 1, 1024), x[None])
+    assert out.astype(np.float64).min() >= floor_db
+    f32 = np.float32(floor_db)  # zeros give floor_db, or the float32 just above it (-120.1)
+    assert out[0, 0] == out[0, 1] == (f32 if f32 >= floor_db else np.nextafter(f32, np.float32(0)))
+
+
+def test_db_keeps_nan():
+    out = run_stage(Db(floor_db=-50), SignalSpec(1000, 1, 4), np.array([[np.nan, 0.0, 1.0, 10.0]], np.float32))
+    assert np.isnan(out[0, 0]) and out[0, 1] == -50.0
+
+
 def test_db_param_rules():
     assert "ref" in str(config_error(Db, ref=0))
     assert "floor_db" in str(config_error(Db, floor_db=-500))

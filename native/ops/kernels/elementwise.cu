@@ -138,20 +138,25 @@ extern "C" __global__ void gk_power_db_c64(float* y, const float2* x, float ref,
 
 // ---------------------------------------------------------------------------------------------
 // Decibels exactly as the CPU stage computes them (pygpukit_dsp/stages/elementwise.py, Db):
-//     y = scale * log10(max(level(x) * inv_ref, floor)),  floor = 10^(floor_db / scale)
-// so zeros and negative levels give floor_db, and NaN stays NaN. level() is x itself (db of a
-// real input), x^2 / |x|^2 (power, fused power -> db) or |x| (magnitude, fused magnitude -> db).
+//     y = max(scale * log10(max(level(x) * inv_ref, floor)), floor_db)
+// with floor = 10^(floor_db / scale), so zeros and negative levels give floor_db, and NaN stays
+// NaN. The level floor keeps zeros out of the log; the dB floor after it makes the floor exact
+// (log10 of the rounded level floor can land an ulp below floor_db). floor_db is the float32 at
+// or just above the stage's floor_db.
+// level() is x itself (db of a real input), x^2 / |x|^2 (power, fused power -> db) or |x|
+// (magnitude, fused magnitude -> db).
 // One pass over the data: the fused kernels never write the intermediate level.
 // ---------------------------------------------------------------------------------------------
 
 namespace {
 
 struct LevelToDb {
-    float scale, inv_ref, floor;
+    float scale, inv_ref, floor, floor_db;
     __device__ __forceinline__ float operator()(float level) const {
         float v = level * inv_ref;
         v = v < floor ? floor : v;  // NaN compares false and stays NaN, like numpy.maximum
-        return scale * log10f(v);
+        const float y = scale * log10f(v);
+        return y < floor_db ? floor_db : y;
     }
 };
 struct SquareToDb {
@@ -177,32 +182,36 @@ struct HypotToDb {
 
 }  // namespace
 
-// y = scale * log10(max(x * inv_ref, floor))
+// y = max(scale * log10(max(x * inv_ref, floor)), floor_db)
 extern "C" __global__ void gk_todb_f32(float* y, const float* x, float scale, float inv_ref,
-                                       float floor, gk_size_t n) {
-    map_f32(y, x, n, IdentityToDb{{scale, inv_ref, floor}});
+                                       float floor, float floor_db, gk_size_t n) {
+    map_f32(y, x, n, IdentityToDb{{scale, inv_ref, floor, floor_db}});
 }
 
-// y = scale * log10(max(x^2 * inv_ref, floor)): power -> db in one pass
+// y = max(scale * log10(max(x^2 * inv_ref, floor)), floor_db): power -> db in one pass
 extern "C" __global__ void gk_power_todb_f32(float* y, const float* x, float scale, float inv_ref,
-                                             float floor, gk_size_t n) {
-    map_f32(y, x, n, SquareToDb{{scale, inv_ref, floor}});
+                                             float floor, float floor_db, gk_size_t n) {
+    map_f32(y, x, n, SquareToDb{{scale, inv_ref, floor, floor_db}});
 }
 
-// y = scale * log10(max(|x| * inv_ref, floor)): magnitude -> db in one pass
+// y = max(scale * log10(max(|x| * inv_ref, floor)), floor_db): magnitude -> db in one pass
 extern "C" __global__ void gk_magnitude_todb_f32(float* y, const float* x, float scale,
-                                                 float inv_ref, float floor, gk_size_t n) {
-    map_f32(y, x, n, AbsToDb{{scale, inv_ref, floor}});
+                                                 float inv_ref, float floor, float floor_db,
+                                                 gk_size_t n) {
+    map_f32(y, x, n, AbsToDb{{scale, inv_ref, floor, floor_db}});
 }
 
-// y = scale * log10(max(|x|^2 * inv_ref, floor)): complex power -> db (or db of a spectrum, kind power)
+// y = max(scale * log10(max(|x|^2 * inv_ref, floor)), floor_db): complex power -> db (or db of
+// a spectrum, kind power)
 extern "C" __global__ void gk_power_todb_c64(float* y, const float2* x, float scale, float inv_ref,
-                                             float floor, gk_size_t n) {
-    map_c64_to_f32(y, x, n, Norm2ToDb{{scale, inv_ref, floor}});
+                                             float floor, float floor_db, gk_size_t n) {
+    map_c64_to_f32(y, x, n, Norm2ToDb{{scale, inv_ref, floor, floor_db}});
 }
 
-// y = scale * log10(max(|x| * inv_ref, floor)): complex magnitude -> db (or kind amplitude)
+// y = max(scale * log10(max(|x| * inv_ref, floor)), floor_db): complex magnitude -> db (or kind
+// amplitude)
 extern "C" __global__ void gk_magnitude_todb_c64(float* y, const float2* x, float scale,
-                                                 float inv_ref, float floor, gk_size_t n) {
-    map_c64_to_f32(y, x, n, HypotToDb{{scale, inv_ref, floor}});
+                                                 float inv_ref, float floor, float floor_db,
+                                                 gk_size_t n) {
+    map_c64_to_f32(y, x, n, HypotToDb{{scale, inv_ref, floor, floor_db}});
 }

@@ -2,8 +2,9 @@
 magnitude -> db (one pass over the data, no intermediate written).
 
 The db parameters are resolved exactly as the CPU stage resolves them (float32 ``scale``,
-``1/ref`` and the linear floor ``10**(floor_db/scale)``), so the GPU computes
-``scale * log10(max(level * inv_ref, floor))`` with the same constants.
+``1/ref``, the linear floor ``10**(floor_db/scale)`` and the float32 dB floor at or above
+``floor_db``), so the GPU computes ``max(scale * log10(max(level * inv_ref, floor)), floor_db)``
+with the same constants.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ...signal import SignalSpec
-from ...stages.elementwise import Db, DbParams, Magnitude, Power
+from ...stages.elementwise import Db, DbParams, Magnitude, Power, floor_db_f32
 from ..cuda_lowering import OpDesc, fusion, lowering
 
 
@@ -23,6 +24,7 @@ def db_constants(params: DbParams) -> dict[str, float]:
         "scale": float(np.float32(params.scale)),
         "inv_ref": float(np.float32(1.0 / params.ref)),
         "floor": float(np.float32(10.0 ** (params.floor_db / params.scale))),
+        "floor_db": float(floor_db_f32(params.floor_db)),
     }
 
 
