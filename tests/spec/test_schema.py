@@ -414,9 +414,9 @@ def test_every_complete_yaml_example_in_the_docs_loads(tmp_path):
 
 def test_the_documented_error_message_is_the_real_one():
     [bad] = [b for b in _blocks("yaml") if "chanels" in b]
-    [shown] = [b for b in _blocks("text") if "chanels" in b]
+    [shown] = [b for b in _blocks("console") if "chanels" in b]
     e = error_in(bad, "mic_eq.yaml")
-    assert "gk-stream: error: " + str(e) + "\n" == shown
+    assert "$ gk-stream validate mic_eq.yaml\ngk-stream: error: " + str(e) + "\n" == shown
 
 
 def error_in(text: str, filename: str) -> ConfigError:
