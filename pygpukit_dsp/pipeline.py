@@ -12,6 +12,7 @@ import numpy as np
 from .errors import ConfigError
 from .io.base import Sink, Source, StreamFormat
 from .limits import MAX_BLOCK_SIZE, MAX_CHANNELS
+from .nonfinite import NonFiniteInput, check_policy
 from .qos import QoS
 from .signal import DTYPES, SignalSpec
 from .stages.base import Stage, stage_class, validate_params
@@ -69,7 +70,8 @@ class Pipeline:
                  block_size: int = 1024, dtype: str | None = None, backend: str = "auto",
                  qos: QoS | dict | None = None, source: Source | None = None,
                  sink: Sink | None = None, where: str | None = None, path: Path | None = None,
-                 device: int | str | None = None, device_where: str | None = None):
+                 device: int | str | None = None, device_where: str | None = None,
+                 nonfinite: str | None = None):
         self.name = name
         self.stages: list[Stage] = list(stages)
         self.sample_rate = float(sample_rate) if sample_rate is not None else None
@@ -81,6 +83,9 @@ class Pipeline:
         # the GPU with the most admission headroom; docs/multi-gpu.md). The cpu backend ignores it.
         self.device = check_device(device, device_where or where or f"pipeline '{name}'")
         self.device_where = device_where  # FILE:LINE:COL of a YAML device value
+        # NaN/Inf input samples: error | zero | pass, None: the source's default (error for files and
+        # arrays and process(), zero for live audio; pygpukit_dsp/nonfinite.py)
+        self.nonfinite = check_policy(nonfinite, where or f"pipeline '{name}'")
         if qos is None:
             qos = QoS()
         elif isinstance(qos, dict):
@@ -133,7 +138,8 @@ class Pipeline:
         return cls(cfg.stages, name=cfg.name, sample_rate=cfg.sample_rate, channels=cfg.channels,
                    block_size=cfg.block_size, dtype=cfg.dtype, backend=cfg.backend, qos=cfg.qos,
                    source=cfg.source, sink=cfg.sink, where=cfg.where, path=cfg.path,
-                   device=getattr(cfg, "device", None), device_where=getattr(cfg, "device_where", None))
+                   device=getattr(cfg, "device", None), device_where=getattr(cfg, "device_where", None),
+                   nonfinite=getattr(cfg, "nonfinite", None))
 
     @classmethod
     def load_all(cls, path: str | Path) -> list["Pipeline"]:
@@ -175,6 +181,8 @@ class Pipeline:
         doc["backend"] = self.backend
         if self.device is not None:
             doc["device"] = self.device
+        if self.nonfinite is not None:
+            doc["nonfinite"] = self.nonfinite
         qos = self.qos.to_config()
         if qos:
             doc["qos"] = qos
@@ -236,13 +244,18 @@ class Pipeline:
 
     # ------------------------------------------------------------------ running
     def process(self, x: np.ndarray, *, backend: str | None = None,
-                device: int | str | None = None) -> np.ndarray:
+                device: int | str | None = None, nonfinite: str | None = None) -> np.ndarray:
         """Stream ``x`` (channels, n) through the pipeline block by block and return the output.
 
         State is carried across blocks exactly as in a live stream; the last block may be
         partial. Time-domain outputs are concatenated along samples, frames along frames.
         The pipeline's source and sink are not used. ``device`` overrides the pipeline's GPU
         (``auto`` is GPU 0 here: with no Session there is nothing to place against).
+
+        A NaN or Inf in ``x`` stops it with :class:`~pygpukit_dsp.nonfinite.NonFiniteInput` (a
+        StreamFault naming the sample and channel) unless ``nonfinite`` (default: the pipeline's)
+        is ``zero`` (replaced by 0 before the stages see them) or ``pass`` (pygpukit_dsp/nonfinite.py;
+        ``run()``'s summary counts them).
         """
         x = np.asarray(x)
         if x.ndim == 1:
@@ -257,7 +270,8 @@ class Pipeline:
         x = np.ascontiguousarray(x, dtype=chain.input.np_dtype)
         from .backends import open_backend
 
-        engine = open_backend(self, chain, backend or self.backend, device=device)
+        engine = open_backend(self, chain, backend or self.backend, device=device,
+                              nonfinite=check_policy(nonfinite, "process(nonfinite=...)"))
         try:
             outs = []
             n = x.shape[1]
@@ -268,6 +282,8 @@ class Pipeline:
             axis = 1
             return np.concatenate(outs, axis=axis) if outs else np.zeros(
                 chain.output.block_shape[:1] + (0,) + chain.output.block_shape[2:], chain.output.np_dtype)
+        except NonFiniteInput as exc:
+            raise exc.count.error("process()'s input array") from None
         finally:
             engine.close()
 
@@ -309,7 +325,7 @@ class Pipeline:
                           block_size=self.block_size, dtype=self.dtype, backend=self.backend, qos=self.qos,
                           source=source if source is not None else self.source,
                           sink=sink if sink is not None else self.sink, where=self.where, path=self.path,
-                          device=self.device, device_where=self.device_where)
+                          device=self.device, device_where=self.device_where, nonfinite=self.nonfinite)
         if tap is None:
             from .io.null import NullSink
 

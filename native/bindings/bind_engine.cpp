@@ -371,7 +371,8 @@ void bind_engine(py::module_& m) {
         "One pipeline's ops on one GPU, fed through pinned slots by a native worker thread.")
         .def(py::init([](std::shared_ptr<gk::Device> device, py::list ops, int slots, int priority,
                          bool use_graph, int spin_us, bool single_stream, bool inline_submit,
-                         bool mapped_io, bool flag_wait, bool direct_output, bool overlap_fill) {
+                         bool mapped_io, bool flag_wait, bool direct_output, bool overlap_fill,
+                         bool zero_nonfinite) {
                  ensure_library_dirs();
                  std::vector<gk::OpSpec> specs;
                  size_t i = 0;
@@ -387,6 +388,7 @@ void bind_engine(py::module_& m) {
                  options.flag_wait = flag_wait;
                  options.direct_output = direct_output;
                  options.overlap_fill = overlap_fill;
+                 options.zero_nonfinite = zero_nonfinite;
                  py::gil_scoped_release release;
                  return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options);
              }),
@@ -394,10 +396,13 @@ void bind_engine(py::module_& m) {
              py::arg("use_graph") = true, py::arg("spin_us") = 200, py::arg("single_stream") = false,
              py::arg("inline_submit") = false, py::arg("mapped_io") = false, py::arg("flag_wait") = false,
              py::arg("direct_output") = true, py::arg("overlap_fill") = false,
+             py::arg("zero_nonfinite") = false,
              "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]; "
              "inline_submit: process() runs an idle engine's block on the calling thread; "
              "mapped_io (single_stream only): kernels move blocks through device-mapped pinned slots; "
-             "flag_wait (mapped_io only): completion is a host flag the push kernel writes")
+             "flag_wait (mapped_io only): completion is a host flag the push kernel writes; "
+             "zero_nonfinite: NaN/Inf input samples are replaced by 0 on the GPU before the first op "
+             "(they are counted either way: nonfinite_flags, take_nonfinite)")
         .def_property_readonly("slots", &gk::StreamEngine::slots)
         .def_property_readonly("input_layout",
                                [](const gk::StreamEngine& e) { return desc_tuple(e.input_desc()); },
@@ -439,6 +444,24 @@ void bind_engine(py::module_& m) {
             "output_slot",
             [](const gk::StreamEngine& e, int slot) { return slot_view(e.output_buffer(slot), e.output_desc()); },
             py::arg("slot"), "NumPy view of the slot's pinned output (a full block).")
+        .def_property_readonly(
+            "nonfinite_flags",
+            [](const gk::StreamEngine& e) {
+                std::shared_ptr<gk::PinnedBuffer> flags = e.nonfinite_flags();
+                if (!flags) throw std::invalid_argument("the engine is closed");
+                void* data = flags->data();
+                auto* holder = new std::shared_ptr<gk::PinnedBuffer>(std::move(flags));
+                py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<gk::PinnedBuffer>*>(p); });
+                const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(e.slots())}, strides{64};
+                return py::array(py::dtype("uint32"), shape, strides, data, base);
+            },
+            "uint32 view, one word per slot: non-zero once a block in that slot held a NaN or Inf "
+            "input sample (read it after the slot's block is done, then take_nonfinite(slot)).")
+        .def("take_nonfinite", &gk::StreamEngine::take_nonfinite, py::arg("slot"),
+             py::call_guard<py::gil_scoped_release>(),
+             "(count, first) of the NaN/Inf input samples of the slot's last block (first: the index of "
+             "the first one in float32 words of the block's C-order input; complex64 samples are two "
+             "words); (0, 0) when none. Clears the slot's record.")
         .def("submit", &gk::StreamEngine::submit, py::arg("slot"), py::arg("n_valid"),
              py::arg("final") = false,
              "Hand a filled slot to the worker (non-blocking); n_valid items, the tail zeroed.")

@@ -183,6 +183,7 @@ void StreamEngine::build() {
     device_->make_current();
     const DriverApi& api = driver();
     if (options_.mapped_io || options_.flag_wait) setup_mapped_io();
+    setup_input_check();
     mark("io kernels");
     auto make_stream = [&](CUstream* s, const char* what) {
         const int least = device_->least_stream_priority(), greatest = device_->greatest_stream_priority();
@@ -305,6 +306,9 @@ void StreamEngine::teardown() noexcept {
         ops_.clear();  // before the streams: an op's library handles may still refer to them
         edges_.clear();
         slots_.clear();  // pinned buffers stay alive while NumPy views hold them
+        nf_records_.reset();
+        nf_flags_.reset();  // NumPy views of the flags keep their memory
+        check_finite_ = nullptr;
         // mapped I/O
         io_flag_.reset();
         io_state_.reset();
@@ -595,7 +599,7 @@ void StreamEngine::setup_mapped_io() {
     if (!api.cuMemHostGetDevicePointer)
         throw DeviceError("this CUDA driver has no cuMemHostGetDevicePointer_v2, which mapped_io needs; "
                           "update the driver or build the engine with mapped_io=False");
-    io_module_ = load_embedded_module(device_, "io", CompileOptions{});
+    load_io_module();
     io_pull_ = io_module_->function("gk_io_pull")->handle();  // the module keeps them loaded
     io_push_ = io_module_->function("gk_io_push")->handle();
     io_touch_ = io_module_->function("gk_io_touch")->handle();
@@ -613,18 +617,65 @@ void StreamEngine::setup_mapped_io() {
     }
 }
 
+void StreamEngine::load_io_module() {
+    if (!io_module_) io_module_ = load_embedded_module(device_, "io", CompileOptions{});
+}
+
+void StreamEngine::setup_input_check() {
+    load_io_module();
+    check_finite_ = io_module_->function("gk_check_finite")->handle();
+    const DeviceProperties& p = device_->properties();
+    const size_t vectors = std::max<size_t>(input_desc().nbytes() / 16, 1);
+    check_grid_ = static_cast<unsigned>(std::min<size_t>((vectors + 255) / 256,
+                                                         static_cast<size_t>(std::max(p.multiprocessors, 1)) * 8));
+    const size_t n = static_cast<size_t>(options_.slots);
+    nf_records_ = std::make_unique<DeviceBuffer>(device_, 16 * n);
+    nf_flags_ = std::make_shared<PinnedBuffer>(device_, 64 * n, true);
+    std::memset(nf_flags_->data(), 0, nf_flags_->nbytes());
+    for (int s = 0; s < options_.slots; ++s) reset_nonfinite(s);
+}
+
+void StreamEngine::reset_nonfinite(int s) {
+    // {count 0, first ~0}: the kernels add to the count and take the minimum of the first
+    nf_records_->memset(0x00, 8, 16 * static_cast<size_t>(s), nullptr);
+    nf_records_->memset(0xff, 8, 16 * static_cast<size_t>(s) + 8, nullptr);
+    static_cast<volatile unsigned*>(nf_flags_->data())[16 * s] = 0u;
+}
+
+std::pair<uint64_t, uint64_t> StreamEngine::take_nonfinite(int s) {
+    if (s < 0 || s >= options_.slots)
+        throw std::invalid_argument("slot " + std::to_string(s) + " out of range");
+    if (closed_.load() || !nf_flags_) throw std::invalid_argument("take_nonfinite() on a closed engine");
+    if (static_cast<volatile unsigned*>(nf_flags_->data())[16 * s] == 0u) return {0, 0};
+    device_->make_current();
+    uint64_t record[2] = {0, 0};
+    nf_records_->copy_to_host(record, sizeof(record), 16 * static_cast<size_t>(s), nullptr);
+    reset_nonfinite(s);
+    return {record[0], record[0] ? record[1] : 0};
+}
+
 void StreamEngine::enqueue_upload(int s, CUstream stream) {
     const DriverApi& api = driver();
     Slot& slot = *slots_[static_cast<size_t>(s)];
+    CUdeviceptr nf_record = nf_records_->ptr() + 16 * static_cast<CUdeviceptr>(s);
+    CUdeviceptr nf_flag = nf_flags_->device_ptr() + 64 * static_cast<CUdeviceptr>(s);
+    unsigned nf_zero = options_.zero_nonfinite ? 1u : 0u;
     if (!options_.mapped_io) {
         cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), stream),
                  "cuMemcpyHtoDAsync_v2", "copying a block to the GPU");
+        CUdeviceptr data = slot.d_in->ptr();
+        unsigned long long words = input_desc().nbytes() / 4;
+        void* check[] = {&data, &words, &nf_record, &nf_flag, &nf_zero};
+        const CUresult r =
+            api.cuLaunchKernel(check_finite_, check_grid_, 1, 1, 256, 1, 1, 0, stream, check, nullptr);
+        if (r != CUDA_SUCCESS)
+            cu_check(r, "cuLaunchKernel", "launching gk_check_finite (a block's input checked for NaN/Inf)");
         return;
     }
     CUdeviceptr dst = slot.d_in->ptr(), src = slot.h_in->device_ptr();
     CUdeviceptr ready = slot.ready ? slot.ready->device_ptr() : 0;
     unsigned long long nbytes = input_desc().nbytes();
-    void* params[] = {&dst, &src, &nbytes, &ready};
+    void* params[] = {&dst, &src, &nbytes, &ready, &nf_record, &nf_flag, &nf_zero};
     const CUresult r =
         api.cuLaunchKernel(io_pull_, io_pull_grid_, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
     if (r != CUDA_SUCCESS)
@@ -1182,6 +1233,7 @@ void StreamEngine::reset() {
     wait_idle();
     device_->make_current();
     reset_ops_locked();
+    for (int k = 0; k < options_.slots; ++k) reset_nonfinite(k);
 }
 
 EngineCounters StreamEngine::counters() const {

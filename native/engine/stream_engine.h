@@ -87,6 +87,12 @@ struct EngineOptions {
     // H100 it took ~1 us off W1's inline p50 (25.9 vs 27.0 us) but its poll adds ~1 us to every
     // block that is not overlapped (submit/wait, a dispatcher), and p99 did not move.
     bool overlap_fill = false;
+    // Non-finite input samples (NaN, +-Inf; docs/cuda.md, "Non-finite input"): every block's input
+    // is scanned on the GPU where it arrives (in gk_io_pull with mapped I/O, else by
+    // gk_check_finite right after the H2D copy) and each slot records what it found
+    // (take_nonfinite). true: they are also replaced by 0 in the device input, before the first
+    // op reads the block, so that no stage's state takes them in.
+    bool zero_nonfinite = false;
 };
 
 struct EngineCounters {
@@ -208,6 +214,14 @@ public:
     void fill(int slot, const void* block, int64_t n_valid);
     // fill()'s argument checks alone (the slot exists and is free, 1 <= n_valid <= items).
     void check_fill(int slot, int64_t n_valid) const;
+    // Non-finite input in the block last completed in `slot`: {count, index of the first} (the
+    // index counts float32 words of the block's C-order input layout: a complex64 sample is two);
+    // {0, 0} when there was none. Clears the slot's record. The caller has the slot back (its
+    // block done) and tests nonfinite_flags() first: this reads the record with a device copy.
+    std::pair<uint64_t, uint64_t> take_nonfinite(int slot);
+    // One mapped host word per slot, 64 bytes apart: non-zero once a block in that slot held a
+    // non-finite sample, until take_nonfinite() clears it (the cheap per-block test).
+    std::shared_ptr<PinnedBuffer> nonfinite_flags() const { return nf_flags_; }
     // Waits for in-flight work, then resets every op's state on the compute stream.
     void reset();
     // Drains in-flight blocks, stops the worker, frees every GPU resource. Idempotent.
@@ -317,6 +331,15 @@ private:
             graph_launches{0}, eager_blocks{0}, chunks{0};
     };
 
+    // The io kernels' module (gk_io_pull/push/touch, gk_check_finite), loaded once.
+    void load_io_module();
+    // The input check (build()): gk_check_finite, each slot's record and flag.
+    void setup_input_check();
+    CUfunction check_finite_ = nullptr;
+    unsigned check_grid_ = 1;
+    std::unique_ptr<DeviceBuffer> nf_records_;   // per slot {count, first word}, 16 bytes each
+    std::shared_ptr<PinnedBuffer> nf_flags_;     // per slot one mapped word, 64 bytes apart
+    void reset_nonfinite(int slot);
     // mapped I/O
     // Checks the options and the GPU, loads the io kernels, allocates the flag (build()).
     void setup_mapped_io();

@@ -90,9 +90,15 @@ def choose_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str,
 
 
 def open_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str,
-                 device: int | str | None = None) -> Engine:
+                 device: int | str | None = None, *, nonfinite: str | None = None) -> Engine:
     """The pipeline's engine on the chosen backend (on cuda: on GPU ``device``, default the
-    pipeline's ``device``); every check that can fail before the first block runs here."""
+    pipeline's ``device``); every check that can fail before the first block runs here.
+
+    ``nonfinite``: what the engine does with NaN/Inf input samples (pygpukit_dsp/nonfinite.py);
+    None: the pipeline's ``nonfinite``, else ``error``."""
+    from ..nonfinite import DEFAULT_POLICY
+
+    policy = nonfinite or getattr(pipeline, "nonfinite", None) or DEFAULT_POLICY
     from ..limits import check_memory
 
     choice = choose_backend(pipeline, chain, requested, device)
@@ -101,11 +107,11 @@ def open_backend(pipeline: "Pipeline", chain: "SpecChain", requested: str,
     if choice.name == "cuda":
         from .cuda import CudaEngine
 
-        return CudaEngine(pipeline, chain, choice, device=choice.device or 0)
+        return CudaEngine(pipeline, chain, choice, device=choice.device or 0, nonfinite=policy)
     from .cpu import CpuEngine
 
     try:
-        return CpuEngine(pipeline, chain, choice)
+        return CpuEngine(pipeline, chain, choice, nonfinite=policy)
     except UnsupportedError as exc:
         if requested != "auto":
             raise

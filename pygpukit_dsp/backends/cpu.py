@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import StreamFault
+from ..nonfinite import DEFAULT_POLICY, NonFiniteCount, find_nonfinite, zeroed
 
 if TYPE_CHECKING:
     from ..pipeline import Pipeline, SpecChain
@@ -14,9 +15,14 @@ if TYPE_CHECKING:
 
 
 class CpuEngine:
-    def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice"):
+    def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
+                 nonfinite: str = DEFAULT_POLICY):
         self.choice = choice
         self.chain = chain
+        # NaN/Inf input samples: checked before the first stage, counted, and by the policy
+        # (pygpukit_dsp/nonfinite.py) stopped, replaced by 0 or let through
+        self.nonfinite = NonFiniteCount(nonfinite)
+        self._samples = 0
         self._procs = [st.cpu(spec) for st, spec in zip(pipeline.stages, chain.specs[:-1])]
         self._in_shape = chain.input.block_shape
         self._in_dtype = chain.input.np_dtype
@@ -34,9 +40,22 @@ class CpuEngine:
                              f"full output block's shape {spec.block_shape}, got {out.dtype} {out.shape}")
         if block.dtype != self._in_dtype:
             block = block.astype(self._in_dtype)
+        count, channel, sample, value = find_nonfinite(block)
+        if count:
+            nf = self.nonfinite
+            nf.add(count, block=self._blocks, sample=self._samples + sample, channel=channel, value=value,
+                   sample_rate=self.chain.input.sample_rate)
+            if nf.policy == "error":
+                raise nf.error("the input")
+            if nf.policy == "zero":
+                block = zeroed(block)
+        self._samples += block.shape[1]
         x = block
-        for proc in self._procs:
-            x = proc.process(x, final)
+        # A stage meeting a NaN let through (nonfinite: pass) or an overflow must not print
+        # NumPy's RuntimeWarnings from site-packages: what happened is counted and reported.
+        with np.errstate(all="ignore"):
+            for proc in self._procs:
+                x = proc.process(x, final)
         self._blocks += 1
         if out is None:
             return x
@@ -47,6 +66,7 @@ class CpuEngine:
     def reset(self) -> None:
         for proc in self._procs:
             proc.reset()
+        self._samples = 0
 
     def counters(self) -> dict[str, int]:
         return {"blocks": self._blocks}

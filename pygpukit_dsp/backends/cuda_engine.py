@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..errors import StreamFault
+from ..nonfinite import DEFAULT_POLICY, NonFiniteCount
 from .cuda_lowering import OpDesc, lower_pipeline
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class CudaEngine:
                  slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int | None = None,
                  device: int = 0, single_stream: bool | None = None,
                  inline_submit: bool | None = None, mapped_io: bool | None = None, flag_wait: bool = False,
-                 direct_output: bool = True, overlap_fill: bool = False):
+                 direct_output: bool = True, overlap_fill: bool = False, nonfinite: str = DEFAULT_POLICY):
         from .. import _native
 
         self.choice = choice
@@ -103,7 +104,16 @@ class CudaEngine:
                                             priority=self.priority, use_graph=use_graph, spin_us=spin_us,
                                             single_stream=single_stream, inline_submit=inline_submit,
                                             mapped_io=mapped_io, flag_wait=flag_wait,
-                                            direct_output=direct_output, overlap_fill=overlap_fill)
+                                            direct_output=direct_output, overlap_fill=overlap_fill,
+                                            zero_nonfinite=nonfinite != "pass")
+        # NaN/Inf input samples are found on the GPU where the block arrives (the pull kernel, or
+        # a check kernel after the H2D copy) and, unless the policy is pass, replaced by 0 there
+        # before the first op; each slot's mapped flag says whether its last block held any.
+        self.nonfinite = NonFiniteCount(nonfinite)
+        self._nf_flags = self._engine.nonfinite_flags
+        self._slot_start = [0] * self._engine.slots  # the stream's sample index of each slot's block
+        self._slot_block = [0] * self._engine.slots  # ... and its block index
+        self._samples = self._blocks_in = 0
         self._build_timings = list(self._engine.build_timings)
         self._in_dtype = chain.input.np_dtype
         self._slots = self._engine.slots
@@ -136,7 +146,29 @@ class CudaEngine:
             raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
         # the one host copy, in C++ without the GIL (non-temporal stores into pinned memory)
         self._engine.fill(slot, np.ascontiguousarray(block, dtype=self._in_dtype))
+        self._note_input(slot, n)
         return slot, n
+
+    def _note_input(self, slot: int, n: int) -> None:
+        self._slot_start[slot], self._slot_block[slot] = self._samples, self._blocks_in
+        self._samples += n
+        self._blocks_in += 1
+
+    def _take_nonfinite(self, slot: int) -> None:
+        """The slot's block held NaN/Inf samples (its flag is set): count them, and stop the run
+        under ``nonfinite: error``. Rare: one small device copy."""
+        count, first = self._engine.take_nonfinite(slot)
+        if not count:
+            return
+        spec = self.chain.input
+        words = 2 if spec.dtype == "complex64" else 1
+        channel, sample = divmod(int(first) // words, spec.block_size)
+        value = self._engine.input_slot(slot).reshape(-1).view(np.float32)[int(first)]
+        nf = self.nonfinite
+        nf.add(int(count), block=self._slot_block[slot], sample=self._slot_start[slot] + sample, channel=channel,
+               value=float(value), sample_rate=spec.sample_rate)
+        if nf.policy == "error":
+            raise nf.error("the input")
 
     def submit(self, block: np.ndarray, final: bool = False) -> int:
         """Copy ``block`` into the next input slot and hand it to the worker; returns the slot."""
@@ -154,6 +186,8 @@ class CudaEngine:
             raise ValueError(f"slot {slot} holds no submitted block")
         self._busy[slot] = False
         n_out = self._engine.wait(slot)
+        if self._nf_flags[slot]:
+            self._take_nonfinite(slot)
         return self._out[slot][:, :n_out]
 
     def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None, *,
@@ -188,6 +222,7 @@ class CudaEngine:
         if block.ndim >= 2 and block.shape[1] < self._items and not final:
             raise ValueError(f"a partial block ({block.shape[1]} of {self._items} items) must be the "
                              "final block (final=True)")
+        self._note_input(slot, int(block.shape[1]) if block.ndim >= 2 else 0)
         if release_ns is None:
             y = self._engine.process(slot, block, final, out)
         elif warm_us > 0:
@@ -201,6 +236,8 @@ class CudaEngine:
             y = self._engine.process(slot, block, final, out, int(release_ns), int(spin_us), bool(prewarm),
                                      bool(prewarm_lines))
         self._next = (slot + 1) % self._slots
+        if self._nf_flags[slot]:
+            self._take_nonfinite(slot)
         return y
 
     # ------------------------------------------------------------------ chunks, scheduler
@@ -221,8 +258,11 @@ class CudaEngine:
         if any(self._busy):
             raise ValueError("process_split() needs an idle engine: collect every submitted slot first")
         block = np.ascontiguousarray(block, dtype=self._in_dtype)
+        self._note_input(slot, int(block.shape[1]))
         out = self._engine.process_split(slot, block, final, [int(c) for c in cuts])
         self._next = (slot + 1) % self._slots
+        if self._nf_flags[slot]:
+            self._take_nonfinite(slot)
         return out
 
     def set_resident(self, on: bool = True) -> None:
@@ -269,6 +309,7 @@ class CudaEngine:
                 self.collect(slot)
         self._engine.reset()
         self._next = 0
+        self._samples = self._blocks_in = 0
 
     def set_trace(self, capacity: int) -> None:
         """Record where the time of the last ``capacity`` :meth:`process` calls went (0: off).

@@ -81,6 +81,7 @@ def _output_side(sd: Any, device: DeviceRef, output_channels: list[int] | None, 
 
 class _InputSource(_LiveComponent, Source):
     realtime = True
+    nonfinite_default = "zero"  # a glitch must not stop a live stream, nor reach the speakers as DC
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)

@@ -12,7 +12,7 @@ import yaml
 from ..errors import ConfigError
 from .loader import _use_float_resolver
 
-_SETTINGS = ("name", "sample_rate", "block_size", "channels", "dtype", "backend", "device")
+_SETTINGS = ("name", "sample_rate", "block_size", "channels", "dtype", "backend", "device", "nonfinite")
 
 
 def _get(obj: Any, key: str) -> Any:

@@ -28,10 +28,10 @@ DEFAULT_BLOCK_SIZE = 1024
 BACKENDS = ("auto", "cuda", "cpu")
 
 # keys of one pipeline (the single form's top level, or one entry of 'pipelines:')
-PIPELINE_KEYS = ("name", "sample_rate", "block_size", "channels", "dtype", "backend", "device", "qos",
-                 "source", "stages", "sink")
+PIPELINE_KEYS = ("name", "sample_rate", "block_size", "channels", "dtype", "backend", "device", "nonfinite",
+                 "qos", "source", "stages", "sink")
 # top-level keys of the multi form that act as defaults for every pipeline
-DEFAULT_KEYS = ("sample_rate", "block_size", "channels", "dtype", "backend", "device")
+DEFAULT_KEYS = ("sample_rate", "block_size", "channels", "dtype", "backend", "device", "nonfinite")
 # 'bench': settings read by `gk-stream bench` (e.g. benchmarks/w3.yaml, pygpukit_dsp/bench/
 # contention.py validates them); the pipeline loader, run and validate pass over it.
 TOP_SINGLE_KEYS = ("version",) + PIPELINE_KEYS + ("bench",)
@@ -62,6 +62,8 @@ class PipelineConfig:
     # the GPU of the cuda backend: None (not written: GPU 0), an index, or "auto" (docs/multi-gpu.md)
     device: int | str | None = None
     device_where: str | None = None  # FILE:LINE:COL of the device value (a DeviceError points there)
+    # NaN/Inf input samples: error | zero | pass; None: the source's default (pygpukit_dsp/nonfinite.py)
+    nonfinite: str | None = None
 
     def to_document(self) -> dict[str, Any]:
         """The YAML document of this pipeline alone (see :func:`pygpukit_dsp.spec.pipeline_document`)."""
@@ -312,6 +314,19 @@ class _DocBuilder:
             self.errors.append(exc)
             return None
 
+    def _check_nonfinite(self, v: Any, where: str) -> str | None:
+        from ..nonfinite import check_policy
+
+        try:
+            return check_policy(v, where) if v is not None else self._null_policy(where)
+        except ConfigError as exc:
+            self.errors.append(exc)
+            return None
+
+    def _null_policy(self, where: str) -> None:
+        self.err("nonfinite must be error, zero or pass, got null", where,
+                 "remove the key for the source's default (error for files and arrays, zero for live audio)")
+
     # -- one pipeline -------------------------------------------------------
     def _pipeline(self, d: dict, m: Marks, defaults: dict, *, default_name: str,
                   device_where: str | None = None) -> PipelineConfig | None:
@@ -341,7 +356,8 @@ class _DocBuilder:
             dtype=settings.get("dtype"), backend=settings.get("backend", "auto"), qos=qos,
             source=source, stages=stages, sink=sink, where=m.where, path=self.path,
             device=settings.get("device"),
-            device_where=m.value_where("device") if "device" in d else device_where)
+            device_where=m.value_where("device") if "device" in d else device_where,
+            nonfinite=settings.get("nonfinite"))
         self._name_where[id(cfg)] = m.value_where("name") if "name" in d else m.where
         return cfg
 

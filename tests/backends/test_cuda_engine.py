@@ -307,7 +307,8 @@ def test_fake_misuse_is_refused(fake_results):
 def test_fake_worker_error_surfaces_from_wait_and_submit(fake_results):
     message, call, code = fake_results["wait_error"]
     assert call == "cuLaunchKernel" and code == "CUDA_ERROR_NOT_SUPPORTED"
-    assert "stage 'gain' (gain)" in message
+    # the block's first launch is the check of its input for NaN/Inf, right after the H2D copy
+    assert "gk_check_finite" in message
     assert fake_results["submit_error"] == message
     assert fake_results["close_s"] < 5
     assert "closed" in fake_results["closed_error"]
@@ -754,11 +755,6 @@ CUresult cuMemHostAlloc(void** p, size_t n, unsigned flags) {
     if (r == 0 && (flags & 0x02)) __atomic_fetch_add(&g_mapped_host_allocs, 1, __ATOMIC_RELAXED); /* DEVICEMAP */
     return r;
 }
-CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
-    (void)flags;
-    *d = (CUdeviceptr)(uintptr_t)p;
-    return 0;
-}
 """
 
 
@@ -959,7 +955,8 @@ def test_fake_mapped_io_refuses_a_gpu_that_cannot_map_host_memory(fake_mapped_re
 def test_fake_mapped_io_counts_one_transfer_each_way_and_one_wait_per_block(fake_mapped_results, flag, graph):
     r = fake_mapped_results[f"flag={flag},graph={graph}"]
     assert r["props"] == [True, bool(flag)]
-    assert r["mapped_allocs"] == 2 * 2 + flag  # both slots' input and output (+ the flag word)
+    # both slots' input and output, the input check's flag words (+ the io flag word)
+    assert r["mapped_allocs"] == 2 * 2 + 1 + flag
     counters, launches, graph_launches = r["full"]
     keys = ("blocks", "h2d_copies", "d2h_copies", "completion_waits", "graph_launches", "eager_blocks")
     assert [counters[k] for k in keys] == [12, 12, 12, 12, 12 * graph, 12 * (1 - graph)]
@@ -988,7 +985,8 @@ def test_fake_mapped_io_errors_and_teardown(fake_mapped_results):
 
 
 def test_fake_overlap_fill_allocates_ready_words_and_runs_inline(fake_mapped_results):
-    assert fake_mapped_results["overlap"] == [True, 2 * 3]  # input, output, ready words per slot
+    # input, output, ready words per slot, and the input check's flag words
+    assert fake_mapped_results["overlap"] == [True, 2 * 3 + 1]
     assert fake_mapped_results["overlap_counters"] == [1, 1]
 
 
@@ -999,7 +997,16 @@ def test_fake_mapped_io_wrapper_implies_latency_mode(fake_mapped_results):
     assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (1, 1, 1, 1)
 
 
-def test_fake_mapped_io_needs_the_drivers_host_pointer_entry_point(fake_driver):
+def test_fake_mapped_io_needs_the_drivers_host_pointer_entry_point(tmp_path):
+    # every engine maps a word per slot for its input check; mapped_io asks first and says so
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        pytest.skip("no C compiler to build the fake CUDA driver")
+    (tmp_path / "graph_api.c").write_text(FAKE_GRAPH_API)
+    driver = tmp_path / "libcuda_fake.so.1"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-DFAKE_NO_HOST_POINTER", "-o", str(driver),
+                    str(FAKE_DRIVER_SOURCE), str(tmp_path / "graph_api.c")], check=True)
+    fake_driver = str(driver)
     code = r"""
     import json, numpy as np
     from pygpukit_dsp import _native

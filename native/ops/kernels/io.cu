@@ -1,4 +1,5 @@
-// Block transfers as kernels, for the engine's mapped_io latency mode (docs/cuda.md, "Mapped I/O").
+// Block transfers as kernels, for the engine's mapped_io latency mode (docs/cuda.md, "Mapped I/O"),
+// and the check of every block's input for non-finite samples.
 //
 // The slot's pinned host buffers are mapped into the device's address space (cuMemHostAlloc with
 // CU_MEMHOSTALLOC_DEVICEMAP); instead of two copy-engine DMAs per block, gk_io_pull reads the
@@ -90,19 +91,114 @@ __device__ __forceinline__ void gk_io_wait_ready(const unsigned* ready) {
     __syncthreads();
 }
 
+// Non-finite input samples (StreamEngine's input check; docs/cuda.md, "Non-finite input").
+// Every block's input is scanned on the GPU where it arrives: in gk_io_pull with mapped I/O, else
+// by gk_check_finite right after the H2D copy. Both kinds of block (float32, complex64) are
+// float32 words; a word is non-finite (NaN, +-Inf) when its exponent bits are all ones. A slot's
+// record is two device words {count, index of the first non-finite word} (the host resets it to
+// {0, ~0}); its flag is a mapped host word the kernel sets to 1 when it found any, so that the
+// host tests one word per block and reads the record only then. With `zero` the words are
+// replaced by 0 in the device input, before the first op reads the block.
+__device__ __forceinline__ bool gk_nonfinite_word(unsigned w) { return (w & 0x7f800000u) == 0x7f800000u; }
+
+__device__ __forceinline__ unsigned gk_nf_word(unsigned w, gk_size_t index, bool zero, unsigned& count,
+                                               gk_size_t& first) {
+    if (!gk_nonfinite_word(w)) return w;
+    ++count;
+    if (index < first) first = index;
+    return zero ? 0u : w;
+}
+
+__device__ __forceinline__ uint4 gk_nf_vector(uint4 v, gk_size_t word0, bool zero, unsigned& count,
+                                              gk_size_t& first) {
+    v.x = gk_nf_word(v.x, word0, zero, count, first);
+    v.y = gk_nf_word(v.y, word0 + 1, zero, count, first);
+    v.z = gk_nf_word(v.z, word0 + 2, zero, count, first);
+    v.w = gk_nf_word(v.w, word0 + 3, zero, count, first);
+    return v;
+}
+
+// Every thread of the CTA calls it once: nothing happens unless one of them found a word.
+__device__ __forceinline__ void gk_nf_report(unsigned count, gk_size_t first, unsigned long long* record,
+                                             unsigned* flag) {
+    if (!__syncthreads_or(count != 0u)) return;
+    if (count != 0u) {
+        atomicAdd(&record[0], (unsigned long long)count);
+        atomicMin(&record[1], (unsigned long long)first);
+    }
+    if (threadIdx.x == 0) {
+        *reinterpret_cast<volatile unsigned*>(flag) = 1u;
+        __threadfence_system();
+    }
+}
+
+// data[0, nwords): the block in the slot's device input (16-byte aligned, as every engine buffer).
+extern "C" __global__ void gk_check_finite(unsigned* data, gk_size_t nwords, unsigned long long* record,
+                                           unsigned* flag, unsigned zero) {
+    unsigned count = 0u;
+    gk_size_t first = ~0ull;
+    const gk_size_t vectors = nwords >> 2;
+    uint4* d = reinterpret_cast<uint4*>(data);
+    for (gk_size_t i = gk_thread_index(); i < vectors; i += gk_grid_stride()) {
+        const uint4 v = d[i];
+        const uint4 w = gk_nf_vector(v, i << 2, zero != 0u, count, first);
+        if (w.x != v.x || w.y != v.y || w.z != v.z || w.w != v.w) d[i] = w;
+    }
+    const gk_size_t tail = gk_thread_index() + (vectors << 2);
+    if (tail < nwords) {
+        const unsigned v = data[tail];
+        const unsigned w = gk_nf_word(v, tail, zero != 0u, count, first);
+        if (w != v) data[tail] = w;
+    }
+    gk_nf_report(count, first, record, flag);
+}
+
 // Host -> device: the slot's mapped pinned input into its device input (after its ready word,
-// when one is given).
+// when one is given), checked for non-finite words on the way when nf_record is given (the
+// engine's buffers: 16-byte aligned, a whole number of 4-byte words).
 //
 // On SM 9.0+ it lets the next kernel launch at once (griddepcontrol.launch_dependents): one
 // launched as a programmatic dependent launch (fir_mix) then does what does not need the block
-// while this copies it, and waits for this kernel (griddepcontrol.wait) before reading it.
+// while this copies it, and waits for this kernel (griddepcontrol.wait: until it has finished,
+// the zeroing of non-finite words included) before reading it.
 extern "C" __global__ void gk_io_pull(unsigned char* dst, const unsigned char* src, gk_size_t nbytes,
-                                      const unsigned* ready) {
+                                      const unsigned* ready, unsigned long long* nf_record, unsigned* nf_flag,
+                                      unsigned nf_zero) {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
     if (ready != nullptr) gk_io_wait_ready(ready);
-    gk_io_copy<true>(dst, src, nbytes);
+    if (nf_record == nullptr || !gk_aligned(dst, 16) || !gk_aligned(src, 16)) {
+        gk_io_copy<true>(dst, src, nbytes);
+        return;
+    }
+    const bool zero = nf_zero != 0u;
+    unsigned count = 0u;
+    gk_size_t first = ~0ull;
+    const gk_size_t first_thread = gk_thread_index();
+    const gk_size_t stride = gk_grid_stride();
+    const gk_size_t vectors = nbytes >> 4;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (gk_size_t i = first_thread; i < vectors; i += GK_IO_UNROLL * stride) {
+        uint4 v[GK_IO_UNROLL];
+#pragma unroll
+        for (int k = 0; k < GK_IO_UNROLL; ++k) {
+            const gk_size_t j = i + k * stride;
+            v[k] = j < vectors ? gk_io_load<true>(s + j) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int k = 0; k < GK_IO_UNROLL; ++k) {
+            const gk_size_t j = i + k * stride;
+            if (j < vectors) gk_io_store<true>(d + j, gk_nf_vector(v[k], j << 2, zero, count, first));
+        }
+    }
+    const gk_size_t words = nbytes >> 2, tail = first_thread + (vectors << 2);  // fewer than 4 words left
+    if (tail < words) {
+        const unsigned v = gk_io_load<true>(reinterpret_cast<const unsigned*>(src) + tail);
+        gk_io_store<true>(reinterpret_cast<unsigned*>(dst) + tail, gk_nf_word(v, tail, zero, count, first));
+    }
+    gk_nf_report(count, first, nf_record, nf_flag);
 }
 
 // Device -> host: the slot's device output into its mapped pinned output.
