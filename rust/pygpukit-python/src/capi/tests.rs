@@ -1,7 +1,11 @@
 //! The C ABI exercised the way C++ uses it: only through the function pointers of the table.
 
 use super::*;
+use std::ffi::{c_char, CStr};
 use std::ptr::{null, null_mut};
+use std::sync::Arc;
+
+use super::ffi::set_last_error;
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
@@ -44,7 +48,7 @@ fn error_text() -> String {
 fn layout_matches_the_header() {
     // Sizes the C test (tests/core/c/abi_smoke.c) asserts with _Static_assert as well.
     assert_eq!(size_of::<GkSchedConfig>(), 56);
-    assert_eq!(std::mem::offset_of!(GkSchedConfig, max_chunks_in_flight), GK_SCHED_CONFIG_V1_SIZE);
+    assert_eq!(std::mem::offset_of!(GkSchedConfig, max_chunks_in_flight), GK_SCHED_CONFIG_V1_SIZE as usize);
     assert_eq!(size_of::<GkStreamSpec>(), 56);
     assert_eq!(size_of::<GkAdmissionRefusal>(), 64);
     assert_eq!(size_of::<GkDecision>(), 56);
@@ -144,10 +148,10 @@ fn max_chunks_in_flight_is_read_and_defaults_for_an_older_struct() {
         let zero = GkSchedConfig { max_chunks_in_flight: 0, ..config };
         assert_eq!(chunks_before_a_completion(&zero), vec![(0, 2), (2, 4)]);
         // A v1 struct (no field): the bytes past struct_size are never read, the default applies.
-        let v1 = GkSchedConfig { struct_size: GK_SCHED_CONFIG_V1_SIZE as u32, max_chunks_in_flight: 1, ..config };
+        let v1 = GkSchedConfig { struct_size: GK_SCHED_CONFIG_V1_SIZE, max_chunks_in_flight: 1, ..config };
         assert_eq!(chunks_before_a_completion(&v1), vec![(0, 2), (2, 4)]);
         // Smaller than v1: refused.
-        let short = GkSchedConfig { struct_size: GK_SCHED_CONFIG_V1_SIZE as u32 - 8, ..config };
+        let short = GkSchedConfig { struct_size: GK_SCHED_CONFIG_V1_SIZE - 8, ..config };
         let mut s = null_mut();
         assert_eq!((abi().sched_create)(&short, &mut s), GK_ERR_STRUCT_SIZE);
         assert!(error_text().contains("struct_size 40 is smaller than 48"));
@@ -194,6 +198,63 @@ fn calibrating_stream_is_admitted_after_measurement() {
         (abi().stream_stats)(s, id, &mut st);
         assert_eq!(st.admitted, 1);
         (abi().sched_release)(s);
+    }
+}
+
+#[test]
+fn core_codes_and_enumerations_are_the_headers_constants() {
+    use pygpukit_core::memory::PoolError;
+    use pygpukit_core::scheduler::{IllegalTransition, QosKind, RefusalReason, SchedError, TaskState};
+    // The core crate knows nothing of the ABI; these pin its codes to the constants of abi.rs.
+    let transition = IllegalTransition { task: 1, from: TaskState::Ready, to: TaskState::Completed };
+    let sched_codes = [
+        (SchedError::InvalidArgument(String::new()), GK_ERR_INVALID_ARGUMENT),
+        (SchedError::UnknownStream(1), GK_ERR_UNKNOWN_STREAM),
+        (SchedError::UnknownTask(1), GK_ERR_UNKNOWN_TASK),
+        (SchedError::IllegalTransition(transition), GK_ERR_ILLEGAL_TRANSITION),
+        (SchedError::DuplicateStream(String::new()), GK_ERR_DUPLICATE_STREAM),
+        (SchedError::NoCostSample { stream: String::new() }, GK_ERR_NO_COST_SAMPLE),
+        (SchedError::OutOfOrder { stream: String::new(), arrival_ns: 0, last_release_ns: 1 }, GK_ERR_OUT_OF_ORDER),
+    ];
+    for (error, code) in sched_codes {
+        assert_eq!(error.code(), code, "{error:?}");
+    }
+    let pool_codes = [
+        (PoolError::InvalidConfig(String::new()), GK_ERR_INVALID_ARGUMENT),
+        (PoolError::UnknownBlock(1), GK_ERR_UNKNOWN_BLOCK),
+        (PoolError::NotInUse(1), GK_ERR_BLOCK_NOT_IN_USE),
+        (PoolError::OverBudget { requested: 1, in_use: 1, budget: 1 }, GK_ERR_OVER_BUDGET),
+    ];
+    for (error, code) in pool_codes {
+        assert_eq!(error.code(), code, "{error:?}");
+    }
+    let states = [
+        (TaskState::Pending, GK_TASK_PENDING),
+        (TaskState::Ready, GK_TASK_READY),
+        (TaskState::Dispatched, GK_TASK_DISPATCHED),
+        (TaskState::Completed, GK_TASK_COMPLETED),
+        (TaskState::Missed, GK_TASK_MISSED),
+        (TaskState::Dropped, GK_TASK_DROPPED),
+        (TaskState::Cancelled, GK_TASK_CANCELLED),
+    ];
+    for (state, value) in states {
+        assert_eq!(state as i32, value, "{state:?}");
+    }
+    let classes = [
+        (QosKind::Realtime, GK_QOS_REALTIME),
+        (QosKind::Throughput, GK_QOS_THROUGHPUT),
+        (QosKind::BestEffort, GK_QOS_BEST_EFFORT),
+    ];
+    for (class, value) in classes {
+        assert_eq!(class as i32, value, "{class:?}");
+    }
+    let reasons = [
+        (RefusalReason::UtilisationBound, GK_REFUSED_UTILISATION_BOUND),
+        (RefusalReason::DeviceCapacity, GK_REFUSED_DEVICE_CAPACITY),
+        (RefusalReason::ResponseBound, GK_REFUSED_RESPONSE_BOUND),
+    ];
+    for (reason, value) in reasons {
+        assert_eq!(reason as i32, value, "{reason:?}");
     }
 }
 
