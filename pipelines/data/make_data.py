@@ -45,8 +45,20 @@ def beam_weights(path: Path, elements: int = 8, beams: int = 5, nfft: int = 256,
     np.save(path, w.astype(np.complex64))
 
 
+def room_ir(path: Path, fs: float = 48000.0, seconds: float = 0.25, rt60_s: float = 0.3) -> None:
+    """A synthetic room impulse response (docs/stages.md's long FIR): the direct sound, then
+    exponentially decaying noise reaching -60 dB at rt60_s; 12000 float32 taps."""
+    n = int(fs * seconds)
+    t = np.arange(n) / fs
+    rng = np.random.default_rng(3)
+    h = 0.3 * rng.standard_normal(n) * 10 ** (-3 * t / rt60_s)
+    h[0] = 1.0
+    np.save(path, (h / np.abs(h).sum() * 4).astype(np.float32))
+
+
 if __name__ == "__main__":
     chirp_wav(HERE / "chirp_hum.wav")
     iq_cs16(HERE / "three_carriers.cs16")
     beam_weights(HERE / "beam_weights.npy")
+    room_ir(HERE / "room_ir.npy")
     print("wrote", *sorted(p.name for p in HERE.iterdir() if p.suffix != ".py"))
