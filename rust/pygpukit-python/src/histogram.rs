@@ -6,7 +6,8 @@ use pyo3::types::PyDict;
 
 use pygpukit_core::histogram::LatencyHistogram;
 
-use crate::module::{non_negative, summary_dict};
+use crate::module::non_negative;
+use crate::records::latency_summary_dict;
 
 #[pyclass(name = "LatencyHistogram", module = "pygpukit_dsp_core")]
 pub struct PyLatencyHistogram {
@@ -102,7 +103,7 @@ impl PyLatencyHistogram {
     }
 
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        summary_dict(py, &self.inner.summary())
+        latency_summary_dict(py, &self.inner.summary())
     }
 
     fn __len__(&self) -> usize {

@@ -1,4 +1,5 @@
-//! The module definition, its exceptions and the shared conversions.
+//! The module definition (its export list is the whole native surface), its exceptions, and
+//! the argument check the classes share.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -6,9 +7,7 @@ use std::ptr::NonNull;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
-
-use pygpukit_core::histogram::HistogramSummary;
+use pyo3::types::PyCapsule;
 
 use crate::capi;
 
@@ -57,20 +56,6 @@ pub(crate) fn non_negative(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64
     }
 }
 
-pub(crate) fn summary_dict<'py>(py: Python<'py>, s: &HistogramSummary) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("count", s.count)?;
-    d.set_item("min", s.min)?;
-    d.set_item("max", s.max)?;
-    d.set_item("mean", s.mean)?;
-    d.set_item("p50", s.p50)?;
-    d.set_item("p90", s.p90)?;
-    d.set_item("p99", s.p99)?;
-    d.set_item("p999", s.p999)?;
-    d.set_item("clamped", s.clamped)?;
-    Ok(d)
-}
-
 #[pymodule]
 fn _pygpukit_dsp_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -91,5 +76,6 @@ fn _pygpukit_dsp_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::pool::PyMemoryPoolPolicy>()?;
     m.add_class::<crate::pool::PyGrant>()?;
     m.add_function(wrap_pyfunction!(sched_abi_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::records::_record_fields, m)?)?;
     Ok(())
 }

@@ -9,10 +9,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
-use pygpukit_core::memory::{BlockState, PoolError as CorePoolError};
+use pygpukit_core::memory::PoolError as CorePoolError;
 
 use crate::capi::{self, PoolHandle, PoolState};
 use crate::module::{PoolBudgetExceeded, PoolError};
+use crate::records::{block_info_dict, pool_stats_dict};
 
 fn pool_error(py: Python<'_>, e: CorePoolError) -> PyErr {
     match e {
@@ -119,12 +120,7 @@ impl PyMemoryPoolPolicy {
 
     fn block_info<'py>(&self, py: Python<'py>, block: u64) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(info) = self.lock()?.pool.block(block) else { return Ok(None) };
-        let d = PyDict::new(py);
-        d.set_item("block", info.id)?;
-        d.set_item("bytes", info.bytes)?;
-        d.set_item("requested", info.requested)?;
-        d.set_item("state", if info.state == BlockState::InUse { "in_use" } else { "cached" })?;
-        Ok(Some(d))
+        Ok(Some(block_info_dict(py, &info)?))
     }
 
     /// Cached block ids, least recently used first (the eviction order).
@@ -134,22 +130,7 @@ impl PyMemoryPoolPolicy {
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let state = self.lock()?;
-        let s = state.pool.stats();
-        let d = PyDict::new(py);
-        d.set_item("hits", s.hits)?;
-        d.set_item("misses", s.misses)?;
-        d.set_item("evictions", s.evictions)?;
-        d.set_item("bytes_in_use", s.bytes_in_use)?;
-        d.set_item("bytes_cached", s.bytes_cached)?;
-        d.set_item("blocks_in_use", s.blocks_in_use)?;
-        d.set_item("blocks_cached", s.blocks_cached)?;
-        d.set_item("bytes_requested_in_use", s.bytes_requested_in_use)?;
-        d.set_item("peak_bytes_in_use", s.peak_bytes_in_use)?;
-        d.set_item("peak_bytes_reserved", s.peak_bytes_reserved)?;
-        d.set_item("cache_budget_bytes", s.cache_budget_bytes)?;
-        d.set_item("device_budget_bytes", if s.device_budget_bytes == 0 { None } else { Some(s.device_budget_bytes) })?;
-        d.set_item("to_free", state.to_free.len())?;
-        Ok(d)
+        pool_stats_dict(py, &state.pool.stats(), state.to_free.len())
     }
 
     /// This pool as a `gk_pool*` capsule (`pygpukit_dsp_core._pool_handle_v1`) for the C ABI.

@@ -10,15 +10,17 @@ use std::sync::{Arc, MutexGuard};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict, PyList};
+use pyo3::types::{PyCapsule, PyDict};
 
 use pygpukit_core::scheduler::{
-    AdmissionRefused as CoreRefusal, Admitted, Decision, Qos, SchedError, Scheduler, SchedulerConfig, StreamSpec,
-    StreamStats,
+    AdmissionRefused as CoreRefusal, Decision, Qos, SchedError, Scheduler, SchedulerConfig, StreamSpec,
 };
 
 use crate::capi::{self, ClockChoice, SchedHandle};
-use crate::module::{summary_dict, AdmissionRefused, IllegalTransition, SchedulerError};
+use crate::module::{AdmissionRefused, IllegalTransition, SchedulerError};
+use crate::records::{
+    admission_figures_dict, admitted_dict, scheduler_config_dict, scheduler_stats_dict, stream_stats_dict,
+};
 
 /// Python exception for a core error.
 pub(crate) fn sched_error(py: Python<'_>, e: SchedError) -> PyErr {
@@ -41,21 +43,7 @@ fn admission_error(py: Python<'_>, r: &CoreRefusal) -> PyErr {
     let err = AdmissionRefused::new_err(r.to_string());
     let set = || -> PyResult<()> {
         let value = err.value(py);
-        let figures = PyDict::new(py);
-        figures.set_item("stream_utilisation", r.stream_utilisation)?;
-        figures.set_item("current_total", r.current_total)?;
-        figures.set_item("bound", r.bound)?;
-        figures.set_item("stream_cost_ns", r.stream_cost_ns)?;
-        figures.set_item("cost_sum_ns", r.cost_sum_ns)?;
-        figures.set_item("safety_margin_ns", r.safety_margin_ns)?;
-        figures.set_item("shortest_deadline_ns", r.shortest_deadline_ns)?;
-        figures.set_item("latency_excess_ns", r.latency_excess_ns)?;
-        if let Some(b) = &r.phased {
-            figures.set_item("phased_phase_ns", b.phase_ns)?;
-            figures.set_item("phased_period_ns", b.period_ns)?;
-            figures.set_item("phased_cost_ns", b.cost_ns)?;
-            figures.set_item("phased_ahead_ns", b.ahead_ns)?;
-        }
+        let figures = admission_figures_dict(py, r)?;
         for (k, v) in figures.iter() {
             value.setattr(k.extract::<String>()?, v)?;
         }
@@ -211,44 +199,6 @@ fn did_you_mean<'a>(given: &str, known: &[&'a str]) -> Option<&'a str> {
     known.iter().map(|k| (distance(&given.to_lowercase(), k), *k)).filter(|&(d, _)| d <= 2).min().map(|(_, k)| k)
 }
 
-fn admitted_dict<'py>(py: Python<'py>, a: &Admitted) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("stream_utilisation", a.stream_utilisation)?;
-    d.set_item("realtime_total", a.realtime_total)?;
-    d.set_item("reserved_total", a.reserved_total)?;
-    Ok(d)
-}
-
-fn stream_dict<'py>(py: Python<'py>, s: &StreamStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("id", s.id)?;
-    d.set_item("name", s.name.as_str())?;
-    d.set_item("qos", s.class.name())?;
-    d.set_item("admitted", s.admitted)?;
-    d.set_item("period_ns", s.period_ns)?;
-    d.set_item("deadline_ns", s.deadline_ns)?;
-    d.set_item("min_rate_hz", s.min_rate_hz)?;
-    d.set_item("units_per_block", s.units_per_block)?;
-    d.set_item("cost_ns", s.cost_ns)?;
-    d.set_item("declared_cost_ns", s.declared_cost_ns)?;
-    d.set_item("measured_cost_ns", s.measured_cost_ns)?;
-    d.set_item("declared_latency_ns", s.declared_latency_ns)?;
-    d.set_item("measured_cost_max_ns", s.measured_cost_max_ns)?;
-    d.set_item("cost_samples", s.cost_samples)?;
-    d.set_item("utilisation", s.utilisation)?;
-    d.set_item("submitted", s.submitted)?;
-    d.set_item("completed", s.completed)?;
-    d.set_item("missed", s.missed)?;
-    d.set_item("dropped", s.dropped)?;
-    d.set_item("cancelled", s.cancelled)?;
-    d.set_item("live", s.live)?;
-    d.set_item("chunks", s.chunks)?;
-    d.set_item("busy_ns", s.busy_ns)?;
-    d.set_item("achieved_rate_hz", s.achieved_rate_hz)?;
-    d.set_item("latency", summary_dict(py, &s.latency)?)?;
-    Ok(d)
-}
-
 unsafe extern "C" fn drop_sched_handle(capsule: *mut ffi::PyObject) {
     // SAFETY: called by Python once, when the capsule dies; the pointer was made by
     // `Arc::into_raw` in `capsule()` and owns one reference.
@@ -297,14 +247,7 @@ impl PyScheduler {
     /// The configuration as a dict.
     #[getter]
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("u_max", self.config.u_max)?;
-        d.set_item("quantum_ns", self.config.quantum_ns)?;
-        d.set_item("safety_margin_ns", self.config.safety_margin_ns)?;
-        d.set_item("ewma_alpha", self.config.ewma_alpha)?;
-        d.set_item("max_chunks_in_flight", self.config.max_chunks_in_flight)?;
-        d.set_item("clock", if self.handle.simulated_clock().is_some() { "simulated" } else { "monotonic" })?;
-        Ok(d)
+        scheduler_config_dict(py, &self.config, self.handle.simulated_clock().is_some())
     }
 
     #[getter]
@@ -377,7 +320,7 @@ impl PyScheduler {
     /// Remove a stream (its live tasks are cancelled); returns its final statistics.
     fn unregister_stream<'py>(&self, py: Python<'py>, stream: u32) -> PyResult<Bound<'py, PyDict>> {
         let stats = self.lock()?.unregister_stream(stream).map_err(|e| sched_error(py, e))?;
-        stream_dict(py, &stats)
+        stream_stats_dict(py, &stats)
     }
 
     fn stream_id(&self, name: &str) -> PyResult<Option<u32>> {
@@ -451,30 +394,12 @@ impl PyScheduler {
 
     fn stream_stats<'py>(&self, py: Python<'py>, stream: u32) -> PyResult<Bound<'py, PyDict>> {
         let stats = self.lock()?.stream_stats(stream).map_err(|e| sched_error(py, e))?;
-        stream_dict(py, &stats)
+        stream_stats_dict(py, &stats)
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.lock()?.stats();
-        let d = PyDict::new(py);
-        d.set_item("now_ns", s.now_ns)?;
-        d.set_item("u_max", s.u_max)?;
-        d.set_item("realtime_utilisation", s.realtime_utilisation)?;
-        d.set_item("throughput_reserved", s.throughput_reserved)?;
-        d.set_item("over_bound", s.over_bound)?;
-        d.set_item("launches", s.launches)?;
-        d.set_item("waits", s.waits)?;
-        d.set_item("idles", s.idles)?;
-        d.set_item("paced", s.paced)?;
-        d.set_item("live_tasks", s.live_tasks)?;
-        d.set_item("in_flight", s.in_flight)?;
-        d.set_item("device_free_estimate_ns", s.device_free_estimate_ns)?;
-        let streams = PyList::empty(py);
-        for st in &s.streams {
-            streams.append(stream_dict(py, st)?)?;
-        }
-        d.set_item("streams", streams)?;
-        Ok(d)
+        scheduler_stats_dict(py, &s)
     }
 
     /// This scheduler as a `gk_sched*` capsule (`pygpukit_dsp_core._sched_handle_v1`) for the C

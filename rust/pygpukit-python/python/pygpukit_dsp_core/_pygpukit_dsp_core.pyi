@@ -1,8 +1,9 @@
 """Type stubs of the compiled module (Rust, PyO3). All times are int nanoseconds."""
 
 from collections.abc import Iterable, Sequence
-from typing_extensions import CapsuleType
-from typing import Literal, NotRequired, TypedDict, final
+from typing import Literal, NotRequired, TypedDict, final, type_check_only
+
+from typing_extensions import CapsuleType, Self
 
 __version__: str
 ABI_VERSION: int
@@ -13,107 +14,219 @@ POOL_HANDLE_CAPSULE_NAME: str
 QosName = Literal["realtime", "throughput", "best_effort"]
 TaskStateName = Literal["pending", "ready", "dispatched", "completed", "missed", "dropped", "cancelled"]
 
+# The records the methods return, as dicts. They exist only for type checking (there is no
+# such class at run time); tests/core/test_records.py checks them field by field against the
+# keys the native side reports (``_record_fields()``) and returns.
+
+@type_check_only
 class LatencySummary(TypedDict):
+    """Release-to-finish latency of finished blocks (ns), from an HDR histogram."""
+
     count: int
+    """Values recorded."""
     min: int
+    """Smallest value (exact); 0 when empty."""
     max: int
+    """Largest value (exact; a clamped value counts as ``highest_ns``)."""
     mean: float
+    """Mean (exact)."""
     p50: int
+    """Median, to the histogram's precision."""
     p90: int
+    """90th percentile."""
     p99: int
+    """99th percentile."""
     p999: int
+    """99.9th percentile."""
     clamped: int
+    """Values above the histogram's range, recorded as its highest value."""
 
+@type_check_only
 class StreamStats(TypedDict):
+    """Figures of one stream (``Scheduler.stream_stats``, ``unregister_stream``)."""
+
     id: int
+    """The stream id ``register_stream`` returned."""
     name: str
+    """Its unique name."""
     qos: QosName
+    """Its QoS class."""
     admitted: bool
+    """False while calibrating (its blocks run as best effort until ``admit``)."""
     period_ns: int | None
+    """Realtime: the period of its blocks; None for the other classes."""
     deadline_ns: int | None
+    """Relative deadline of a block; None if it has none."""
     min_rate_hz: float | None
+    """Throughput: the blocks per second it reserves; None if it reserves none."""
     units_per_block: int
+    """Independently launchable units of a block (chunks are unit ranges)."""
     cost_ns: int | None
+    """Device time of one block used for admission and pacing (larger of declared and measured); None if unknown."""
     declared_cost_ns: int | None
+    """The cost declared at registration; None if none."""
     measured_cost_ns: int | None
+    """EWMA of measured block costs; None before the first measurement."""
     declared_latency_ns: int | None
+    """Realtime: a block's own latency alone, declared at registration (the response bound's); None if not declared."""
     measured_cost_max_ns: int
+    """Largest measured block cost; 0 before the first measurement."""
     cost_samples: int
+    """Measurements folded into the EWMA."""
     utilisation: float
+    """Share of the device it reserves at its current cost (0 if not admitted or reserving nothing)."""
     submitted: int
+    """Blocks submitted."""
     completed: int
+    """Blocks finished by their deadline (or without one)."""
     missed: int
+    """Blocks finished after their deadline."""
     dropped: int
+    """Blocks abandoned (``drop``)."""
     cancelled: int
+    """Blocks withdrawn (``cancel``, ``unregister_stream``)."""
     live: int
+    """Blocks not finished yet."""
     chunks: int
+    """Launches (a realtime block is one)."""
     busy_ns: int
+    """Device time reported at completion (the estimate for chunks not timed)."""
     achieved_rate_hz: float
+    """Finished blocks per second between the first release and the last finish."""
     latency: LatencySummary
+    """Release-to-finish latency of its finished blocks."""
 
+@type_check_only
 class SchedulerStats(TypedDict):
+    """Figures of the whole scheduler (``Scheduler.stats``)."""
+
     now_ns: int
+    """The scheduler's clock."""
     u_max: float
+    """The realtime utilisation bound."""
     realtime_utilisation: float
+    """Sum of cost / period over admitted realtime streams, at current costs."""
     throughput_reserved: float
+    """Sum of cost * min_rate over admitted throughput streams."""
     over_bound: bool
+    """Realtime costs have grown past ``u_max`` since admission."""
     launches: int
+    """``next`` calls that launched a chunk."""
     waits: int
+    """``next`` calls that answered wait."""
     idles: int
+    """``next`` calls that answered idle."""
     paced: int
+    """``next`` calls where pacing held every candidate chunk back."""
     live_tasks: int
+    """Tasks not finished yet."""
     in_flight: int
+    """Chunks launched and not completed."""
     device_free_estimate_ns: int
+    """When the device is expected to finish what was launched."""
     streams: list[StreamStats]
+    """Every registered stream."""
 
+@type_check_only
 class SchedulerConfig(TypedDict):
+    """The configuration a scheduler was created with (``Scheduler.config``)."""
+
     u_max: float
+    """Realtime utilisation bound, (0, 1]."""
     quantum_ns: int
+    """Target device time of one non-realtime chunk."""
     safety_margin_ns: int
+    """Slack kept before realtime deadlines by pacing and admission."""
     ewma_alpha: float
+    """Weight of a new cost measurement, (0, 1]."""
     max_chunks_in_flight: int
+    """Lookahead: chunks of one non-realtime block on the device at once."""
     clock: Literal["monotonic", "simulated"]
+    """The clock it runs on."""
 
+@type_check_only
 class AdmissionFigures(TypedDict):
+    """The figures behind a refusal (``AdmissionRefused.figures``; see docs/scheduler.md)."""
+
     stream_utilisation: float
+    """The stream's share (response bound: its cost / the binding deadline)."""
     current_total: float
+    """The admitted total before it (response bound: (cost sum + margin) / deadline)."""
     bound: float
+    """``u_max``, or 1.0 for the device's capacity."""
     stream_cost_ns: int
+    """The stream's block cost."""
     cost_sum_ns: int
+    """Sum of the admitted realtime streams' block costs (without the stream's own)."""
     safety_margin_ns: int
-    shortest_deadline_ns: int  # response bound: the binding stream's (least deadline - latency excess)
-    latency_excess_ns: int     # response bound: that stream's own latency beyond its cost
-    # the response bound with release phases (streams of one period that declare phase_ns):
-    phased_phase_ns: NotRequired[int]  # the binding stream's phase,
-    phased_period_ns: NotRequired[int]  # its period,
-    phased_cost_ns: NotRequired[int]  # its cost,
-    phased_ahead_ns: NotRequired[int]  # and the other streams' work that can be in front of its block
+    """The scheduler's safety margin."""
+    shortest_deadline_ns: int
+    """Response bound: the binding stream's (least deadline - latency excess)."""
+    latency_excess_ns: int
+    """Response bound: that stream's own latency beyond its cost."""
+    phased_phase_ns: NotRequired[int]
+    """Response bound with release phases (streams of one period that declare phase_ns): the binding stream's phase."""
+    phased_period_ns: NotRequired[int]
+    """Its period."""
+    phased_cost_ns: NotRequired[int]
+    """Its cost."""
+    phased_ahead_ns: NotRequired[int]
+    """The other streams' work that can be in front of its block."""
 
+@type_check_only
 class Admitted(TypedDict):
+    """What ``Scheduler.admit`` did: the totals with the stream included."""
+
     stream_utilisation: float
+    """The stream's reserved share of the device."""
     realtime_total: float
+    """Sum of cost / period over admitted realtime streams."""
     reserved_total: float
+    """Realtime plus reserved throughput share."""
 
+@type_check_only
 class BlockInfo(TypedDict):
-    block: int
-    bytes: int
-    requested: int
-    state: Literal["in_use", "cached"]
+    """One block of the pool (``MemoryPoolPolicy.block_info``)."""
 
+    block: int
+    """Its id."""
+    bytes: int
+    """Its size (its class size)."""
+    requested: int
+    """Bytes its current (or last) user asked for."""
+    state: Literal["in_use", "cached"]
+    """In use, or cached for reuse."""
+
+@type_check_only
 class PoolStats(TypedDict):
+    """Figures of the pool (``MemoryPoolPolicy.stats``)."""
+
     hits: int
+    """Requests served by a cached block."""
     misses: int
+    """Requests that needed a new allocation."""
     evictions: int
+    """Cached blocks evicted (to stay under a budget, or by ``trim``)."""
     bytes_in_use: int
+    """Bytes of the blocks in use (class sizes)."""
     bytes_cached: int
+    """Bytes of the cached blocks."""
     blocks_in_use: int
+    """Blocks in use."""
     blocks_cached: int
+    """Blocks cached."""
     bytes_requested_in_use: int
+    """Bytes the in-use blocks' users asked for (vs ``bytes_in_use``: the rounding waste)."""
     peak_bytes_in_use: int
+    """Most bytes in use at once."""
     peak_bytes_reserved: int
+    """Most bytes in use + cached at once: the most device memory the pool held."""
     cache_budget_bytes: int
+    """Most idle bytes kept cached."""
     device_budget_bytes: int | None
+    """Cap on in-use + cached bytes; None when unlimited."""
     to_free: int
+    """Evicted ids the C side has not taken yet (``pool_take_to_free``)."""
 
 class SchedulerError(RuntimeError):
     """A scheduler call failed (unknown stream or task, duplicate name, blocks out of order...)."""
@@ -147,15 +260,16 @@ class PoolBudgetExceeded(PoolError):
     in_use: int
     budget: int
 
+@final
 class LatencyHistogram:
     """HDR latency histogram in ns: fixed relative precision, exact count/min/max/mean.
 
     Values above ``highest_ns`` are recorded as ``highest_ns`` and counted in ``clamped``.
     """
 
-    def __init__(
-        self, lowest_ns: int = 1, highest_ns: int = 3_600_000_000_000, significant_figures: int = 3
-    ) -> None: ...
+    def __new__(
+        cls, lowest_ns: int = 1, highest_ns: int = 3_600_000_000_000, significant_figures: int = 3
+    ) -> Self: ...
     def record(self, ns: int) -> None: ...
     def record_n(self, ns: int, count: int) -> None: ...
     def record_many(self, values: Iterable[int]) -> None: ...
@@ -213,8 +327,8 @@ class Scheduler:
     block may be launched before the oldest completes; ``complete`` retires the oldest.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         u_max: float = 0.9,
         quantum_ns: int = 250_000,
@@ -223,7 +337,7 @@ class Scheduler:
         clock: Literal["monotonic", "simulated"] = "monotonic",
         start_ns: int = 0,
         max_chunks_in_flight: int = 2,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def config(self) -> SchedulerConfig: ...
     @property
@@ -282,14 +396,14 @@ class Grant:
 class MemoryPoolPolicy:
     """Device memory-pool policy: size classes, reuse, LRU eviction. Tracks ids only."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         cache_budget_bytes: int = 268_435_456,
         device_budget_bytes: int | None = None,
         min_block_bytes: int = 256,
         steps_per_doubling: int = 4,
-    ) -> None: ...
+    ) -> Self: ...
     def class_size(self, size: int) -> int: ...
     def acquire(self, size: int) -> Grant: ...
     def release(self, block: int) -> list[int]: ...
@@ -303,3 +417,6 @@ class MemoryPoolPolicy:
 
 def sched_abi_capsule() -> CapsuleType:
     """The ``gk_sched_abi_v1`` function table, in a capsule named ``pygpukit_dsp_core._sched_abi_v1``."""
+
+def _record_fields() -> dict[str, dict[str, bool]]:
+    """Each record's keys in order, mapped to whether the key is always present (the drift test's reference)."""
