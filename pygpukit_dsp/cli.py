@@ -175,35 +175,56 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_stages(args: argparse.Namespace) -> int:
+    """The catalog: every stage, source and sink type with each parameter's type, default and meaning
+    (nested mappings such as fir's ``design`` list their keys indented below); NAME shows one type
+    (a name that is both a source and a sink type, such as ``file``, shows both)."""
+    from .io import SINKS, SOURCES
     from .stages import STAGES
     from .stages.base import did_you_mean
 
-    names = sorted(STAGES)
+    sections = [("stages", "an entry of 'stages:'", "pygpukit_dsp.stages", STAGES),
+                ("sources", "'source:'", "pygpukit_dsp.io", SOURCES),
+                ("sinks", "'sink:'", "pygpukit_dsp.io", SINKS)]
     if args.name:
-        if args.name not in STAGES:
+        sections = [(title, yaml, module, {args.name: table[args.name]})
+                    for title, yaml, module, table in sections if args.name in table]
+        if not sections:
             from .errors import ConfigError
 
-            raise ConfigError(f"unknown stage type '{args.name}'",
+            names = sorted({*STAGES, *SOURCES, *SINKS})
+            raise ConfigError(f"unknown stage, source or sink type '{args.name}'",
                               hint=did_you_mean(args.name, names) or f"known: {', '.join(names)}")
-        names = [args.name]
-    for name in names:
-        cls = STAGES[name]
-        print(f"{name}: {cls.summary}")
-        for pname, field in cls.Params.model_fields.items():
-            shown = field.alias or pname
-            default = "required" if field.is_required() else f"default {field.get_default()!r}"
-            desc = field.description or ""
-            print(f"    {shown:<18} {_type_name(field.annotation):<22} {default:<22} {desc}")
+    first = True
+    for title, yaml, module, table in sections:
+        if not first:
+            print()
+        first = False
+        print(f"{title} (YAML: the 'type' of {yaml}; Python: {module}.CLASS)")
+        for name in sorted(table):
+            cls = table[name]
+            print(f"\n{name}: {cls.summary} (Python: {module.removeprefix('pygpukit_dsp.')}.{cls.__name__})")
+            for line in _param_rows(cls.Params):
+                print(line)
     return 0
 
 
-def _type_name(ann: Any) -> str:
-    text = getattr(ann, "__name__", None) or repr(ann)
-    text = str(text).replace("typing.", "").replace("numpy.ndarray", "array")
-    text = text.replace("Annotated[ndarray", "array").replace("<class '", "").replace("'>", "")
-    if text.startswith("array"):
-        return "array"
-    return text if len(text) <= 22 else text[:19] + "..."
+def _param_rows(model: Any) -> list[str]:
+    """One row per parameter: name, type, default ('required' / 'not set' / 'default X'), meaning,
+    columns two spaces apart at least; a nested model's keys follow, indented."""
+    from .stages.params_doc import field_docs
+
+    rows: list[tuple[str, str, str, str]] = []
+
+    def walk(docs: list, indent: str) -> None:
+        for d in docs:
+            rows.append((indent + d.name, d.type, d.default, d.description))
+            walk(d.fields, indent + "    ")
+
+    walk(field_docs(model), "")
+    if not rows:
+        return ["    (no parameters)"]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return [f"    {n:<{widths[0]}}  {t:<{widths[1]}}  {d:<{widths[2]}}  {desc}".rstrip() for n, t, d, desc in rows]
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -568,8 +589,9 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("file")
     val.set_defaults(fn=cmd_validate)
 
-    st = sub.add_parser("stages", help="the stage catalog, with parameters and defaults")
-    st.add_argument("name", nargs="?", help="show one stage")
+    st = sub.add_parser("stages", help="the catalog: every stage, source and sink type, with each parameter's "
+                                       "type, default and meaning")
+    st.add_argument("name", nargs="?", help="show one type (a stage, a source or a sink)")
     st.set_defaults(fn=cmd_stages)
 
     dev = sub.add_parser("devices", help="GPUs, CUDA libraries, audio host APIs, and what auto picks")

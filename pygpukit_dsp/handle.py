@@ -141,5 +141,5 @@ class RunHandle:
         self.stop()
 
     def __repr__(self) -> str:
-        names = ", ".join(p.name for p in self.session.pipelines)
-        return f"RunHandle([{names}], {'running' if self.running else 'ended'})"
+        names = [p.name for p in self.session.pipelines]
+        return f"RunHandle(pipelines={names!r}, state={'running' if self.running else 'ended'!r})"

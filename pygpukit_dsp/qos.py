@@ -2,17 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
-from .stages.base import StageParams
+from .errors import ConfigError, ConfigErrors
+from .stages.base import StageParams, pydantic_errors
+from .stages.params_doc import model_signature
 
 DEFAULT_REALTIME_SPIN_US = 200  # the paced wait's spin window of a realtime stream (bench/cadence.py's default)
 
 
-class QoS(StageParams):
-    """``class``: realtime | throughput | best_effort.
+class _CalledWithConfigErrors(type(StageParams)):  # type: ignore[misc]
+    """``QoS(...)`` raises ConfigError(s) naming the field and what it allows, as YAML's ``qos:`` does,
+    instead of pydantic's ValidationError; validation from YAML (``model_validate``) is untouched."""
+
+    def __call__(model, /, *args: Any, **data: Any):  # noqa: N805 ("cls" is a keyword QoS takes)
+        if "cls" in data:  # the spelling qos.cls reads back
+            if "class_" in data or "class" in data:
+                raise ConfigError("QoS: give the class once (class_, cls or 'class'), got two")
+            data["class_"] = data.pop("cls")
+        try:
+            return super().__call__(*args, **data)
+        except ValidationError as exc:
+            errors = pydantic_errors(exc, model, "QoS")
+            raise (errors[0] if len(errors) == 1 else ConfigErrors(errors)) from None
+
+
+class QoS(StageParams, metaclass=_CalledWithConfigErrors):
+    """A stream's latency QoS: ``QoS(class_="realtime", deadline_ms=5)`` in Python, ``qos: {class:
+    realtime, deadline_ms: 5}`` in YAML. ``class_`` is YAML's ``class`` (a Python keyword); ``cls=``
+    is accepted too, and ``QoS(**{"class": ...})``; ``qos.cls`` reads it back. A value that is not
+    allowed raises ConfigError naming the field and what it takes.
+
+    ``class``: realtime | throughput | best_effort.
 
     * realtime: a block must finish within ``deadline_ms`` of its arrival (default:
       one block period, block_size / sample_rate).
@@ -76,3 +99,6 @@ class QoS(StageParams):
 
     def to_config(self) -> dict:
         return self.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude_none=True)
+
+
+QoS.__signature__ = model_signature(QoS)  # type: ignore[misc]  # (*, class_: Literal[...] = 'best_effort', ...)

@@ -64,6 +64,11 @@ class Session:
         self.schedulers: dict[str, "Scheduler"] = {}  # device ("cpu" | "cuda" | "cuda:N") -> its scheduler
         self.dispatch: "Dispatch | None" = None
 
+    def __repr__(self) -> str:
+        names = [p.name for p in self.pipelines]
+        u_max = "" if self.u_max == DEFAULT_U_MAX else f", u_max={self.u_max!r}"
+        return f"Session(pipelines={names!r}, backend={self.backend!r}, device={self.device!r}{u_max})"
+
     @property
     def scheduler(self) -> "Scheduler":
         """The scheduler of this session's streams, when they all run on one device."""

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ..errors import ConfigError
 from ..signal import SignalSpec
-from ..stages.base import StageParams, did_you_mean, params_config, validate_params
+from ..stages.base import StageParams, did_you_mean, params_config, params_repr, validate_params
 
 IoParams = StageParams  # same rules: unknown keys are errors, values frozen
 
@@ -41,6 +41,12 @@ class _Component(abc.ABC):
     # wrote but does not wait for queued output (a sound card's ring) to play out.
     aborting: bool = False
 
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        from ..stages.params_doc import install_constructor_doc
+
+        install_constructor_doc(cls)  # keyword signature and docstring from the Params model
+
     def __init__(self, params: BaseModel | None = None, *, base_dir: str | Path | None = None,
                  **kwargs: Any):
         self.base_dir = Path(base_dir) if base_dir is not None else Path.cwd()
@@ -60,6 +66,9 @@ class _Component(abc.ABC):
         cfg: dict[str, Any] = {"type": self.type}
         cfg.update(params_config(self.params))
         return cfg
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({params_repr(self.params)})"
 
     def close(self) -> None:
         """Release resources; a sink flushes and finalises its output here."""
@@ -85,6 +94,9 @@ class _Component(abc.ABC):
 class Source(_Component):
     kind = "source"
     realtime: bool = False  # True: read() is paced by a clock (sound card, `rate: realtime`)
+    # What a run does with NaN/Inf samples from this source when the pipeline sets no `nonfinite`
+    # (pygpukit_dsp/nonfinite.py): data sources stop at the first (error); live audio zeroes them.
+    nonfinite_default: ClassVar[str] = "error"
 
     @abc.abstractmethod
     def open(self, request: StreamFormat) -> StreamFormat:

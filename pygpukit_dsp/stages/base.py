@@ -109,9 +109,21 @@ class CpuProcessor(Protocol):
 
 
 class Stage(abc.ABC):
+    """A stage of a pipeline: validated parameters, spec propagation, per-backend implementations.
+
+    Every subclass is built with keyword parameters, one per field of its ``Params`` model
+    (``inspect.signature`` and ``help()`` list them), or with one ready ``Params`` instance.
+    """
+
     type: ClassVar[str] = ""
     Params: ClassVar[type[StageParams]] = StageParams
     summary: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        from .params_doc import install_constructor_doc
+
+        install_constructor_doc(cls)  # signature and docstring from the Params model
 
     def __init__(self, params: StageParams | None = None, *, name: str | None = None,
                  base_dir: str | Path | None = None, **kwargs: Any):
@@ -165,7 +177,7 @@ class Stage(abc.ABC):
         return cfg
 
     def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v!r}" for k, v in self.to_config().items() if k not in ("type", "name"))
+        params = params_repr(self.params)
         return f"{type(self).__name__}(name={self.name!r}{', ' if params else ''}{params})"
 
 
@@ -202,6 +214,29 @@ def params_config(params: BaseModel) -> dict[str, Any]:
     return out
 
 
+def _shown_value(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        if value.size <= 8:
+            return repr(_array_to_yaml(value))
+        return f"array(shape={value.shape}, dtype={value.dtype})"  # a long array is not read in a repr
+    if isinstance(value, BaseModel):
+        return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in params_config(value).items()) + "}"
+    if callable(value):
+        return f"<function {getattr(value, '__qualname__', type(value).__name__)}>"
+    return repr(value)
+
+
+def params_repr(params: BaseModel) -> str:
+    """``key=value`` for each non-default parameter, as the constructor takes them (a repr's body)."""
+    parts = []
+    for name, field in type(params).model_fields.items():
+        value = getattr(params, name)
+        if value is None or _is_default(value, field.get_default(call_default_factory=True)):
+            continue
+        parts.append(f"{name}={_shown_value(value)}")
+    return ", ".join(parts)
+
+
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
     """A 'did you mean ...?' hint for a misspelt name, or None."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
@@ -215,6 +250,7 @@ def _loc_text(loc: tuple) -> str:
 def pydantic_errors(exc: ValidationError, model: type[BaseModel], what: str) -> list[ConfigError]:
     """Turn a pydantic ValidationError into ConfigErrors carrying the key path of each problem."""
     out: list[ConfigError] = []
+    unions: dict[tuple, list[str]] = {}
     for err in exc.errors(include_url=False):
         loc = tuple(err.get("loc", ()))
         kind = err.get("type", "")
@@ -229,8 +265,38 @@ def pydantic_errors(exc: ValidationError, model: type[BaseModel], what: str) -> 
         else:
             msg = err.get("msg", "invalid value")
             msg = msg.removeprefix("Value error, ")
+            n = _field_prefix(model, loc)
+            if n < len(loc):  # one error per branch of a union ('cpu.constrained-int', "cpu.literal['auto']")
+                key = loc[:n]
+                if out and out[-1].path == key and key in unions:
+                    unions[key].append(msg)
+                    first, *rest = unions[key]
+                    joined = first + "".join(f"; or {m.removeprefix('Input should be ')}" for m in rest)
+                    out[-1] = ConfigError(f"{what}: {_loc_text(key)}: {joined}", path=key)
+                    continue
+                unions[key] = [msg]
+                loc = key
             out.append(ConfigError(f"{what}: {_loc_text(loc)}: {msg}", path=loc))
     return out
+
+
+def _field_prefix(model: type[BaseModel], loc: tuple) -> int:
+    """How much of a pydantic error location names fields and list items; what follows is the
+    branch of a union that pydantic tried (``constrained-int``, ``literal['auto']``)."""
+    current: Any = model
+    for i, key in enumerate(loc):
+        if isinstance(key, int):
+            continue
+        fields = getattr(current, "model_fields", None)
+        if fields is None:
+            return i
+        field = fields.get(key) or next((f for f in fields.values() if f.alias == key), None)
+        if field is None:
+            return i
+        ann = field.annotation
+        current = next((c for c in (ann, *getattr(ann, "__args__", ()))
+                        if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    return len(loc)
 
 
 def _fields_at(model: type[BaseModel], loc: tuple) -> list[str]:
