@@ -90,3 +90,25 @@ def test_db_param_rules():
 
 def test_no_params_allowed():
     assert "unknown parameter" in str(config_error(Power, gain=2))
+
+
+def test_fft_then_db_is_the_level_stages_md_describes():
+    """docs/stages.md: db of complex input uses |x|^2 (kind power) or |x| (kind amplitude), so fft -> db
+    equals fft -> power -> db and fft -> magnitude -> db (kind amplitude); it is no error."""
+    from pathlib import Path
+
+    from pygpukit_dsp import Pipeline
+    from pygpukit_dsp.stages import Fft
+
+    x = np.random.default_rng(5).standard_normal((1, 1024)).astype(np.float32)
+
+    def run(*chain):
+        return Pipeline([Fft(n=256), *chain], sample_rate=1000, channels=1, block_size=256).process(x, backend="cpu")
+
+    direct = run(Db())
+    np.testing.assert_array_equal(direct, run(Power(), Db()))
+    np.testing.assert_allclose(run(Db(kind="amplitude")), run(Magnitude(), Db(kind="amplitude")), atol=1e-4)
+    section = (Path(__file__).resolve().parents[2] / "docs" / "stages.md").read_text().split("## db\n")[1]
+    section = section.split("\n## ")[0]
+    assert "complex input is an error" not in section
+    assert "`kind: power` uses `|x|²`, `kind: amplitude` uses `|x|`" in " ".join(section.split())
