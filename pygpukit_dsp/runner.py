@@ -270,6 +270,9 @@ class StreamRunner:
             set_pacer_spin(self.source, pipeline.qos.spin_window_us())
             self.chain = pipeline.specs(fmt)
             if self.sink is not None:
+                from .io._common import check_sink_not_source
+
+                check_sink_not_source(self.sink, self.source)  # before the sink creates its file
                 self.sink.open(self.chain.output)
             from .backends import open_backend
 
@@ -447,7 +450,12 @@ class StreamRunner:
                 self._report_to_sink("fault", f"{type(crash).__name__}: {crash}", n_blocks, samples_in, samples_out)
             else:
                 self._report_to_sink(ended_by, fault, n_blocks, samples_in, samples_out)
-            self._close()  # a second Ctrl-C during the drain in here cuts it short
+            try:
+                self._close()  # a second Ctrl-C during the drain in here cuts it short
+            except StreamFault as exc:  # still a summary, with what closing said in its fault
+                fault = exc if fault is None else StreamFault(f"{fault}; then {exc}", part=fault.part,
+                                                              block=fault.block)
+                ended_by = "fault"
             if getattr(stop, "abort", False):
                 ended_by += " (aborted)"
         summary = RunSummary(
@@ -522,7 +530,8 @@ class StreamRunner:
             try:
                 thing.close()
             except Exception as exc:  # keep closing the rest, then report
-                errors.append(f"{type(thing).__name__}: {exc}")
+                name = f"engine ({thing.choice.name})" if thing is self.engine else thing.describe()
+                errors.append(f"{name}: {exc}")
         if errors and not quiet:
             raise StreamFault("while closing: " + "; ".join(errors))
 

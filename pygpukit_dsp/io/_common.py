@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -170,8 +171,8 @@ def not_open(what: str, action: str) -> StreamFault:
 
 
 PARTIAL_SUFFIX = ".partial"
-"""A sink writes ``NAME.partial`` and renames it to ``NAME`` once finalised, so a file under its
-own name is always complete: a crash (SIGKILL, power loss) leaves only the ``.partial``."""
+"""A sink writes ``NAME.partial`` and renames it to ``NAME`` only once the file is valid, so a file
+under its own name is always complete: a crash (SIGKILL, power loss) leaves only the ``.partial``."""
 
 
 def partial_path(path: Path) -> Path:
@@ -187,7 +188,7 @@ def commit_partial(partial: Path, path: Path) -> None:
                           f"{partial}") from exc
 
 
-def write_failure(path: Path, exc: BaseException, nbytes: int) -> str:
+def write_failure(path: Path, exc: BaseException | str, nbytes: int) -> str:
     """What a failed write means, with the free space when the disk is the likely cause."""
     text = str(exc).strip() or type(exc).__name__
     try:
@@ -197,3 +198,179 @@ def write_failure(path: Path, exc: BaseException, nbytes: int) -> str:
     if free < nbytes:
         return f"{text} (no space left on the device: {free} bytes free in {path.parent})"
     return text
+
+
+# ------------------------------------------------------------------ sink paths
+
+_WRITABLE_HINT = "choose a writable folder"
+
+
+def sink_path_error(what: str, target: Path, reason: str, hint: str, *, where: str | None) -> ConfigError:
+    """The one phrasing of every sink path problem: ``WHAT: cannot write to TARGET: REASON (HINT)``."""
+    return ConfigError(f"{what}: cannot write to {target}: {reason}", where=where, path=("path",), hint=hint)
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """``folder`` or the closest folder above it that exists (a dangling link counts as existing)."""
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _unwritable_folder(folder: Path) -> str:
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return "the folder is read-only" if read_only else \
+        "the folder is not writable (its permissions or attributes forbid it)"
+
+
+def check_sink_path(path: Path, what: str, *, where: str | None) -> None:
+    """Refuse, before anything is written, an output path that cannot become a file: a folder (also
+    ``NAME.partial``), a folder on the way that is a file, a folder that is read-only or not
+    writable, a file that exists and may not be replaced. A ConfigError at the sink (``where``)."""
+    for p in (path, partial_path(path)):
+        if p.is_dir():
+            raise sink_path_error(what, p, "it is a folder", "give the path of a file, not of a folder",
+                                  where=where)
+    folder = _nearest_existing(path.parent)
+    if not folder.is_dir():
+        raise sink_path_error(what, path, f"{folder} is a file, not a folder",
+                              "choose another folder, or move that file away", where=where)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise sink_path_error(what, folder, _unwritable_folder(folder), _WRITABLE_HINT, where=where)
+    for p in (path, partial_path(path)):
+        if p.exists() and not os.access(p, os.W_OK):
+            raise sink_path_error(what, p, "the file exists and may not be replaced (read-only or immutable)",
+                                  "remove it or choose another name", where=where)
+
+
+def _os_error(exc: OSError, what: str, path: Path, *, where: str | None) -> ConfigError:
+    """What creating ``path`` (or a folder above it) failed on, in :func:`sink_path_error`'s words."""
+    folder = _nearest_existing(path.parent)
+    code = exc.errno
+    if code == errno.EROFS:
+        return sink_path_error(what, folder, "the folder is read-only", _WRITABLE_HINT, where=where)
+    if code in (errno.EACCES, errno.EPERM):
+        return sink_path_error(what, folder, _unwritable_folder(folder), _WRITABLE_HINT, where=where)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return sink_path_error(what, folder, "the disk is full", "free some space or choose another disk",
+                               where=where)
+    if code == errno.ENOTDIR:
+        return sink_path_error(what, path, "a folder on the way is a file", "choose another folder", where=where)
+    if code == errno.EISDIR:
+        return sink_path_error(what, path, "it is a folder", "give the path of a file, not of a folder",
+                               where=where)
+    if code == errno.ENAMETOOLONG:
+        return sink_path_error(what, path, "the name is too long", "choose a shorter name", where=where)
+    return sink_path_error(what, path, exc.strerror or str(exc), "choose another path", where=where)
+
+
+class PartialFile:
+    """The file a sink writes: created as ``NAME.partial`` by :meth:`create` (which checks the path,
+    so every sink refuses a bad one in the same words, before the first block), renamed to ``NAME``
+    by :meth:`commit` once it is valid, removed with the folders it created by :meth:`discard`
+    when nothing was written."""
+
+    def __init__(self, path: Path, what: str, *, where: str | None):
+        self.path, self.partial = Path(path), partial_path(Path(path))
+        self.what, self.where = what, where
+        self._made: list[Path] = []  # folders create() made, deepest last
+
+    def check(self) -> None:
+        check_sink_path(self.path, self.what, where=self.where)
+
+    def create(self) -> Any:
+        """Check the path, make the folders, open ``NAME.partial`` unbuffered (a ``FileIO``; write
+        it with :func:`write_all`, so that a failed write leaves no bytes behind in a buffer)."""
+        self.check()
+        missing = []
+        folder = self.path.parent
+        while not os.path.lexists(folder):
+            missing.append(folder)
+            folder = folder.parent
+        try:
+            for f in reversed(missing):
+                f.mkdir()
+                self._made.append(f)
+            return open(self.partial, "wb", buffering=0)
+        except OSError as exc:
+            self.discard()
+            raise _os_error(exc, self.what, self.path, where=self.where) from None
+
+    def commit(self) -> None:
+        commit_partial(self.partial, self.path)
+        self._made = []
+
+    def discard(self) -> None:
+        """Remove ``NAME.partial`` and the (still empty) folders :meth:`create` made."""
+        try:
+            self.partial.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StreamFault(f"removing {self.partial} failed: {exc}") from exc
+        for folder in reversed(self._made):
+            try:
+                folder.rmdir()
+            except OSError:  # something else was put there meanwhile: keep it
+                break
+        self._made = []
+
+
+def write_all(f: Any, data: bytes) -> None:
+    """All of ``data`` to the unbuffered file ``f`` (a write may take fewer bytes than given)."""
+    view = memoryview(data)
+    while view.nbytes:
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.EIO, "the file took no bytes")
+        view = view[n:]
+
+
+def cut_to(f: Any, nbytes: int) -> bool:
+    """Cut the unbuffered file ``f`` back to ``nbytes`` (the last whole block after a failed write);
+    True when it then holds exactly that."""
+    try:
+        f.truncate(nbytes)
+        f.seek(nbytes)
+        return os.fstat(f.fileno()).st_size == nbytes
+    except OSError:
+        return False
+
+
+def component_files(component: Any, method: str) -> list[Path]:
+    """The files a source reads (``method="input_files"``) or a sink writes (``"output_files"``),
+    following a source that wraps another (``.inner``)."""
+    out: list[Path] = []
+    seen: set[int] = set()
+    while component is not None and id(component) not in seen:
+        seen.add(id(component))
+        fn = getattr(component, method, None)
+        if callable(fn):
+            out.extend(Path(p) for p in fn())
+        component = getattr(component, "inner", None)
+    return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)  # hard links and links to it too
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_sink_not_source(sink: Any, source: Any) -> None:
+    """Refuse a sink that would write the file its source reads (its own name or ``NAME.partial``):
+    the run would replace its input. A ConfigError at the sink, before it is opened."""
+    inputs = component_files(source, "input_files")
+    if not inputs:
+        return
+    what = f"{sink.type} sink '{getattr(sink.params, 'path', '')}'"
+    for out in component_files(sink, "output_files"):
+        for target in (out, partial_path(out)):
+            for src in inputs:
+                if _same_file(target, src):
+                    also = "" if os.path.abspath(src) == os.path.abspath(target) else f" ({src})"
+                    raise sink_path_error(what, target, f"it is the file the source reads{also}",
+                                          "write to another path: the run would replace its input",
+                                          where=sink.where)

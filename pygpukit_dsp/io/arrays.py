@@ -8,12 +8,12 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
 from ..stages.base import _array_to_yaml, _to_number_array
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
-from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, commit_partial, mismatch, not_open,
-                      partial_path)
+from ._common import (Counters, ExistingFile, Pacer, PartialFile, PathStr, Rate, check_block, mismatch, not_open,
+                      write_failure)
 
 
 def _as_signal_array(v: Any) -> np.ndarray:
@@ -71,6 +71,9 @@ class NumpySource(Counters, Source):
         self.realtime = self.params.rate == "realtime"
         self._data: np.ndarray | None = None
         self._init_counters()
+
+    def input_files(self) -> list[Path]:
+        return [] if self.params.path is None else [self.resolve_path(self.params.path)]
 
     def open(self, request: StreamFormat) -> StreamFormat:
         p = self.params
@@ -143,7 +146,12 @@ class NumpySinkParams(IoParams):
 
 @register_sink
 class NumpySink(Counters, Sink):
-    """Collects every output block; :meth:`result` concatenates them along the streaming axis."""
+    """Collects every output block; :meth:`result` concatenates them along the streaming axis.
+
+    With ``path``: ``NAME.partial`` is created when opened (so a path that cannot be written is an
+    error before the first block), the blocks are saved into it at close and it is renamed; a run
+    that collected nothing leaves no file, and a save that fails keeps ``NAME.partial``.
+    """
 
     type = "numpy"
     Params = NumpySinkParams
@@ -154,9 +162,16 @@ class NumpySink(Counters, Sink):
         self._spec: SignalSpec | None = None
         self._blocks: list[np.ndarray] = []
         self._saved = False
+        self._out: PartialFile | None = None
         self._init_counters()
 
+    def output_files(self) -> list[Path]:
+        return [] if self.full_path is None else [self.full_path]
+
     def open(self, spec: SignalSpec) -> None:
+        if self.full_path is not None:
+            self._out = PartialFile(self.full_path, f"numpy sink '{self.params.path}'", where=self.where)
+            self._out.create().close()
         self._spec, self._blocks, self._saved = spec, [], False
 
     def write(self, block: np.ndarray) -> None:
@@ -183,12 +198,18 @@ class NumpySink(Counters, Sink):
         return None if self.params.path is None else self.resolve_path(self.params.path)
 
     def close(self) -> None:
-        if self.params.path is None or self._saved or self._spec is None:
+        if self._out is None or self._saved or self._spec is None:
             return
-        path = self.full_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = partial_path(path)
-        with open(partial, "wb") as f:  # np.save(name) would append ".npy" to other names
-            np.save(f, self.result())
-        commit_partial(partial, path)
         self._saved = True
+        out = self._out
+        data = self.result()
+        if data.shape[1] == 0:
+            out.discard()
+            return
+        try:
+            with open(out.partial, "wb") as f:  # np.save(name) would append ".npy" to other names
+                np.save(f, data)
+        except OSError as exc:
+            raise StreamFault(f"writing {out.partial} failed: {write_failure(out.path, exc, data.nbytes)}; the "
+                              f"incomplete file keeps the name {out.partial.name}") from exc
+        out.commit()

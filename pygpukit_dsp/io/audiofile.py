@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -13,8 +14,8 @@ from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
 from ..stages.base import did_you_mean
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
-from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, commit_partial, mismatch,
-                      need_time_domain, not_open, partial_path, write_failure)
+from ._common import (Counters, ExistingFile, Pacer, PartialFile, PathStr, Rate, check_block, mismatch,
+                      need_time_domain, not_open, write_failure)
 
 _DEFAULT_SUBTYPES = {"WAV": "FLOAT", "FLAC": "PCM_24"}
 
@@ -27,6 +28,9 @@ def _sf_error(exc: Exception) -> str:
 _EXACT_LENGTH = ("WAV", "WAVEX", "W64", "RF64", "AIFF", "CAF", "AU", "FLAC")
 _SAMPLE_BYTES = {"PCM_S8": 1, "PCM_U8": 1, "ULAW": 1, "ALAW": 1, "PCM_16": 2, "PCM_24": 3, "PCM_32": 4,
                  "FLOAT": 4, "DOUBLE": 8}
+# Containers whose header libsndfile rewrites in place at close: after a failed write, cut back to the
+# last whole block, they are still finalised to exactly the blocks written (and read back to check).
+_REWRITABLE = ("WAV", "WAVEX", "W64", "RF64", "AIFF", "CAF", "AU")
 _DATA_SIZE = re.compile(r"^\s*data\s*:\s*(\d+)", re.M)  # WAV/W64: bytes of audio the header announces
 _AIFF_FRAMES = re.compile(r"^\s*Frames\s*:\s*(\d+)", re.M)  # AIFF's COMM chunk
 
@@ -71,6 +75,9 @@ class AudioFileSource(Counters, Source):
     @property
     def full_path(self) -> Path:
         return self.resolve_path(self.params.path)
+
+    def input_files(self) -> list[Path]:
+        return [self.full_path]
 
     def open(self, request: StreamFormat) -> StreamFormat:
         self.close()  # opening again starts from the beginning
@@ -159,8 +166,10 @@ class AudioFileSink(Counters, Sink):
     """Writes a real float32 time-domain signal to an audio file; ``close()`` finalises the header.
 
     The file is written as ``NAME.partial`` and renamed to ``NAME`` when it is finalised (also when
-    the run was stopped or failed: it then holds every block before that). A block whose write
-    fails (a full disk) is cut off again, so the file ends at the last whole block.
+    the run was stopped or failed elsewhere: it then holds every block before that). A block whose
+    write fails (a full disk) is cut off again where the header can be rewritten (WAV, AIFF...): the
+    file is finalised with the whole blocks before it and read back to check; any other format
+    (FLAC, OGG...) keeps ``NAME.partial``. A run that wrote nothing leaves no file.
     """
 
     type = "file"
@@ -173,6 +182,7 @@ class AudioFileSink(Counters, Sink):
         self.format, self.subtype = self._choose_format()
         self._file: sf.SoundFile | None = None
         self._spec: SignalSpec | None = None
+        self._out: PartialFile | None = None
         self._init_counters()
 
     def _choose_format(self) -> tuple[str, str]:
@@ -198,6 +208,9 @@ class AudioFileSink(Counters, Sink):
     def full_path(self) -> Path:
         return self.resolve_path(self.params.path)
 
+    def output_files(self) -> list[Path]:
+        return [self.full_path]
+
     def open(self, spec: SignalSpec) -> None:
         self.close()
         what = f"file sink '{self.params.path}'"
@@ -205,16 +218,18 @@ class AudioFileSink(Counters, Sink):
         if float(spec.sample_rate) != int(spec.sample_rate):
             raise ConfigError(f"{what}: audio files need an integer sample rate, got {spec.sample_rate:g}",
                               where=self.where, hint="resample to an integer rate before the sink")
-        path = self.full_path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        out = PartialFile(self.full_path, what, where=self.where)
+        out.create().close()  # the path checked, NAME.partial there, before the first block
         try:
-            self._file = sf.SoundFile(str(partial_path(path)), "w", samplerate=int(spec.sample_rate),
+            self._file = sf.SoundFile(str(out.partial), "w", samplerate=int(spec.sample_rate),
                                       channels=spec.channels, subtype=self.subtype, format=self.format)
         except Exception as exc:
+            out.discard()
             raise ConfigError(f"{what}: cannot write a {self.format}/{self.subtype} file with "
                               f"{spec.channels} channels at {spec.sample_rate:g} Hz: {_sf_error(exc)}",
                               where=self.where) from None
-        self._spec = spec
+        self._out, self._spec = out, spec
+        self._frames = self._blocks = 0  # written since open
         self._clip_check = self.subtype.startswith(("PCM", "ULAW", "ALAW", "DPCM", "DWVW"))
 
     def write(self, block: np.ndarray) -> None:
@@ -226,21 +241,81 @@ class AudioFileSink(Counters, Sink):
         try:
             self._file.write(np.ascontiguousarray(block.T, dtype=np.float32))
         except Exception as exc:
-            try:  # drop what part of the block got out, so the file ends at a whole block
-                self._file.truncate(self._counts["samples"])
-            except Exception:
-                pass
-            detail = write_failure(self.full_path, exc, block.size * 4)
-            raise StreamFault(f"writing {partial_path(self.full_path)} failed: {detail}") from exc
+            detail = _sf_error(exc)
+            detail = write_failure(self.full_path, "the write failed" if detail == "System error." else exc,
+                                   block.size * 4)
+            raise StreamFault(f"writing {self._out.partial} failed: {detail}; {self._finish_after_fault()}") from exc
         self._counts["samples"] += block.shape[1]
+        self._frames += block.shape[1]
+        self._blocks += 1
+
+    def _finish_after_fault(self) -> str:
+        """After a failed write: drop what part of the block got out and finalise the file with the
+        whole blocks before it where the header can be rewritten (libsndfile cannot be trusted to
+        finalise a FLAC or OGG stream whose write failed: that keeps its .partial name). Says what
+        became of the file, for the fault's message."""
+        f, self._file = self._file, None
+        out = self._out
+        keeps = f"the incomplete file keeps the name {out.partial.name}"
+        cut = self.format in _REWRITABLE and self._frames > 0 and _truncated(f, self._frames)
+        if not cut:
+            _close_quietly(f)  # nothing to keep, or a file that keeps its .partial name anyway
+            if self._frames == 0:
+                out.discard()
+                return "nothing had been written, so no file is left"
+            return keeps
+        try:
+            f.close()  # writes the final header
+            self._read_back(out.partial)
+            out.commit()
+        except Exception as exc:
+            return f"finalising it failed too ({exc})" + ("" if out.partial.name in str(exc) else f"; {keeps}")
+        return f"{out.path.name} holds the {self._blocks} whole blocks written before it ({self._frames} frames)"
 
     def close(self) -> None:
-        if self._file is not None:
-            f, self._file = self._file, None
-            partial = partial_path(self.full_path)
-            try:
-                f.close()  # writes the final header
-            except Exception as exc:
-                raise StreamFault(f"finalising {partial} failed: {_sf_error(exc)}; the incomplete file "
-                                  "keeps that name") from exc
-            commit_partial(partial, self.full_path)
+        if self._file is None:
+            return
+        f, self._file = self._file, None
+        out = self._out
+        if self._frames == 0:
+            _close_quietly(f)  # nothing was written: nothing to keep
+            out.discard()
+            return
+        try:
+            f.close()  # writes the final header
+        except Exception as exc:
+            raise StreamFault(f"finalising {out.partial} failed: {_sf_error(exc)}; the incomplete file "
+                              f"keeps the name {out.partial.name}") from exc
+        self._read_back(out.partial)
+        out.commit()
+
+    def _read_back(self, partial: Path) -> None:
+        """A container that knows its length must hold every frame written, to its last one."""
+        if self.format not in _EXACT_LENGTH:
+            return
+        try:
+            with sf.SoundFile(str(partial)) as f:
+                frames = f.frames
+                if frames == self._frames:  # and its last frames decode (a FLAC cut inside them does not)
+                    start = max(0, frames - 1024)
+                    f.seek(start)
+                    frames = start + len(f.read(frames - start, dtype="float32"))
+        except Exception as exc:
+            raise StreamFault(f"finalising {partial}: it cannot be read back ({_sf_error(exc)}); the incomplete "
+                              f"file keeps the name {partial.name}") from exc
+        if frames != self._frames:
+            raise StreamFault(f"finalising {partial}: it holds {frames} frames, not the {self._frames} written; "
+                              f"the incomplete file keeps the name {partial.name}")
+
+
+def _truncated(f: sf.SoundFile, frames: int) -> bool:
+    try:
+        f.truncate(frames)
+    except Exception:  # LibsndfileError (a FLAC stream cannot seek), RuntimeError
+        return False
+    return True
+
+
+def _close_quietly(f: sf.SoundFile) -> None:
+    with contextlib.suppress(Exception):
+        f.close()

@@ -17,8 +17,8 @@ from pydantic import Field
 from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
-from ._common import (Counters, ExistingFile, Pacer, PathStr, Rate, check_block, commit_partial, mismatch,
-                      need_time_domain, not_open, partial_path, write_failure)
+from ._common import (Counters, ExistingFile, Pacer, PartialFile, PathStr, Rate, check_block, cut_to, mismatch,
+                      need_time_domain, not_open, write_all, write_failure)
 
 IqFormat = Literal["cf32", "cs16"]
 _BYTES_PER_SAMPLE = {"cf32": 8, "cs16": 4}
@@ -50,6 +50,9 @@ class RawIqSource(Counters, Source):
     @property
     def full_path(self) -> Path:
         return self.resolve_path(self.params.path)
+
+    def input_files(self) -> list[Path]:
+        return [self.full_path]
 
     def open(self, request: StreamFormat) -> StreamFormat:
         p = self.params
@@ -146,8 +149,9 @@ class RawIqSinkParams(IoParams):
 class RawIqSink(Counters, Sink):
     """Writes complex64 time-domain blocks as interleaved IQ; cs16 values are rounded and clipped.
 
-    Written as ``NAME.partial`` and renamed when closed; a failed write is cut back to the last
-    whole block.
+    Written as ``NAME.partial`` and renamed when closed. A failed write (a full disk) is cut back to
+    the last whole block: the byte stream then holds exactly the blocks written and is renamed too;
+    where the cut fails it keeps ``NAME.partial``. A run that wrote nothing leaves no file.
     """
 
     type = "rawiq"
@@ -159,20 +163,24 @@ class RawIqSink(Counters, Sink):
         super().__init__(params, **kwargs)
         self._file = None
         self._spec: SignalSpec | None = None
+        self._out: PartialFile | None = None
         self._init_counters()
 
     @property
     def full_path(self) -> Path:
         return self.resolve_path(self.params.path)
 
+    def output_files(self) -> list[Path]:
+        return [self.full_path]
+
     def open(self, spec: SignalSpec) -> None:
-        need_time_domain(spec, f"rawiq sink '{self.params.path}'", dtype="complex64", where=self.where)
+        what = f"rawiq sink '{self.params.path}'"
+        need_time_domain(spec, what, dtype="complex64", where=self.where)
         self.close()
-        path = self.full_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(partial_path(path), "wb")
+        self._out = PartialFile(self.full_path, what, where=self.where)
+        self._file = self._out.create()
         self._spec = spec
-        self._bytes = 0
+        self._bytes = self._blocks = 0
 
     def write(self, block: np.ndarray) -> None:
         if self._file is None:
@@ -189,24 +197,47 @@ class RawIqSink(Counters, Sink):
             data = np.clip(iq, -32768, 32767).astype("<i2")
         raw = data.tobytes()
         try:
-            self._file.write(raw)
-            self._file.flush()  # a full disk shows here, at this block, not at close
+            write_all(self._file, raw)  # unbuffered: a full disk shows here, at this block, not at close
         except OSError as exc:
-            try:  # drop what part of the block got out, so the file ends at a whole block
-                self._file.seek(self._bytes)
-                self._file.truncate(self._bytes)
-            except OSError:
-                pass
-            raise StreamFault(f"writing {partial_path(self.full_path)} failed: "
-                              f"{write_failure(self.full_path, exc, len(raw))}") from exc
+            raise StreamFault(f"writing {self._out.partial} failed: {write_failure(self.full_path, exc, len(raw))}; "
+                              f"{self._finish_after_fault()}") from exc
         self._bytes += len(raw)
+        self._blocks += 1
         self._counts["samples"] += block.shape[1]
 
     def close(self) -> None:
-        if self._file is not None:
-            f, self._file = self._file, None
-            try:
-                f.close()
-            except OSError as exc:
-                raise StreamFault(f"finalising {partial_path(self.full_path)} failed: {exc}") from exc
-            commit_partial(partial_path(self.full_path), self.full_path)
+        if self._file is None:
+            return
+        f, self._file = self._file, None
+        out = self._out
+        try:
+            f.close()
+        except OSError as exc:
+            raise StreamFault(f"finalising {out.partial} failed: {exc}; the incomplete file keeps the name "
+                              f"{out.partial.name}") from exc
+        if self._bytes == 0:
+            out.discard()
+        else:
+            out.commit()
+
+    def _finish_after_fault(self) -> str:
+        """After a failed write: cut the byte stream back to the whole blocks before it and give it its
+        name (it then holds exactly those); where the cut fails it keeps its .partial name. Says what
+        became of the file, for the fault's message."""
+        f, self._file = self._file, None
+        out = self._out
+        cut = cut_to(f, self._bytes)
+        try:
+            f.close()
+        except OSError:
+            cut = False
+        if self._bytes == 0:
+            out.discard()
+            return "nothing had been written, so no file is left"
+        if not cut:
+            return f"the incomplete file keeps the name {out.partial.name}"
+        try:
+            out.commit()
+        except StreamFault as exc:
+            return str(exc)
+        return f"{out.path.name} holds the {self._blocks} whole blocks written before it ({self._bytes} bytes)"

@@ -7,7 +7,9 @@ channels and captures, validated by the sigmf package's schema first. The sink w
 that the sigmf validator accepts: the data as it streams (``NAME.sigmf-data.partial``), then at
 the end the metadata with the SHA-512 of the data, one capture, and annotations of the run (the
 backend and why, the stages, how it ended, and one annotation where the source lost samples),
-and both files renamed to their own names, the metadata last.
+and both files renamed to their own names, the metadata last. A run that wrote no sample leaves
+no recording; after a failed write (a full disk) the data is cut back to the last whole block and
+the recording finalised with exactly those blocks, where the cut and the metadata succeed.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo
 
 from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
-from ._common import (Counters, Pacer, Rate, _base_dir, _path_to_str, _resolve, check_block, commit_partial,
-                      mismatch, need_time_domain, not_open, partial_path, write_failure)
+from ._common import (Counters, Pacer, PartialFile, Rate, _base_dir, _path_to_str, _resolve, check_block, cut_to,
+                      mismatch, need_time_domain, not_open, write_all, write_failure)
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
 
 INSTALL_HINT = "install it with: pip install 'pygpukit-dsp[sigmf]'"
@@ -168,6 +170,10 @@ class SigmfSource(Counters, Source):
 
     def describe(self) -> str:
         return f"source 'sigmf' ({self.params.path})"
+
+    def input_files(self) -> list[Path]:
+        data = getattr(self, "_data", None) or Path(str(self.base) + DATA_EXT)
+        return [Path(str(self.base) + META_EXT), data]
 
     def _meta(self) -> tuple[dict[str, Any], Path]:
         meta_path = Path(str(self.base) + META_EXT)
@@ -371,6 +377,9 @@ class SigmfSink(Counters, Sink):
     def describe(self) -> str:
         return f"sink 'sigmf' ({self.params.path})"
 
+    def output_files(self) -> list[Path]:
+        return [self.data_path, self.meta_path]
+
     def open(self, spec: SignalSpec) -> None:
         what = f"sigmf sink '{self.params.path}'"
         need_time_domain(spec, what, dtype=None, where=self.where)
@@ -382,8 +391,11 @@ class SigmfSink(Counters, Sink):
                                                        "'r' for float32")
         self.close()
         self._fmt = _Format(datatype, self._sigmf)
-        self.data_path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(partial_path(self.data_path), "wb")
+        self._meta_out = PartialFile(self.meta_path, what, where=self.where)
+        self._meta_out.check()
+        self._data_out = PartialFile(self.data_path, what, where=self.where)
+        self._file = self._data_out.create()
+        self._cut_failed = False
         self._spec, self._bytes, self._hash = spec, 0, hashlib.sha512()
         self._started: str | None = None
         self._report = None
@@ -397,16 +409,18 @@ class SigmfSink(Counters, Sink):
             self._started = _utc_now()
         raw, clipped = self._fmt.encode(block)
         try:
-            self._file.write(raw)
-            self._file.flush()
+            write_all(self._file, raw)
         except OSError as exc:
-            try:  # back to the last whole block
-                self._file.seek(self._bytes)
-                self._file.truncate(self._bytes)
-            except OSError:
-                pass
-            raise StreamFault(f"writing {partial_path(self.data_path)} failed: "
-                              f"{write_failure(self.data_path, exc, len(raw))}") from exc
+            self._cut_failed = not cut_to(self._file, self._bytes)  # back to the last whole block
+            if self._bytes == 0:
+                fate = "nothing had been written, so no recording is left"
+            elif self._cut_failed:
+                fate = f"the incomplete data keeps the name {self._data_out.partial.name}"
+            else:
+                fate = (f"the data is cut back to the {self._counts['samples']} samples written before it, "
+                        "which the recording holds when it is finalised at the end of the run")
+            raise StreamFault(f"writing {self._data_out.partial} failed: "
+                              f"{write_failure(self.data_path, exc, len(raw))}; {fate}") from exc
         self._hash.update(raw)
         self._bytes += len(raw)
         self._counts["clipped"] += clipped
@@ -482,11 +496,17 @@ class SigmfSink(Counters, Sink):
         if self._file is None:
             return
         f, self._file = self._file, None
-        data_partial, meta_partial = partial_path(self.data_path), partial_path(self.meta_path)
+        data_partial, meta_partial = self._data_out.partial, self._meta_out.partial
+        keeps = f"the incomplete data keeps the name {data_partial.name}"
         try:
             f.close()
         except OSError as exc:
-            raise StreamFault(f"finalising {data_partial} failed: {exc}") from exc
+            raise StreamFault(f"finalising {data_partial} failed: {exc}; {keeps}") from exc
+        if self._bytes == 0:
+            self._data_out.discard()
+            return
+        if self._cut_failed:  # the write's fault said that the data keeps its .partial name
+            return
         meta = self.metadata()
         try:
             self._sigmf.validate.validate(meta)
@@ -498,9 +518,11 @@ class SigmfSink(Counters, Sink):
                 json.dump(meta, m, indent=4)
                 m.write("\n")
         except OSError as exc:
-            raise StreamFault(f"writing {meta_partial} failed: {write_failure(self.meta_path, exc, 65536)}") from exc
-        commit_partial(data_partial, self.data_path)
-        commit_partial(meta_partial, self.meta_path)  # last: a .sigmf-meta under its name is a whole recording
+            meta_partial.unlink(missing_ok=True)  # half a JSON document is of no use
+            raise StreamFault(f"writing {meta_partial} failed: {write_failure(self.meta_path, exc, 65536)}; "
+                              f"{keeps}") from exc
+        self._data_out.commit()
+        self._meta_out.commit()  # last: a .sigmf-meta under its name is a whole recording
 
 
 def _read_at(f: Any, offset: int, nbytes: int) -> bytearray:

@@ -100,3 +100,19 @@ def test_to_config_refuses_huge_arrays_but_writes_small_ones():
         "type": "numpy", "array": [1.0, 2.0], "sample_rate": 2.0}
     with pytest.raises(ConfigError, match="too large to write into YAML"):
         NumpySource(array=np.zeros(70000)).to_config()
+
+
+def test_sink_path_is_taken_when_opened_and_nothing_collected_leaves_no_file(tmp_path):
+    sink = NumpySink(path="d/x.npy", base_dir=tmp_path)
+    sink.open(SignalSpec(10, 1, 2))
+    assert (tmp_path / "d" / "x.npy.partial").exists()  # a path that cannot be written fails here
+    sink.close()
+    assert list(tmp_path.iterdir()) == []
+    assert sink.result().shape == (1, 0)
+
+
+def test_sink_path_problems_are_config_errors_at_open(tmp_path):
+    (tmp_path / "x.npy").mkdir()
+    sink = NumpySink(path="x.npy", base_dir=tmp_path)
+    with pytest.raises(ConfigError, match="cannot write to .*x.npy: it is a folder"):
+        sink.open(SignalSpec(10, 1, 2))

@@ -139,3 +139,56 @@ def test_realtime_rate_paces_reads_at_the_files_rate(tmp_path):
     while m := src.read(10).shape[1]:
         total += m
     assert total == 30 and time.perf_counter() - t0 >= 0.025
+
+
+class _DiskFillsUp:
+    """A SoundFile whose write of block ``at`` gets half of it out, then fails as a full disk does."""
+
+    def __init__(self, f, at: int):
+        self._f, self._at, self._calls = f, at, 0
+
+    def write(self, data):
+        self._calls += 1
+        if self._calls > self._at:
+            self._f.write(data[: len(data) // 2])
+            raise sf.LibsndfileError(2, "")
+        self._f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def _fill_up(path, at: int, blocks: int = 6, bs: int = 256) -> tuple[np.ndarray, StreamFault]:
+    x = signal(2, blocks * bs, seed=4)
+    sink = AudioFileSink(path=str(path))
+    sink.open(SignalSpec(SR, 2, bs))
+    sink._file = _DiskFillsUp(sink._file, at)
+    with pytest.raises(StreamFault) as info:
+        for i in range(0, x.shape[1], bs):
+            sink.write(x[:, i:i + bs])
+    sink.close()
+    return x, info.value
+
+
+def test_a_wav_whose_write_fails_is_finalised_with_exactly_the_whole_blocks_before_it(tmp_path):
+    x, fault = _fill_up(tmp_path / "w.wav", at=3)
+    assert "w.wav holds the 3 whole blocks written before it (768 frames)" in str(fault)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.wav"]
+    y, rate = sf.read(tmp_path / "w.wav", dtype="float32", always_2d=True)
+    np.testing.assert_array_equal(y.T, x[:, :768])
+
+
+def test_a_flac_whose_write_fails_keeps_its_partial_name(tmp_path):
+    _, fault = _fill_up(tmp_path / "f.flac", at=3)
+    assert "the incomplete file keeps the name f.flac.partial" in str(fault)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.flac.partial"]
+
+
+def test_a_first_write_that_fails_and_a_sink_that_wrote_nothing_leave_no_file(tmp_path):
+    _, fault = _fill_up(tmp_path / "new" / "z.wav", at=0)
+    assert "nothing had been written, so no file is left" in str(fault)
+    sink = AudioFileSink(path=str(tmp_path / "a" / "b" / "e.flac"))
+    sink.open(SignalSpec(SR, 1, 64))
+    assert (tmp_path / "a" / "b" / "e.flac.partial").exists()  # the path is taken when opened
+    sink.close()
+    assert list(tmp_path.iterdir()) == []  # neither the files nor the folders made for them

@@ -105,3 +105,45 @@ def test_sink_needs_complex_time_domain(tmp_path):
 def test_unknown_format_is_rejected():
     with pytest.raises(ConfigError, match="format: Input should be 'cf32' or 'cs16'"):
         RawIqSink(path="x.iq", format="cu8")
+
+
+class _DiskFillsUp:
+    """An unbuffered file whose write of block ``at`` takes a few bytes, then fails with ENOSPC."""
+
+    def __init__(self, f, at: int):
+        self._f, self._at, self._calls = f, at, 0
+
+    def write(self, data):
+        self._calls += 1
+        if self._calls > self._at:
+            if self._calls == self._at + 1:
+                return self._f.write(bytes(data[:100]))
+            raise OSError(28, "No space left on device")
+        return self._f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def test_a_failed_write_is_cut_back_to_the_whole_blocks_before_it_and_renamed(tmp_path):
+    from pygpukit_dsp.errors import StreamFault
+
+    x = iq(2, 600)
+    sink = RawIqSink(path=str(tmp_path / "f.cf32"))
+    sink.open(SignalSpec(SR, 2, 100, dtype="complex64"))
+    sink._file = _DiskFillsUp(sink._file, at=4)
+    with pytest.raises(StreamFault, match="f.cf32 holds the 4 whole blocks written before it"):
+        for i in range(0, 600, 100):
+            sink.write(x[:, i:i + 100])
+    sink.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.cf32"]
+    _, y = read(tmp_path / "f.cf32", 1000, request=StreamFormat(sample_rate=SR, channels=2))
+    np.testing.assert_array_equal(y, x[:, :400])
+
+
+def test_a_sink_that_wrote_nothing_leaves_no_file(tmp_path):
+    sink = RawIqSink(path=str(tmp_path / "d" / "n.cs16"), format="cs16")
+    sink.open(SignalSpec(SR, 1, 10, dtype="complex64"))
+    assert (tmp_path / "d" / "n.cs16.partial").exists()
+    sink.close()
+    assert list(tmp_path.iterdir()) == []

@@ -191,3 +191,44 @@ def test_missing_sigmf_is_a_config_error_naming_the_extra(monkeypatch):
         load_text("version: 1\nsample_rate: 1\nsink: {type: sigmf, path: x}\n", "p.yaml")
     assert "p.yaml:3:7: sink 'sigmf': type 'sigmf' needs the sigmf package" in str(info.value)
     assert "pip install 'pygpukit-dsp[sigmf]'" in str(info.value)
+
+
+def test_a_sink_that_wrote_nothing_leaves_no_recording(tmp_path):
+    from pygpukit_dsp.signal import SignalSpec
+
+    sink = SigmfSink(path="d/none", base_dir=tmp_path)
+    sink.open(SignalSpec(48000, 1, 4))
+    assert (tmp_path / "d" / "none.sigmf-data.partial").exists()
+    sink.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_leaves_a_recording_of_exactly_the_blocks_before_it(tmp_path):
+    from pygpukit_dsp.signal import SignalSpec
+
+    class DiskFillsUp:
+        def __init__(self, f):
+            self._f, self._calls = f, 0
+
+        def write(self, data):
+            self._calls += 1
+            if self._calls == 4:
+                return self._f.write(bytes(data[:12]))
+            if self._calls > 4:
+                raise OSError(28, "No space left on device")
+            return self._f.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self._f, name)
+
+    x = (np.arange(6 * 50, dtype=np.float32) / 400).reshape(1, -1).astype(np.complex64)
+    sink = SigmfSink(path="r", base_dir=tmp_path)
+    sink.open(SignalSpec(48000, 1, 50, dtype="complex64"))
+    sink._file = DiskFillsUp(sink._file)
+    with pytest.raises(StreamFault, match="cut back to the 150 samples written before it"):
+        for i in range(0, x.shape[1], 50):
+            sink.write(x[:, i:i + 50])
+    sink.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sigmf-data", "r.sigmf-meta"]
+    rec = validate_with_sigmf(tmp_path / "r")  # the SHA-512 covers exactly the data kept
+    np.testing.assert_array_equal(rec.read_samples(), x[0, :150])
