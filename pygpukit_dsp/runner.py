@@ -18,6 +18,7 @@ import numpy as np
 from .affinity import pinned, resolve_cpu
 from .errors import ConfigError, GkError, StreamFault
 from .io.base import StreamFormat
+from .nonfinite import NonFiniteInput
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
@@ -165,6 +166,9 @@ class RunSummary:
     # what the source saw happen on the way, in order: e.g. a zmq source's lost blocks, each
     # {"sample": samples delivered before it, "dropped_samples", "dropped_blocks", "sequence", "why"}
     events: list[dict[str, Any]] = field(default_factory=list)
+    # NaN/Inf input samples (pygpukit_dsp/nonfinite.py, NonFiniteCount.to_dict): the policy, the
+    # count, and where the first one was (block, sample, channel, time, value); None: not checked
+    nonfinite: dict[str, Any] | None = None
 
     @property
     def samples_per_s(self) -> float:
@@ -204,6 +208,10 @@ class RunSummary:
         issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k not in INFO_COUNTERS})
         if issues:
             lines.append("  " + ", ".join(f"{k} {v}" for k, v in issues.items()))
+        if self.nonfinite and self.nonfinite.get("count"):
+            from .nonfinite import NonFiniteCount
+
+            lines.append("  " + NonFiniteCount(**self.nonfinite).describe())
         if self.audio:
             from .io.portaudio import LiveAudio
 
@@ -252,6 +260,9 @@ class StreamRunner:
         self.cpu = resolve_cpu(pipeline.qos.cpu, pipeline.qos.where_of("cpu") or pipeline.where
                                or f"pipeline '{pipeline.name}'")
         self.source = pipeline.source
+        # NaN/Inf input samples: the pipeline's policy, else the source's default (error for files
+        # and arrays, zero for live audio: pygpukit_dsp/nonfinite.py)
+        self.nonfinite_policy = pipeline.nonfinite or getattr(self.source, "nonfinite_default", "error")
         self.sink = pipeline.sink
         self.engine = None
         self.closing = False
@@ -277,7 +288,8 @@ class StreamRunner:
             from .backends import open_backend
 
             where = gpu if self.device_request == "auto" and gpu is not None else self.device_request
-            self.engine = open_backend(pipeline, self.chain, self.requested_backend, device=where)
+            self.engine = open_backend(pipeline, self.chain, self.requested_backend, device=where,
+                                       nonfinite=self.nonfinite_policy)
         except BaseException:
             self._close(quiet=True)
             raise
@@ -290,7 +302,8 @@ class StreamRunner:
         old, self.engine = self.engine, None
         if old is not None:
             old.close()
-        self.engine = open_backend(self.pipeline, self.chain, self.requested_backend, device=gpu)
+        self.engine = open_backend(self.pipeline, self.chain, self.requested_backend, device=gpu,
+                                   nonfinite=self.nonfinite_policy)
 
     def _read_block(self, bs: int, channels: int, dtype: np.dtype, index: int) -> np.ndarray:
         """Read exactly ``bs`` samples unless the source ends; check what the source delivers."""
@@ -404,6 +417,9 @@ class StreamRunner:
                 t0 = perf_ns()
                 try:
                     out = collect(submit(block, final)) if zero_copy else engine.process(block, final)
+                except NonFiniteInput as exc:  # nonfinite: error
+                    source = self.source.describe()
+                    raise exc.count.error(source, part=source) from None
                 except StreamFault as exc:
                     raise _fault(None, n_blocks, exc, part=f"engine ({self.engine.choice.name})") from exc
                 dt = perf_ns() - t0
@@ -469,6 +485,7 @@ class StreamRunner:
             fault=str(fault) if fault is not None else None,
             output_unit="frames" if self.chain.output.domain == "frames" else "samples",
             audio=_audio_report(self.source, self.sink), events=_events(self.source), cpu=self.cpu,
+            nonfinite=_nonfinite(self.engine),
             **self._placement_and_cost())
         if fault is not None:
             fault.summary = summary  # type: ignore[attr-defined]
@@ -539,6 +556,11 @@ class StreamRunner:
 def _stats(obj: Any) -> dict[str, int]:
     fn = getattr(obj, "stats", None)
     return dict(fn()) if callable(fn) else {}
+
+
+def _nonfinite(engine: Any) -> dict[str, Any] | None:
+    count = getattr(engine, "nonfinite", None)
+    return count.to_dict() if count is not None else None
 
 
 def _events(source: Any) -> list[dict[str, Any]]:
