@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .errors import ConfigError
 
         raise ConfigError("--cluster-cpus applies to a run with --cluster", hint="add --cluster ray")
+    from .errors import GkError
     from .pipeline import Pipeline
     from .session import Session
 
@@ -81,6 +82,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     restore = _stop_on_signals(session, live)
     try:
         summaries = session.run(blocks=args.blocks, duration=args.duration, progress=live)
+    except GkError as exc:  # a fault mid-run still writes its summary, the fault in it
+        summary = getattr(exc, "summary", None)
+        if args.stats_json and summary is not None:
+            _write_json(args.stats_json, summary.to_dict())
+        raise
     finally:
         restore()
         live.clear()
