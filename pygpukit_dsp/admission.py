@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from .devices import device_key, device_of, gpu_of, is_gpu  # noqa: F401  (device keys: devices.py)
 from .errors import AdmissionError, ConfigError
 
 if TYPE_CHECKING:
@@ -206,32 +207,6 @@ def cost_key(runner: "StreamRunner") -> str:
     return json.dumps([device, type(runner.engine).__name__, runner.pipeline.qos.cls, repr(runner.chain.input),
                        stages], sort_keys=True,
                       default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))  # arrays whole
-
-
-def device_key(gpu: int | None) -> str:
-    """A GPU's device key: ``"cuda"`` for GPU 0 (as before multi-GPU sessions), ``"cuda:N"``."""
-    return "cuda" if not gpu else f"cuda:{int(gpu)}"
-
-
-def gpu_of(key: str) -> int | None:
-    """The GPU index of a device key (None for "cpu")."""
-    if key == "cuda":
-        return 0
-    if key.startswith("cuda:"):
-        return int(key[5:])
-    return None
-
-
-def device_of(runner: "StreamRunner") -> str:
-    """The device whose dispatcher runs the runner's blocks: "cpu", "cuda" (GPU 0) or "cuda:N"."""
-    choice = runner.engine.choice
-    if choice.name != "cuda":
-        return choice.name
-    return device_key(getattr(choice, "device", None))
-
-
-def is_gpu(key: str) -> bool:
-    return key == "cuda" or key.startswith("cuda:")
 
 
 @dataclass

@@ -15,13 +15,13 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .cli_format import err as _err
+from .cli_format import qos_lines as _qos_lines
+from .cli_format import write_json as _write_json
+
 
 BENCH_BLOCKS = 2000   # gk-stream bench defaults for a single-pipeline file
 BENCH_WARMUP = 200
-
-
-def _err(msg: str) -> None:
-    print(f"gk-stream: {msg}", file=sys.stderr)
 
 
 class _LiveLine:
@@ -135,23 +135,6 @@ def _stop_on_signals(session: Any, live: _LiveLine) -> Callable[[], None]:
             signal.signal(sig, old)
 
     return restore
-
-
-def _qos_lines(summaries: list) -> str:
-    """One QoS line per stream: class, deadline, p99 and misses from the scheduler's accounting
-    (release to finish on its device's dispatcher); the runner's host figures where none."""
-    width = max(16, *(len(s.pipeline) for s in summaries))
-    lines = ["streams (scheduler accounting: hand-over to finish on each device's dispatcher):"]
-    for s in summaries:
-        sa = s.scheduler
-        if sa is not None:
-            deadline = sa.deadline_us if sa.deadline_us is not None else s.deadline_us
-            p99, misses, where = sa.latency_us.get("p99", 0.0), sa.missed, f"{sa.device}, drops {sa.dropped}"
-        else:
-            deadline, p99, misses, where = s.deadline_us, s.latency_us.get("p99", 0.0), s.deadline_misses, "host"
-        lines.append(f"  {s.pipeline:<{width}} class {s.qos_class:<11} deadline {deadline:9.1f} us  "
-                     f"p99 {p99:9.1f} us  misses {misses}  ({where})")
-    return "\n".join(lines)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -487,12 +470,6 @@ def _select(pipelines: list, name: str | None) -> list:
         raise ConfigError(f"no pipeline named '{name}'",
                           hint=did_you_mean(name, names) or f"pipelines: {', '.join(names)}")
     return chosen
-
-
-def _write_json(path: str, data: Any) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:

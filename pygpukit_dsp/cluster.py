@@ -42,7 +42,7 @@ from typing import Any
 
 from .errors import ConfigError, GkError, StreamFault
 from .io import endpoints
-from .runner import RunSummary, SchedulerAccounting
+from .summary import RunSummary, SchedulerAccounting
 
 DEFAULT_CPUS = 0.5
 PLACE_TIMEOUT_S = 120.0   # an actor Ray cannot place (or that does not open) within this is an error
@@ -437,7 +437,7 @@ def _get(ray: Any, ref: Any, timeout: float, name: str, ask: tuple, resources: d
 
 def cmd_run_cluster(args: Any) -> int:
     """``gk-stream run FILE --cluster TARGET``: the report, and the exit code of the worst pipeline."""
-    from .cli import _err, _qos_lines, _write_json
+    from .cli_format import err, qos_lines, write_json
 
     def say(line: str) -> None:
         if not args.quiet:
@@ -450,19 +450,19 @@ def cmd_run_cluster(args: Any) -> int:
     for s in run.summaries:
         print(s.format())
         print(run.placement_line(s.pipeline))
-    for name, err in run.errors.items():
-        _err(f"error: pipeline '{name}' (ray node {run.placements.get(name, {}).get('node_ip', '?')}): "
-             f"{err['message']}")
-        if err.get("summary"):
-            s = summary_from_dict(err["summary"])
+    for name, error in run.errors.items():
+        err(f"error: pipeline '{name}' (ray node {run.placements.get(name, {}).get('node_ip', '?')}): "
+            f"{error['message']}")
+        if error.get("summary"):
+            s = summary_from_dict(error["summary"])
             print(s.format())
             print(run.placement_line(name))
     if run.summaries:
-        print(_qos_lines(run.summaries))
+        print(qos_lines(run.summaries))
     if args.stats_json:
         data = [{**s.to_dict(), "cluster": run.placements.get(s.pipeline, {})} for s in run.summaries]
         data += [{"pipeline": n, "error": e, "cluster": run.placements.get(n, {})} for n, e in run.errors.items()]
-        _write_json(args.stats_json, data)
+        write_json(args.stats_json, data)
     if run.errors:
         return run.exit_code
     for s in run.summaries:

@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .admission import device_of, gpu_of, is_gpu
+from .devices import device_key, device_of, gpu_of, is_gpu
 from .errors import StreamFault
 
 if TYPE_CHECKING:
@@ -84,8 +84,6 @@ class Dispatch:
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Each dispatcher's counters, by device key ("cpu", "cuda", "cuda:1", ...)."""
-        from .admission import device_key
-
         out: dict[str, dict[str, Any]] = {}
         if self.cpu is not None:
             out["cpu"] = self.cpu.stats()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 if TYPE_CHECKING:
-    from .runner import RunSummary
+    from .summary import RunSummary
     from .session import Session
 
 QUEUE_BLOCKS = 64  # output blocks held for the iterator before the stream waits for it

@@ -1,4 +1,10 @@
-"""Pipeline: a source, a chain of stages and a sink, with specs checked before anything runs."""
+"""Pipeline: a source, a chain of stages and a sink, with specs checked before anything runs.
+
+Description layer: a Pipeline is data (its fields, stages, source, sink, the specs they
+propagate, its YAML in and out). Running it is the executor's job (execute.py, session.py,
+runner.py, backends/): ``process``, ``run`` and ``start`` hand the pipeline there through a
+function-level import, and this module imports no executor module at module level.
+"""
 
 from __future__ import annotations
 
@@ -9,32 +15,20 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
+from .devices import check_device  # noqa: F401  (pipeline.check_device: where it was defined before)
 from .errors import ConfigError
 from .io.base import Sink, Source, StreamFormat
 from .limits import MAX_BLOCK_SIZE, MAX_CHANNELS
-from .nonfinite import NonFiniteInput, check_policy
+from .nonfinite import check_policy
 from .qos import QoS
 from .signal import DTYPES, SignalSpec
 from .stages.base import Stage, stage_class, validate_params
 
 if TYPE_CHECKING:
-    from .runner import ProgressFn, RunSummary
+    from .handle import RunHandle
+    from .summary import ProgressFn, RunSummary
 
 BACKENDS = ("auto", "cuda", "cpu")
-
-
-def check_device(value: Any, where: str | None = None) -> int | str | None:
-    """A pipeline's ``device``: None (not set: GPU 0), a GPU index >= 0, or ``"auto"`` (a Session
-    places the stream on the GPU with the most admission headroom). ConfigError otherwise."""
-    if value is None or value == "auto":
-        return value
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
-        return int(value)
-    if isinstance(value, str) and value.strip().lower().removeprefix("cuda:").isdigit():
-        hint = f"write the index alone: 'device: {int(value.strip().lower().removeprefix('cuda:'))}'"
-    else:
-        hint = "a GPU index (0, 1, ...: see gk-stream devices) or auto"
-    raise ConfigError(f"device must be a GPU index >= 0 or 'auto', got {value!r}", where=where, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -242,7 +236,7 @@ class Pipeline:
     def specs(self, fmt: StreamFormat | None = None) -> SpecChain:
         return self.propagate(self.input_spec(fmt))
 
-    # ------------------------------------------------------------------ running
+    # ------------------------------------------------------------------ running (execute.py)
     def process(self, x: np.ndarray, *, backend: str | None = None,
                 device: int | str | None = None, nonfinite: str | None = None) -> np.ndarray:
         """Stream ``x`` (channels, n) through the pipeline block by block and return the output.
@@ -257,35 +251,9 @@ class Pipeline:
         is ``zero`` (replaced by 0 before the stages see them) or ``pass`` (pygpukit_dsp/nonfinite.py;
         ``run()``'s summary counts them).
         """
-        x = np.asarray(x)
-        if x.ndim == 1:
-            x = x[np.newaxis, :]
-        if x.ndim != 2:
-            raise ConfigError(f"process() takes an array of shape (channels, n), got shape {x.shape}")
-        dtype = "complex64" if np.iscomplexobj(x) else "float32"
-        if self.dtype == "float32" and dtype == "complex64":
-            raise ConfigError(f"pipeline '{self.name}' takes float32 input, got a complex array")
-        dtype = self.dtype or dtype
-        chain = self.specs(StreamFormat(channels=x.shape[0], dtype=dtype))
-        x = np.ascontiguousarray(x, dtype=chain.input.np_dtype)
-        from .backends import open_backend
+        from .execute import process
 
-        engine = open_backend(self, chain, backend or self.backend, device=device,
-                              nonfinite=check_policy(nonfinite, "process(nonfinite=...)"))
-        try:
-            outs = []
-            n = x.shape[1]
-            bs = self.block_size
-            for start in range(0, max(n, 1), bs):
-                block = x[:, start:start + bs]
-                outs.append(engine.process(block, final=start + bs >= n))
-            axis = 1
-            return np.concatenate(outs, axis=axis) if outs else np.zeros(
-                chain.output.block_shape[:1] + (0,) + chain.output.block_shape[2:], chain.output.np_dtype)
-        except NonFiniteInput as exc:
-            raise exc.count.error("process()'s input array") from None
-        finally:
-            engine.close()
+        return process(self, x, backend=backend, device=device, nonfinite=nonfinite)
 
     def run(self, *, blocks: int | None = None, duration: float | None = None,
             backend: str | None = None, progress: "ProgressFn | None" = None,
@@ -296,14 +264,13 @@ class Pipeline:
         stream whose per-block cost breaks the bound raises AdmissionError before any block).
         ``device`` overrides the pipeline's GPU.
         """
-        from .session import Session
+        from .execute import run
 
-        return Session([self], backend=backend, device=device).run(blocks=blocks, duration=duration,
-                                                                   progress=progress)[0]
+        return run(self, blocks=blocks, duration=duration, backend=backend, progress=progress, device=device)
 
     def start(self, *, source: Source | None = None, sink: Sink | None = None, backend: str | None = None,
               blocks: int | None = None, duration: float | None = None, tap: bool | None = None,
-              device: int | str | None = None):
+              device: int | str | None = None) -> "RunHandle":
         """Run on a background thread and return a :class:`~pygpukit_dsp.handle.RunHandle`.
 
         ``source``/``sink`` replace the pipeline's own for this run; ``sink=None`` keeps the
@@ -318,20 +285,19 @@ class Pipeline:
             with p.start(source=AudioDeviceSource(), sink=NullSink(), duration=5) as run:
                 for block in run: ...
         """
-        from .handle import RunHandle
-        from .session import Session
+        from .execute import start
 
-        run_as = Pipeline(self.stages, name=self.name, sample_rate=self.sample_rate, channels=self.channels,
-                          block_size=self.block_size, dtype=self.dtype, backend=self.backend, qos=self.qos,
-                          source=source if source is not None else self.source,
-                          sink=sink if sink is not None else self.sink, where=self.where, path=self.path,
-                          device=self.device, device_where=self.device_where, nonfinite=self.nonfinite)
-        if tap is None:
-            from .io.null import NullSink
+        return start(self, source=source, sink=sink, backend=backend, blocks=blocks, duration=duration, tap=tap,
+                     device=device)
 
-            tap = run_as.sink is None or isinstance(run_as.sink, NullSink)
-        return RunHandle(Session([run_as], backend=backend, device=device), blocks=blocks, duration=duration,
-                         tap=tap)
+    def with_io(self, *, source: Source | None = None, sink: Sink | None = None) -> "Pipeline":
+        """A copy with ``source`` and ``sink`` in place of this pipeline's own (None keeps its own);
+        the stages are shared (a stage holds its parameters, not a stream's state)."""
+        return Pipeline(self.stages, name=self.name, sample_rate=self.sample_rate, channels=self.channels,
+                        block_size=self.block_size, dtype=self.dtype, backend=self.backend, qos=self.qos,
+                        source=source if source is not None else self.source,
+                        sink=sink if sink is not None else self.sink, where=self.where, path=self.path,
+                        device=self.device, device_where=self.device_where, nonfinite=self.nonfinite)
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={[s.name for s in self.stages]})"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -19,6 +18,9 @@ from .affinity import pinned, resolve_cpu
 from .errors import ConfigError, GkError, StreamFault
 from .io.base import StreamFormat
 from .nonfinite import NonFiniteInput
+# the records moved to summary.py; imported from here as before
+from .summary import (INFO_COUNTERS, Progress, ProgressFn, RunSummary, SchedulerAccounting,  # noqa: F401
+                      StopRequest)
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
@@ -31,198 +33,7 @@ def latency_histogram():
     return LatencyHistogram()
 
 
-@dataclass
-class Progress:
-    """A snapshot handed to progress callbacks while a stream runs."""
-
-    pipeline: str
-    blocks: int
-    samples_in: int
-    elapsed_s: float
-    p50_us: float
-    p99_us: float
-    max_us: float
-    misses: int
-    total_blocks: int | None = None
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.samples_in / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-
-ProgressFn = Callable[[Progress], None]
 BlockTap = Callable[[np.ndarray], None]
-
-
-class StopRequest:
-    """Why and how a run ends early: set by Session.stop(), a signal handler or a run handle.
-
-    ``reason`` is what the summary's ``ended_by`` says ("stop", "SIGINT", "SIGTERM"). A plain
-    stop lets the runner finish the block in hand, drain the engine, flush and finalise every
-    sink (a sound card plays out its queue); ``abort`` (a second Ctrl-C) skips the waiting for
-    queued output but still finalises files.
-    """
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.reason: str | None = None
-        self.abort = False
-
-    def set(self, reason: str = "stop", *, abort: bool = False) -> None:
-        if self.reason is None:
-            self.reason = reason
-        self.abort = self.abort or abort
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def __call__(self) -> bool:  # usable where a ``stop() -> bool`` callable is expected
-        return self._event.is_set()
-
-
-@dataclass
-class SchedulerAccounting:
-    """The scheduler's figures of one stream, from the dispatcher of its device (Session runs).
-
-    Latency here is release to finish as the scheduler sees it: from the hand-over of a block
-    (its submission as a task) until the dispatcher reported it done; misses are blocks that
-    finished after release + deadline. The runner's own host-side figures (RunSummary's
-    ``latency_us`` and ``deadline_misses``) also include the copy of the output to the caller.
-    """
-
-    device: str                    # "cpu" | "cuda" (GPU 0) | "cuda:N": the dispatcher that ran the blocks
-    deadline_us: float | None      # relative deadline the misses are counted against
-    latency_us: dict[str, float]   # count, min, mean, p50, p90, p99, p999, max
-    submitted: int
-    completed: int                 # finished by their deadline
-    missed: int                    # finished after it
-    dropped: int                   # abandoned (a block that raised)
-    cancelled: int                 # withdrawn (e.g. interrupted before it ran)
-    chunks: int                    # launches (a whole CPU block is one chunk)
-    busy_us: float                 # measured device time (cpu: engine time) of all chunks
-    cost_us: float | None          # per-block cost the scheduler used last (declared or measured)
-    achieved_rate_hz: float        # blocks per second since the first release
-    declared_cost_us: float | None = None  # the device time it was admitted with (qos.cost_us or calibration)
-    measured_cost_us: float | None = None  # the device time its dispatcher measured (events; EWMA)
-
-    @classmethod
-    def from_stats(cls, device: str, st: dict[str, Any]) -> "SchedulerAccounting":
-        """From ``Scheduler.stream_stats`` (nanoseconds) to microseconds."""
-        lat = st.get("latency", {})
-        latency = {k: (v / 1e3 if k != "count" else v) for k, v in lat.items()
-                   if k in ("count", "min", "mean", "p50", "p90", "p99", "p999", "max")}
-        deadline, cost = st.get("deadline_ns"), st.get("cost_ns")
-        return cls(device=device, deadline_us=deadline / 1e3 if deadline is not None else None,
-                   latency_us=latency, submitted=st["submitted"], completed=st["completed"],
-                   missed=st["missed"], dropped=st["dropped"], cancelled=st["cancelled"],
-                   chunks=st["chunks"], busy_us=st["busy_ns"] / 1e3,
-                   cost_us=cost / 1e3 if cost is not None else None,
-                   achieved_rate_hz=float(st.get("achieved_rate_hz", 0.0)),
-                   declared_cost_us=_us(st.get("declared_cost_ns")), measured_cost_us=_us(st.get("measured_cost_ns")))
-
-
-def _us(ns: Any) -> float | None:
-    return ns / 1e3 if ns is not None else None
-
-
-@dataclass
-class RunSummary:
-    """Everything a run reports: backend and why, counts, latency percentiles, misses.
-
-    ``latency_us`` and ``deadline_misses`` are the runner's host-side figures (hand-over to the
-    engine until the output is available to the sink); ``scheduler`` holds the scheduler's
-    accounting of the same blocks when the run went through a Session (always, for
-    ``Pipeline.run`` and ``gk-stream run``), else None.
-    """
-
-    pipeline: str
-    backend: str
-    backend_reason: str
-    qos_class: str
-    blocks: int
-    samples_in: int
-    samples_out: int
-    input_spec: str
-    output_spec: str
-    wall_s: float
-    deadline_us: float
-    deadline_misses: int
-    latency_us: dict[str, float]  # count, min, mean, p50, p90, p99, p999, max
-    source_stats: dict[str, int] = field(default_factory=dict)
-    sink_stats: dict[str, int] = field(default_factory=dict)
-    engine_counters: dict[str, int] = field(default_factory=dict)
-    # "source end" | "block limit" | "duration limit" | "stop" | "SIGINT" | "SIGTERM" | "interrupted"
-    # (KeyboardInterrupt in a library run) | "fault"; "... (aborted)" when queued output was not awaited
-    ended_by: str = "source end"
-    fault: str | None = None
-    output_unit: str = "samples"  # "frames" when the output is in the frames domain
-    scheduler: SchedulerAccounting | None = None  # set by Session after the dispatch drained
-    audio: dict[str, Any] | None = None  # a sound card's figures (io/portaudio.py LiveAudio.report)
-    gpu: int | None = None        # cuda: the GPU the stream ran on (None on cpu)
-    placement: str | None = None  # cuda: why that GPU ("GPU 1: auto: the most admission headroom ...")
-    cpu: int | None = None        # qos.cpu: the CPU the thread that ran the blocks was pinned to
-    admission: str | None = None  # a measured realtime cost: what admission measured (BlockCost.describe)
-    # what the source saw happen on the way, in order: e.g. a zmq source's lost blocks, each
-    # {"sample": samples delivered before it, "dropped_samples", "dropped_blocks", "sequence", "why"}
-    events: list[dict[str, Any]] = field(default_factory=list)
-    # NaN/Inf input samples (pygpukit_dsp/nonfinite.py, NonFiniteCount.to_dict): the policy, the
-    # count, and where the first one was (block, sample, channel, time, value); None: not checked
-    nonfinite: dict[str, Any] | None = None
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.samples_in / self.wall_s if self.wall_s > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["samples_per_s"] = self.samples_per_s
-        return d
-
-    def format(self) -> str:
-        lat = self.latency_us
-        lines = [
-            f"pipeline {self.pipeline}: backend={self.backend} ({self.backend_reason})",
-            *([f"  device {self.placement or f'GPU {self.gpu}'}"] if self.gpu is not None else []),
-            *([f"  blocks driven by a thread pinned to CPU {self.cpu} (qos.cpu)"] if self.cpu is not None else []),
-            f"  input  {self.input_spec}",
-            f"  output {self.output_spec}",
-            f"  blocks {self.blocks}, samples in {self.samples_in}, out {self.samples_out}"
-            f"{' frames' if self.output_unit == 'frames' else ''} (per channel), "
-            f"{self.wall_s:.3f} s wall, {self.samples_per_s / 1e6:.3f} Msamples/s; ended by {self.ended_by}",
-            f"  latency per block, host (us): p50 {lat.get('p50', 0):.1f}  p99 {lat.get('p99', 0):.1f}  "
-            f"p99.9 {lat.get('p999', 0):.1f}  max {lat.get('max', 0):.1f}",
-            f"  qos {self.qos_class}: deadline {self.deadline_us:.1f} us, deadline misses {self.deadline_misses} (host)",
-            *([f"  admitted with a measured cost: {self.admission}"] if self.admission else []),
-        ]
-        sa = self.scheduler
-        if sa is not None:
-            sl = sa.latency_us
-            lines.append(
-                f"  scheduler ({sa.device} dispatcher): latency p50 {sl.get('p50', 0):.1f}  "
-                f"p99 {sl.get('p99', 0):.1f}  p99.9 {sl.get('p999', 0):.1f}  max {sl.get('max', 0):.1f} us; "
-                f"misses {sa.missed}, drops {sa.dropped}, chunks {sa.chunks}, busy {sa.busy_us / 1e3:.3f} ms"
-                + (f"; device time per block admitted {sa.declared_cost_us:.1f} us, measured "
-                   f"{sa.measured_cost_us:.1f} us" if sa.declared_cost_us and sa.measured_cost_us else ""))
-        issues = {f"source {k}": v for k, v in self.source_stats.items() if v and k not in INFO_COUNTERS}
-        issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k not in INFO_COUNTERS})
-        if issues:
-            lines.append("  " + ", ".join(f"{k} {v}" for k, v in issues.items()))
-        if self.nonfinite and self.nonfinite.get("count"):
-            from .nonfinite import NonFiniteCount
-
-            lines.append("  " + NonFiniteCount(**self.nonfinite).describe())
-        if self.audio:
-            from .io.portaudio import LiveAudio
-
-            lines.append("  " + LiveAudio.format_report(self.audio))
-        if self.fault:
-            lines.append(f"  FAULT: {self.fault}")
-        return "\n".join(lines)
-
-
-INFO_COUNTERS = ("samples", "messages")
-"""Counters that report what went through, not what went wrong: the summary's problem line skips them."""
 
 
 def _hist_us(hist) -> dict[str, float]:
@@ -247,7 +58,7 @@ class StreamRunner:
         if pipeline.source is None:
             raise ConfigError(f"pipeline '{pipeline.name}' has no source", where=pipeline.where,
                               hint="add a source (e.g. {type: synth}) or use Pipeline.process(array)")
-        from .pipeline import check_device
+        from .devices import check_device
 
         self.pipeline = pipeline
         self.requested_backend = backend or pipeline.backend

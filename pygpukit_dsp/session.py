@@ -1,4 +1,7 @@
-"""Session: several pipelines running at once, each as its own stream, under the scheduler."""
+"""Session: several pipelines running at once, each as its own stream, under the scheduler.
+
+Executor layer: it imports the description (Pipeline) only for typing.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,14 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .admission import DEFAULT_U_MAX, admit, check_u_max, start_clocks
 from .errors import GkError, StreamFault
-from .pipeline import Pipeline
-from .runner import ProgressFn, RunSummary, SchedulerAccounting, StopRequest, StreamRunner
+from .runner import StreamRunner
+from .summary import ProgressFn, RunSummary, SchedulerAccounting, StopRequest
 
 if TYPE_CHECKING:
     from pygpukit_dsp_core import Scheduler
 
     from .dispatch import Dispatch
+    from .pipeline import Pipeline
 
 
 class Session:
@@ -49,11 +53,11 @@ class Session:
     clock, the network or the caller's pushes may all release at once, and are admitted so.
     """
 
-    def __init__(self, pipelines: Sequence[Pipeline], *, backend: str | None = None,
+    def __init__(self, pipelines: Sequence["Pipeline"], *, backend: str | None = None,
                  device: int | str | None = None, u_max: float = DEFAULT_U_MAX):
         if not pipelines:
             raise ValueError("a Session needs at least one pipeline")
-        from .pipeline import check_device
+        from .devices import check_device
 
         self.pipelines = list(pipelines)
         self.backend = backend

@@ -38,7 +38,7 @@ class BackendChoice:
 def requested_gpu(pipeline: "Pipeline", device: int | str | None = None) -> int:
     """The GPU index a pipeline asks for: ``device`` (an override) else ``pipeline.device``;
     unset is GPU 0, and so is ``auto`` outside a Session (nothing to place it against)."""
-    from ..pipeline import check_device
+    from ..devices import check_device
 
     want = check_device(device) if device is not None else getattr(pipeline, "device", None)
     return want if isinstance(want, int) else 0

@@ -302,7 +302,7 @@ class _DocBuilder:
         return v
 
     def _check_device(self, v: Any, where: str) -> int | str | None:
-        from ..pipeline import check_device
+        from ..devices import check_device
 
         if v is None:
             self.err("device must be a GPU index >= 0 or 'auto', got null", where,
