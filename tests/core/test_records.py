@@ -137,9 +137,13 @@ def _scheduler_records() -> list[tuple[str, dict]]:
     while (d := s.next()).kind == "launch":
         s.complete(d.task, 80 * US)
     admitted = s.admit(bulk)
+    modelled = core.Scheduler(clock="simulated", dispatcher_busy_cap=0.85, dispatcher_hold_ns=800 * US)
+    counted = modelled.register_stream("w1", "realtime", period_ns=5 * MS, cost_ns=10 * US, dispatch_ns=12 * US)
     return [
         ("SchedulerConfig", s.config),
         ("Admitted", admitted),
+        ("StreamAdmission", s.stream_admission(audio)),
+        ("StreamAdmission", modelled.stream_admission(counted)),
         ("StreamStats", s.stream_stats(audio)),
         ("StreamStats", s.unregister_stream(bulk)),
         ("SchedulerStats", s.stats()),
@@ -158,6 +162,17 @@ def _refusal_figures() -> list[tuple[str, dict]]:
         for i in range(100):
             s.register_stream(f"s{i}", "realtime", period_ns=MS, deadline_ns=200 * US, cost_ns=10 * US, phase_ns=0)
     assert "phased_ahead_ns" in refused.value.figures
+    out.append(("AdmissionFigures", refused.value.figures))
+    # the device model's refusals: the dispatcher's work counted, a deadline within its hold, a tail
+    s = core.Scheduler(dispatcher_busy_cap=0.85, dispatcher_hold_ns=800 * US)
+    with pytest.raises(core.AdmissionRefused) as refused:
+        s.register_stream("busy", "realtime", period_ns=MS, cost_ns=10 * US, dispatch_ns=900 * US)
+    assert refused.value.reason == "utilisation_bound" and "dispatch_counted_ns" in refused.value.figures
+    out.append(("AdmissionFigures", refused.value.figures))
+    s.register_stream("late", "realtime", period_ns=MS, cost_ns=10 * US, tail_reach_ns=2 * MS)
+    with pytest.raises(core.AdmissionRefused) as refused:
+        s.check_latency_tails()
+    assert refused.value.reason == "latency_tail" and refused.value.figures["tail_reach_ns"] == 2 * MS
     out.append(("AdmissionFigures", refused.value.figures))
     return out
 

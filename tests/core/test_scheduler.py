@@ -28,7 +28,7 @@ def test_defaults_are_the_documented_ones():
     s = Scheduler()
     assert s.config == {
         "u_max": 0.9, "quantum_ns": 250_000, "safety_margin_ns": 50_000, "ewma_alpha": 0.2,
-        "max_chunks_in_flight": 2, "clock": "monotonic",
+        "max_chunks_in_flight": 2, "dispatcher_busy_cap": 1.0, "dispatcher_hold_ns": 0, "clock": "monotonic",
     }
     assert not s.simulated
     t0 = s.now_ns()
@@ -311,3 +311,70 @@ def test_a_phase_must_be_a_realtime_stream_s_and_below_its_period():
         s.register_stream("x", "realtime", period_ns=MS, cost_ns=US, phase_ns=MS)
     with pytest.raises(ValueError, match="phase_ns applies to realtime streams only"):
         s.register_stream("y", "best_effort", phase_ns=0)
+
+
+# ----------------------------------------------------------------------------- the device model
+
+
+def modelled(**kwargs) -> Scheduler:
+    """The dispatcher's lock held at most 85% of the time, and up to 0.8 ms at a time."""
+    return sim(dispatcher_busy_cap=0.85, dispatcher_hold_ns=800 * US, **kwargs)
+
+
+def test_a_stream_is_admitted_by_the_larger_of_its_device_time_and_its_dispatcher_work_as_counted():
+    s = modelled()
+    assert s.config["dispatcher_busy_cap"] == 0.85 and s.config["dispatcher_hold_ns"] == 800 * US
+    # five 10-ms streams, 1.2 ms of device time and 1.6 ms of dispatcher work a block: 1.6 x 0.9 / 0.85
+    ids = [s.register_stream(f"s{i}", "realtime", period_ns=10 * MS, cost_ns=1_200 * US, dispatch_ns=1_600 * US)
+           for i in range(5)]
+    assert [s.stream_stats(i)["declared_cost_ns"] for i in ids] == [1_694_118] * 5
+    adm = s.stream_admission(ids[0])
+    assert (adm["stream"], adm["cost_ns"], adm["device_cost_ns"]) == ("s0", 1_694_118, 1_200 * US)
+    assert (adm["dispatch_ns"], adm["dispatch_counted_ns"], adm["dispatcher_share"]) == (1_600 * US, 1_694_118, 0.85)
+    # a sixth passes U_max by its counted work: the utilisation bound refuses it, with the count
+    with pytest.raises(AdmissionRefused) as ei:
+        s.register_stream("s5", "realtime", period_ns=10 * MS, cost_ns=1_200 * US, dispatch_ns=1_600 * US)
+    f = ei.value.figures
+    assert ei.value.reason == "utilisation_bound" and f["stream_cost_ns"] == 1_694_118
+    assert (f["dispatch_ns"], f["dispatch_counted_ns"], f["dispatcher_hold_ns"]) == (1_600 * US, 1_694_118, 800 * US)
+    # a stream without measured dispatcher work is its device time alone
+    plain = s.register_stream("plain", "realtime", period_ns=10 * MS, cost_ns=100 * US)
+    assert s.stream_admission(plain)["dispatch_counted_ns"] is None
+    assert s.stream_stats(plain)["declared_cost_ns"] == 100 * US
+
+
+def test_the_dispatcher_share_follows_the_shortest_deadline():
+    s = modelled()
+    assert s.dispatcher_share() == 0.85  # no realtime stream: the cap
+    assert s.dispatcher_share(2 * MS) == pytest.approx(0.6) and s.dispatcher_share(800 * US) == 0.0
+    assert s.counted_dispatch_ns(10_000, 2 * MS) == 15_000 and s.counted_dispatch_ns(10_000) == 10_588
+    with pytest.raises(ValueError, match="no longer than the dispatcher's lock may be held"):
+        s.counted_dispatch_ns(10_000, 500 * US)
+    s.register_stream("short", "realtime", period_ns=10 * MS, deadline_ns=2 * MS, cost_ns=100 * US)
+    assert s.dispatcher_share() == pytest.approx(0.6)
+    assert s.check_dispatcher_hold() == pytest.approx(0.6)
+    # a deadline within the hold: the device-level check refuses the stream that sets it
+    s.register_stream("tight", "realtime", period_ns=10 * MS, deadline_ns=700 * US, cost_ns=100 * US)
+    with pytest.raises(AdmissionRefused) as ei:
+        s.check_dispatcher_hold()
+    assert (ei.value.stream, ei.value.reason, ei.value.shortest_deadline_ns) == ("tight", "dispatcher_hold", 700 * US)
+    assert ei.value.figures["dispatcher_hold_ns"] == 800 * US and ei.value.figures["dispatcher_share"] == 0.0
+    # ... and so does registering dispatcher work beside it
+    with pytest.raises(AdmissionRefused, match="no longer than the 800000 ns a block may find the dispatcher"):
+        s.register_stream("w", "realtime", period_ns=10 * MS, cost_ns=100 * US, dispatch_ns=10 * US)
+
+
+def test_latency_tails_past_their_deadlines_refuse_the_last_stream_they_reach_past():
+    s = modelled()
+    for name, reach in (("a", 12 * MS), ("b", 3 * MS), ("c", 11 * MS), ("d", None)):
+        s.register_stream(name, "realtime", period_ns=10 * MS, cost_ns=100 * US, tail_reach_ns=reach)
+    with pytest.raises(AdmissionRefused) as ei:
+        s.check_latency_tails()
+    assert (ei.value.stream, ei.value.reason) == ("c", "latency_tail")
+    assert (ei.value.figures["tail_reach_ns"], ei.value.shortest_deadline_ns) == (11 * MS, 10 * MS)
+    assert s.stream_admission(s.stream_id("a"))["tail_reach_ns"] == 12 * MS
+    fits = modelled()
+    fits.register_stream("a", "realtime", period_ns=10 * MS, cost_ns=100 * US, tail_reach_ns=9 * MS)
+    assert fits.check_latency_tails() is None
+    with pytest.raises(ValueError, match="dispatch_ns applies to realtime streams only"):
+        fits.register_stream("tp", "throughput", dispatch_ns=10)

@@ -184,6 +184,12 @@
 // Refusal: sum of realtime costs + margin > shortest deadline.
 #define GK_REFUSED_RESPONSE_BOUND 3
 
+// Refusal: the shortest realtime deadline is within the dispatcher's hold, where its work counts.
+#define GK_REFUSED_DISPATCHER_HOLD 4
+
+// Refusal: a measured latency tail reaches past its deadline (not reached through this ABI).
+#define GK_REFUSED_LATENCY_TAIL 5
+
 // sizeof(gk_sched_config) before max_chunks_in_flight: the smallest struct_size accepted;
 // fields past struct_size are not read and take their defaults.
 #define GK_SCHED_CONFIG_V1_SIZE 48u

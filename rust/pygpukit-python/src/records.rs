@@ -11,7 +11,9 @@ use pyo3::types::{PyDict, PyList};
 
 use pygpukit_core::histogram::HistogramSummary;
 use pygpukit_core::memory::{BlockInfo, BlockState, PoolStats};
-use pygpukit_core::scheduler::{AdmissionRefused, Admitted, SchedulerConfig, SchedulerStats, StreamStats};
+use pygpukit_core::scheduler::{
+    AdmissionRefused, Admitted, SchedulerConfig, SchedulerStats, StreamAdmission, StreamStats,
+};
 
 /// A record's name in the `.pyi`, its keys in order, and which of them may be absent.
 pub(crate) struct Record {
@@ -26,8 +28,9 @@ pub(crate) const RECORDS: &[Record] = &[
     Record { name: "StreamStats", fields: STREAM_STATS_FIELDS, optional: &[] },
     Record { name: "SchedulerStats", fields: SCHEDULER_STATS_FIELDS, optional: &[] },
     Record { name: "SchedulerConfig", fields: SCHEDULER_CONFIG_FIELDS, optional: &[] },
-    Record { name: "AdmissionFigures", fields: ADMISSION_FIGURES_FIELDS, optional: ADMISSION_FIGURES_PHASED },
+    Record { name: "AdmissionFigures", fields: ADMISSION_FIGURES_FIELDS, optional: ADMISSION_FIGURES_OPTIONAL },
     Record { name: "Admitted", fields: ADMITTED_FIELDS, optional: &[] },
+    Record { name: "StreamAdmission", fields: STREAM_ADMISSION_FIELDS, optional: &[] },
     Record { name: "BlockInfo", fields: BLOCK_INFO_FIELDS, optional: &[] },
     Record { name: "PoolStats", fields: POOL_STATS_FIELDS, optional: &[] },
 ];
@@ -201,8 +204,16 @@ pub(crate) fn scheduler_stats_dict<'py>(py: Python<'py>, s: &SchedulerStats) -> 
     Ok(d)
 }
 
-const SCHEDULER_CONFIG_FIELDS: &[&str] =
-    &["u_max", "quantum_ns", "safety_margin_ns", "ewma_alpha", "max_chunks_in_flight", "clock"];
+const SCHEDULER_CONFIG_FIELDS: &[&str] = &[
+    "u_max",
+    "quantum_ns",
+    "safety_margin_ns",
+    "ewma_alpha",
+    "max_chunks_in_flight",
+    "dispatcher_busy_cap",
+    "dispatcher_hold_ns",
+    "clock",
+];
 
 /// The configuration a scheduler was created with; `simulated` says which clock it runs on.
 pub(crate) fn scheduler_config_dict<'py>(
@@ -211,13 +222,24 @@ pub(crate) fn scheduler_config_dict<'py>(
     simulated: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     // finished_log is not a constructor argument in Python (the default always applies).
-    let SchedulerConfig { u_max, quantum_ns, safety_margin_ns, ewma_alpha, finished_log: _, max_chunks_in_flight } = *c;
+    let SchedulerConfig {
+        u_max,
+        quantum_ns,
+        safety_margin_ns,
+        ewma_alpha,
+        finished_log: _,
+        max_chunks_in_flight,
+        dispatcher_busy_cap,
+        dispatcher_hold_ns,
+    } = *c;
     let d = PyDict::new(py);
     d.set_item("u_max", u_max)?;
     d.set_item("quantum_ns", quantum_ns)?;
     d.set_item("safety_margin_ns", safety_margin_ns)?;
     d.set_item("ewma_alpha", ewma_alpha)?;
     d.set_item("max_chunks_in_flight", max_chunks_in_flight)?;
+    d.set_item("dispatcher_busy_cap", dispatcher_busy_cap)?;
+    d.set_item("dispatcher_hold_ns", dispatcher_hold_ns)?;
     d.set_item("clock", if simulated { "simulated" } else { "monotonic" })?;
     Ok(d)
 }
@@ -235,9 +257,26 @@ const ADMISSION_FIGURES_FIELDS: &[&str] = &[
     "phased_period_ns",
     "phased_cost_ns",
     "phased_ahead_ns",
+    "dispatcher_share",
+    "dispatcher_hold_ns",
+    "dispatch_ns",
+    "dispatch_counted_ns",
+    "tail_reach_ns",
 ];
-/// Present only when the response bound with release phases refused the stream.
-const ADMISSION_FIGURES_PHASED: &[&str] = &["phased_phase_ns", "phased_period_ns", "phased_cost_ns", "phased_ahead_ns"];
+/// Present only when the response bound with release phases refused the stream (`phased_*`),
+/// where the device model counted the dispatcher (`dispatcher_*`, `dispatch_*`), or for a
+/// latency tail (`tail_reach_ns`).
+const ADMISSION_FIGURES_OPTIONAL: &[&str] = &[
+    "phased_phase_ns",
+    "phased_period_ns",
+    "phased_cost_ns",
+    "phased_ahead_ns",
+    "dispatcher_share",
+    "dispatcher_hold_ns",
+    "dispatch_ns",
+    "dispatch_counted_ns",
+    "tail_reach_ns",
+];
 
 /// The figures behind a refusal (`AdmissionRefused.figures`; each is also an attribute).
 pub(crate) fn admission_figures_dict<'py>(py: Python<'py>, r: &AdmissionRefused) -> PyResult<Bound<'py, PyDict>> {
@@ -254,6 +293,8 @@ pub(crate) fn admission_figures_dict<'py>(py: Python<'py>, r: &AdmissionRefused)
         shortest_deadline_ns,
         latency_excess_ns,
         phased,
+        dispatcher,
+        tail_reach_ns,
     } = r;
     let d = PyDict::new(py);
     d.set_item("stream_utilisation", stream_utilisation)?;
@@ -270,6 +311,15 @@ pub(crate) fn admission_figures_dict<'py>(py: Python<'py>, r: &AdmissionRefused)
         d.set_item("phased_cost_ns", b.cost_ns)?;
         d.set_item("phased_ahead_ns", b.ahead_ns)?;
     }
+    if let Some(c) = dispatcher {
+        d.set_item("dispatcher_share", c.share)?;
+        d.set_item("dispatcher_hold_ns", c.hold_ns)?;
+        d.set_item("dispatch_ns", c.dispatch_ns)?;
+        d.set_item("dispatch_counted_ns", c.counted_ns)?;
+    }
+    if let Some(reach) = tail_reach_ns {
+        d.set_item("tail_reach_ns", reach.get())?;
+    }
     Ok(d)
 }
 
@@ -281,6 +331,31 @@ pub(crate) fn admitted_dict<'py>(py: Python<'py>, a: &Admitted) -> PyResult<Boun
     d.set_item("stream_utilisation", stream_utilisation)?;
     d.set_item("realtime_total", realtime_total)?;
     d.set_item("reserved_total", reserved_total)?;
+    Ok(d)
+}
+
+const STREAM_ADMISSION_FIELDS: &[&str] =
+    &["stream", "cost_ns", "device_cost_ns", "dispatch_ns", "dispatch_counted_ns", "dispatcher_share", "tail_reach_ns"];
+
+/// What admission counts for one admitted stream (`Scheduler.stream_admission`).
+pub(crate) fn stream_admission_dict<'py>(py: Python<'py>, a: &StreamAdmission) -> PyResult<Bound<'py, PyDict>> {
+    let StreamAdmission {
+        stream,
+        cost_ns,
+        device_cost_ns,
+        dispatch_ns,
+        dispatch_counted_ns,
+        dispatcher_share,
+        tail_reach_ns,
+    } = a;
+    let d = PyDict::new(py);
+    d.set_item("stream", stream.as_str())?;
+    d.set_item("cost_ns", cost_ns)?;
+    d.set_item("device_cost_ns", device_cost_ns)?;
+    d.set_item("dispatch_ns", dispatch_ns)?;
+    d.set_item("dispatch_counted_ns", dispatch_counted_ns)?;
+    d.set_item("dispatcher_share", dispatcher_share)?;
+    d.set_item("tail_reach_ns", tail_reach_ns)?;
     Ok(d)
 }
 

@@ -19,7 +19,8 @@ use pygpukit_core::scheduler::{
 use crate::capi::{self, ClockChoice, SchedHandle};
 use crate::module::{AdmissionRefused, IllegalTransition, SchedulerError};
 use crate::records::{
-    admission_figures_dict, admitted_dict, scheduler_config_dict, scheduler_stats_dict, stream_stats_dict,
+    admission_figures_dict, admitted_dict, scheduler_config_dict, scheduler_stats_dict, stream_admission_dict,
+    stream_stats_dict,
 };
 
 /// Python exception for a core error.
@@ -213,7 +214,7 @@ unsafe extern "C" fn drop_sched_handle(capsule: *mut ffi::PyObject) {
 #[pymethods]
 impl PyScheduler {
     #[new]
-    #[pyo3(signature = (*, u_max = 0.9, quantum_ns = 250_000, safety_margin_ns = 50_000, ewma_alpha = 0.2, clock = "monotonic", start_ns = 0, max_chunks_in_flight = 2))]
+    #[pyo3(signature = (*, u_max = 0.9, quantum_ns = 250_000, safety_margin_ns = 50_000, ewma_alpha = 0.2, clock = "monotonic", start_ns = 0, max_chunks_in_flight = 2, dispatcher_busy_cap = 1.0, dispatcher_hold_ns = 0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -224,6 +225,8 @@ impl PyScheduler {
         clock: &str,
         start_ns: u64,
         max_chunks_in_flight: u32,
+        dispatcher_busy_cap: f64,
+        dispatcher_hold_ns: u64,
     ) -> PyResult<Self> {
         let clock = match clock {
             "monotonic" => ClockChoice::Monotonic,
@@ -238,6 +241,8 @@ impl PyScheduler {
             safety_margin_ns,
             ewma_alpha,
             max_chunks_in_flight,
+            dispatcher_busy_cap,
+            dispatcher_hold_ns,
             ..SchedulerConfig::default()
         };
         let handle = SchedHandle::new(config, clock).map_err(|e| sched_error(py, e))?;
@@ -272,7 +277,7 @@ impl PyScheduler {
             .map_err(|now| PyValueError::new_err(format!("cannot move the clock back from {now} ns to {t_ns} ns")))
     }
 
-    #[pyo3(signature = (name, qos, *, period_ns = None, deadline_ns = None, min_rate_hz = None, cost_ns = None, latency_ns = None, units_per_block = 1, phase_ns = None))]
+    #[pyo3(signature = (name, qos, *, period_ns = None, deadline_ns = None, min_rate_hz = None, cost_ns = None, latency_ns = None, units_per_block = 1, phase_ns = None, dispatch_ns = None, tail_reach_ns = None))]
     #[allow(clippy::too_many_arguments)]
     fn register_stream(
         &self,
@@ -286,6 +291,8 @@ impl PyScheduler {
         latency_ns: Option<u64>,
         units_per_block: u32,
         phase_ns: Option<u64>,
+        dispatch_ns: Option<u64>,
+        tail_reach_ns: Option<u64>,
     ) -> PyResult<u32> {
         let where_ = format!("stream '{name}'");
         if !QOS_NAMES.contains(&qos) {
@@ -313,7 +320,7 @@ impl PyScheduler {
             "throughput" => Qos::Throughput { min_rate_hz, deadline_ns },
             _ => Qos::BestEffort { deadline_ns },
         };
-        let spec = StreamSpec { name, qos, cost_ns, latency_ns, units_per_block, phase_ns };
+        let spec = StreamSpec { name, qos, cost_ns, latency_ns, units_per_block, phase_ns, dispatch_ns, tail_reach_ns };
         self.lock()?.register_stream(spec).map_err(|e| sched_error(py, e))
     }
 
@@ -331,6 +338,49 @@ impl PyScheduler {
     fn admit<'py>(&self, py: Python<'py>, stream: u32) -> PyResult<Bound<'py, PyDict>> {
         let admitted = self.lock()?.admit(stream).map_err(|e| sched_error(py, e))?;
         admitted_dict(py, &admitted)
+    }
+
+    /// The device model's dispatcher check over the admitted realtime streams: the share of its
+    /// time the dispatcher may be busy with their blocks, or AdmissionRefused (dispatcher_hold).
+    fn check_dispatcher_hold(&self, py: Python<'_>) -> PyResult<f64> {
+        self.lock()?.check_dispatcher_hold().map_err(|r| admission_error(py, &r))
+    }
+
+    /// The device model's latency-tail check over the admitted realtime streams (their
+    /// tail_reach_ns against their deadlines): AdmissionRefused (latency_tail) naming the last
+    /// stream whose tail reaches past its deadline.
+    fn check_latency_tails(&self, py: Python<'_>) -> PyResult<()> {
+        self.lock()?.check_latency_tails().map_err(|r| admission_error(py, &r))
+    }
+
+    /// The share of its time the dispatcher may be busy with realtime blocks at the shortest
+    /// deadline `deadline_ns` (None: the admitted realtime streams' shortest).
+    #[pyo3(signature = (deadline_ns = None))]
+    fn dispatcher_share(&self, deadline_ns: Option<u64>) -> PyResult<f64> {
+        Ok(self.lock()?.dispatcher_share(deadline_ns))
+    }
+
+    /// A block's dispatcher work as the device model counts it against u_max at the dispatcher
+    /// share of `deadline_ns` (None: the admitted streams' shortest); ValueError where no share
+    /// is left (the deadline is within the hold).
+    #[pyo3(signature = (dispatch_ns, deadline_ns = None))]
+    fn counted_dispatch_ns(&self, dispatch_ns: u64, deadline_ns: Option<u64>) -> PyResult<u64> {
+        let s = self.lock()?;
+        let share = s.dispatcher_share(deadline_ns);
+        s.policy().counted_dispatch_ns(dispatch_ns, share).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "a {} ns deadline is no longer than the dispatcher's lock may be held ({} ns)",
+                deadline_ns.map_or("unknown".to_string(), |d| d.to_string()),
+                self.config.dispatcher_hold_ns
+            ))
+        })
+    }
+
+    /// What admission counts for a stream: its cost, device time, dispatcher work (measured and
+    /// counted), the device's dispatcher share and its latency tail's reach.
+    fn stream_admission<'py>(&self, py: Python<'py>, stream: u32) -> PyResult<Bound<'py, PyDict>> {
+        let a = self.lock()?.stream_admission(stream).map_err(|e| sched_error(py, e))?;
+        stream_admission_dict(py, &a)
     }
 
     fn update_cost(&self, py: Python<'_>, stream: u32, measured_ns: u64) -> PyResult<u64> {

@@ -20,6 +20,12 @@ pub struct SchedulerConfig {
     /// idle for the host round trip (poll, complete, next, launch) between chunks.
     /// 1 releases a chunk only after the previous one completed.
     pub max_chunks_in_flight: u32,
+    /// Admission's dispatcher model (device_model.rs): the most of its time the dispatcher's
+    /// lock may be held by realtime streams' blocks, `0 < cap <= 1` (1: no cap).
+    pub dispatcher_busy_cap: f64,
+    /// Admission's dispatcher model: how long a block may find the dispatcher's lock held (a
+    /// calibration of the machine; 0: no hold known).
+    pub dispatcher_hold_ns: u64,
 }
 
 impl Default for SchedulerConfig {
@@ -31,6 +37,8 @@ impl Default for SchedulerConfig {
             ewma_alpha: 0.2,
             finished_log: 4096,
             max_chunks_in_flight: 2,
+            dispatcher_busy_cap: 1.0,
+            dispatcher_hold_ns: 0,
         }
     }
 }
@@ -50,6 +58,12 @@ impl SchedulerConfig {
             return Err(SchedError::InvalidArgument(
                 "max_chunks_in_flight must be >= 1 (1 = no lookahead, 2 = the default)".into(),
             ));
+        }
+        if !(self.dispatcher_busy_cap > 0.0 && self.dispatcher_busy_cap <= 1.0) {
+            return Err(SchedError::InvalidArgument(format!(
+                "dispatcher_busy_cap must be in (0, 1], got {}",
+                self.dispatcher_busy_cap
+            )));
         }
         Ok(())
     }

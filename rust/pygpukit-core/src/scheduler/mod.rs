@@ -34,13 +34,16 @@
 //! * `streams.rs`: registration, admission and cost updates.
 //! * `dispatch.rs`: submitting blocks and deciding what launches next (EDF, then paced chunks).
 //! * `completion.rs`: completing, dropping and cancelling tasks.
-//! * [`admission`], [`edf`], [`pacing`], [`registry`], [`task`], [`accounting`]: the policies
-//!   and records those parts use.
+//! * [`admission`] (the queue's checks and the [`AdmissionPolicy`] trait) and [`device_model`]
+//!   (the default policy: the GPU's queue and the dispatcher, the serial resources of a device),
+//!   [`edf`], [`pacing`], [`registry`], [`task`], [`accounting`]: the policies and records those
+//!   parts use.
 
 pub mod accounting;
 pub mod admission;
 mod completion;
 mod config;
+pub mod device_model;
 mod dispatch;
 pub mod edf;
 mod error;
@@ -52,8 +55,9 @@ mod streams;
 pub mod task;
 
 pub use accounting::{SchedulerStats, StreamAccounting, StreamStats};
-pub use admission::{AdmissionPolicy, AdmissionRefused, Admitted, RefusalReason};
+pub use admission::{AdmissionPolicy, AdmissionRefused, Admitted, DispatcherCount, RefusalReason, StreamAdmission};
 pub use config::SchedulerConfig;
+pub use device_model::{DeviceModel, DispatcherModel};
 pub use error::SchedError;
 pub use outcome::{Completion, Decision, Launch, Submitted};
 pub use registry::{Admission, Qos, QosKind, StreamId, StreamSpec};

@@ -144,11 +144,36 @@ pub struct StreamSpec {
     /// the response bound then counts only the work that can be in front of it
     /// (admission.rs, *Release phases*). `None` = unknown: any instant.
     pub phase_ns: Option<u64>,
+    /// Realtime: the dispatcher's serial work per block among the device's streams, where it was
+    /// measured; admission counts it beside the cost (device_model.rs). `None` = not counted.
+    pub dispatch_ns: Option<u64>,
+    /// Realtime: how far its latency from release reaches, as measured among the device's
+    /// streams (device_model.rs, `latency_tail`). `None` = not measured.
+    pub tail_reach_ns: Option<u64>,
 }
 
 impl StreamSpec {
     pub fn new(name: impl Into<String>, qos: Qos) -> Self {
-        StreamSpec { name: name.into(), qos, cost_ns: None, latency_ns: None, units_per_block: 1, phase_ns: None }
+        StreamSpec {
+            name: name.into(),
+            qos,
+            cost_ns: None,
+            latency_ns: None,
+            units_per_block: 1,
+            phase_ns: None,
+            dispatch_ns: None,
+            tail_reach_ns: None,
+        }
+    }
+
+    pub fn with_dispatch(mut self, dispatch_ns: u64) -> Self {
+        self.dispatch_ns = Some(dispatch_ns);
+        self
+    }
+
+    pub fn with_tail_reach(mut self, tail_reach_ns: u64) -> Self {
+        self.tail_reach_ns = Some(tail_reach_ns);
+        self
     }
 
     pub fn with_phase(mut self, phase_ns: u64) -> Self {
@@ -257,6 +282,15 @@ impl Stream {
     /// Its declared latency beyond its block cost (0 when none is declared or the cost covers it).
     pub fn latency_excess_ns(&self) -> u64 {
         latency_excess(self.spec.latency_ns, self.cost.block_cost_ns().unwrap_or(0))
+    }
+
+    /// Its device time per block: the larger of the cost it registered with and the measured
+    /// one, before admission counts the dispatcher's work (device_model.rs).
+    pub fn device_cost_ns(&self) -> Option<u64> {
+        match (self.spec.cost_ns, self.cost.measured_ns()) {
+            (Some(d), Some(m)) => Some(d.max(m)),
+            (d, m) => d.or(m),
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::clock::{Clock, SimulatedClock};
 
 use super::admission::{AdmissionPolicy, CurrentLoad, RealtimeLoad};
+use super::device_model::DeviceModel;
 use super::edf::EdfQueue;
 use super::registry::{self, Registry};
 use super::{
@@ -18,6 +19,8 @@ use super::{
 /// The scheduler. Not thread-safe by itself: wrap it in a `Mutex` to share it.
 pub struct Scheduler {
     pub(super) config: SchedulerConfig,
+    /// Admission's policy: the device model of `config` unless another was handed in.
+    pub(super) policy: Box<dyn AdmissionPolicy>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) registry: Registry,
     pub(super) tasks: HashMap<TaskId, Task>,
@@ -38,6 +41,7 @@ impl fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler")
             .field("config", &self.config)
+            .field("policy", &self.policy)
             .field("streams", &self.registry.len())
             .field("live_tasks", &self.tasks.len())
             .finish()
@@ -45,10 +49,21 @@ impl fmt::Debug for Scheduler {
 }
 
 impl Scheduler {
+    /// A scheduler whose admission is the [`DeviceModel`] of `config`.
     pub fn new(config: SchedulerConfig, clock: Arc<dyn Clock>) -> Result<Self, SchedError> {
+        Self::with_policy(config, clock, Box::new(DeviceModel::from_config(&config)))
+    }
+
+    /// A scheduler handed its admission policy.
+    pub fn with_policy(
+        config: SchedulerConfig,
+        clock: Arc<dyn Clock>,
+        policy: Box<dyn AdmissionPolicy>,
+    ) -> Result<Self, SchedError> {
         config.validate()?;
         Ok(Scheduler {
             config,
+            policy,
             clock,
             registry: Registry::new(),
             tasks: HashMap::new(),
@@ -93,9 +108,16 @@ impl Scheduler {
         self.tasks.get(&task)
     }
 
+    /// The admission policy it was handed.
+    pub fn policy(&self) -> &dyn AdmissionPolicy {
+        self.policy.as_ref()
+    }
+
     pub fn stats(&self) -> SchedulerStats {
         let current = self.current_load();
-        let realtime_utilisation = current.realtime_utilisation();
+        // at the costs streams are admitted and paced with (their dispatcher work counted)
+        let realtime_utilisation: f64 =
+            self.registry.iter().filter(|s| s.is_admitted_realtime()).map(|s| s.reserved_utilisation()).sum();
         SchedulerStats {
             now_ns: self.now(),
             u_max: self.config.u_max,
@@ -115,26 +137,27 @@ impl Scheduler {
 
     // ----- lookups shared by the parts ------------------------------------------------------
 
-    pub(super) fn admission_policy(&self) -> AdmissionPolicy {
-        AdmissionPolicy { u_max: self.config.u_max, safety_margin_ns: self.config.safety_margin_ns }
-    }
-
+    /// What is admitted, as admission sees it: each realtime stream by its device time and, apart,
+    /// its dispatcher work (the policy counts the two).
     pub(super) fn current_load(&self) -> CurrentLoad {
         let mut load = CurrentLoad::default();
         for s in self.registry.iter().filter(|s| s.admission == Admission::Admitted) {
             match s.spec.qos {
-                Qos::Realtime { period_ns, deadline_ns } => load.realtime.push(RealtimeLoad {
-                    cost_ns: s.cost.block_cost_ns().unwrap_or(0),
-                    period_ns,
-                    deadline_ns,
-                    latency_excess_ns: s.latency_excess_ns(),
-                    phase_ns: s.spec.phase_ns,
-                }),
+                Qos::Realtime { .. } => load.realtime.push(realtime_load(s)),
                 Qos::Throughput { min_rate_hz: Some(_), .. } => load.reserved_throughput += s.reserved_utilisation(),
                 _ => {}
             }
         }
         load
+    }
+
+    /// The admitted realtime streams, named, in registration order.
+    pub(super) fn realtime_named(&self) -> Vec<(&str, RealtimeLoad)> {
+        self.registry
+            .iter()
+            .filter(|s| s.is_admitted_realtime())
+            .map(|s| (s.spec.name.as_str(), realtime_load(s)))
+            .collect()
     }
 
     pub(super) fn stream(&self, id: StreamId) -> Result<&registry::Stream, SchedError> {
@@ -154,5 +177,23 @@ impl Scheduler {
             Some(&from) => Err(IllegalTransition { task, from, to }.into()),
             None => Err(SchedError::UnknownTask(task)),
         }
+    }
+}
+
+/// A realtime stream as admission sees it (`Scheduler::current_load`).
+pub(super) fn realtime_load(s: &registry::Stream) -> RealtimeLoad {
+    let (period_ns, deadline_ns) = match s.spec.qos {
+        Qos::Realtime { period_ns, deadline_ns } => (period_ns, deadline_ns),
+        _ => (1, 1),
+    };
+    let cost_ns = s.device_cost_ns().unwrap_or(0);
+    RealtimeLoad {
+        cost_ns,
+        period_ns,
+        deadline_ns,
+        latency_excess_ns: registry::latency_excess(s.spec.latency_ns, cost_ns),
+        phase_ns: s.spec.phase_ns,
+        dispatch_ns: s.spec.dispatch_ns,
+        tail_reach_ns: s.spec.tail_reach_ns,
     }
 }

@@ -12,6 +12,8 @@ fn config() -> SchedulerConfig {
         ewma_alpha: 0.5,
         finished_log: 16,
         max_chunks_in_flight: 2,
+        dispatcher_busy_cap: 1.0,
+        dispatcher_hold_ns: 0,
     }
 }
 
@@ -490,4 +492,69 @@ fn over_bound_is_reported_when_costs_grow() {
     assert!(!s.stats().over_bound);
     s.calibrate(a, &[1_200 * US, 1_200 * US, 1_200 * US]).unwrap();
     assert!(s.stats().over_bound);
+}
+
+/// A scheduler whose dispatcher may be held 85% of the time at most, and held 0.8 ms at a time.
+fn modelled() -> Scheduler {
+    let c = SchedulerConfig { dispatcher_busy_cap: 0.85, dispatcher_hold_ns: 800 * US, ..config() };
+    Scheduler::simulated(c, 0).unwrap().0
+}
+
+#[test]
+fn dispatcher_work_is_counted_into_the_admitted_cost_and_recounted_as_the_set_changes() {
+    let mut s = modelled();
+    let a = s.register_stream(rt("a", 10 * MS, 1_200 * US).with_dispatch(1_600 * US).with_phase(0)).unwrap();
+    // 1.6 ms x 0.9 / 0.85: its lock held at most 85% where the streams fill U_max
+    assert_eq!(s.stream_stats(a).unwrap().cost_ns, Some(1_694_118));
+    let adm = s.stream_admission(a).unwrap();
+    assert_eq!(
+        (adm.device_cost_ns, adm.dispatch_ns, adm.dispatch_counted_ns),
+        (Some(1_200 * US), Some(1_600 * US), Some(1_694_118))
+    );
+    assert!((adm.dispatcher_share - 0.85).abs() < 1e-12);
+    // a stream with a 2-ms deadline (half a period after a) leaves the lock 60%: a's work counts 2.4 ms now
+    let short = StreamSpec::new("short", Qos::realtime(10 * MS, Some(2 * MS))).with_cost(100 * US).with_phase(5 * MS);
+    let b = s.register_stream(short).unwrap();
+    assert_eq!(s.stream_stats(a).unwrap().cost_ns, Some(2_400_000));
+    assert!((s.stats().realtime_utilisation - 0.25).abs() < 1e-9);
+    // it leaves, and a's count falls back
+    s.unregister_stream(b).unwrap();
+    assert_eq!(s.stream_stats(a).unwrap().cost_ns, Some(1_694_118));
+    // a stream without measured dispatcher work keeps its cost
+    let c = s.register_stream(rt("c", 10 * MS, 1_000 * US)).unwrap();
+    assert_eq!(s.stream_stats(c).unwrap().cost_ns, Some(1_000 * US));
+    assert_eq!(s.stream_admission(c).unwrap().dispatch_counted_ns, None);
+}
+
+#[test]
+fn device_checks_name_the_stream_they_refuse() {
+    let mut s = modelled();
+    s.register_stream(rt("a", 10 * MS, 100 * US).with_tail_reach(3 * MS)).unwrap();
+    let tight = StreamSpec::new("b", Qos::realtime(10 * MS, Some(700 * US))).with_cost(100 * US);
+    s.register_stream(tight.with_tail_reach(900 * US)).unwrap(); // no dispatcher work counted yet
+    let refused = s.check_dispatcher_hold().unwrap_err();
+    assert_eq!((refused.reason, refused.stream.as_str()), (RefusalReason::DispatcherHold, "b"));
+    let refused = s.check_latency_tails().unwrap_err();
+    assert_eq!(
+        (refused.reason, refused.stream.as_str(), refused.tail_reach_ns.map(|r| r.get())),
+        (RefusalReason::LatencyTail, "b", Some(900 * US))
+    );
+    // registering dispatcher work at that deadline is refused too
+    let err = s.register_stream(rt("c", 10 * MS, 100 * US).with_dispatch(10 * US)).unwrap_err();
+    assert!(matches!(err, SchedError::Admission(r) if r.reason == RefusalReason::DispatcherHold));
+    assert_eq!(s.stream_id("c"), None);
+}
+
+#[test]
+fn dispatcher_figures_apply_to_realtime_streams_only() {
+    let (mut s, _) = sched();
+    let tp = StreamSpec::new("tp", Qos::Throughput { min_rate_hz: None, deadline_ns: None }).with_dispatch(10);
+    assert!(matches!(s.register_stream(tp), Err(SchedError::InvalidArgument(m)) if m.contains("dispatch_ns")));
+    assert!(
+        matches!(s.register_stream(rt("z", MS, 10).with_tail_reach(0)), Err(SchedError::InvalidArgument(m)) if m.contains("tail_reach_ns"))
+    );
+    let bad = SchedulerConfig { dispatcher_busy_cap: 0.0, ..config() };
+    assert!(
+        matches!(Scheduler::simulated(bad, 0), Err(SchedError::InvalidArgument(m)) if m.contains("dispatcher_busy_cap"))
+    );
 }

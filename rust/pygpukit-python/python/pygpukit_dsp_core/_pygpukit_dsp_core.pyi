@@ -141,6 +141,10 @@ class SchedulerConfig(TypedDict):
     """Weight of a new cost measurement, (0, 1]."""
     max_chunks_in_flight: int
     """Lookahead: chunks of one non-realtime block on the device at once."""
+    dispatcher_busy_cap: float
+    """The device model: the most of its time the dispatcher's lock may be held by realtime blocks, (0, 1]."""
+    dispatcher_hold_ns: int
+    """The device model: how long a block may find the dispatcher's lock held (0: no hold known)."""
     clock: Literal["monotonic", "simulated"]
     """The clock it runs on."""
 
@@ -172,6 +176,16 @@ class AdmissionFigures(TypedDict):
     """Its cost."""
     phased_ahead_ns: NotRequired[int]
     """The other streams' work that can be in front of its block."""
+    dispatcher_share: NotRequired[float]
+    """Where the device model counted the dispatcher: the share of its time its lock may be held (0 for dispatcher_hold)."""
+    dispatcher_hold_ns: NotRequired[int]
+    """The hold behind that share."""
+    dispatch_ns: NotRequired[int]
+    """The stream's dispatcher work per block as measured (0: not counted for it)."""
+    dispatch_counted_ns: NotRequired[int]
+    """That work as counted against u_max."""
+    tail_reach_ns: NotRequired[int]
+    """latency_tail: how far the stream's latency from release reaches (its deadline: shortest_deadline_ns)."""
 
 @type_check_only
 class Admitted(TypedDict):
@@ -183,6 +197,25 @@ class Admitted(TypedDict):
     """Sum of cost / period over admitted realtime streams."""
     reserved_total: float
     """Realtime plus reserved throughput share."""
+
+@type_check_only
+class StreamAdmission(TypedDict):
+    """What admission counts for one stream (``Scheduler.stream_admission``; docs/scheduler.md)."""
+
+    stream: str
+    """Its name."""
+    cost_ns: int | None
+    """The cost it is admitted and paced with: its device time or its dispatcher work as counted, the larger."""
+    device_cost_ns: int | None
+    """Its device time per block (declared, or measured when larger)."""
+    dispatch_ns: int | None
+    """Its dispatcher work per block as measured (None: not counted)."""
+    dispatch_counted_ns: int | None
+    """That work as counted against u_max at the dispatcher share."""
+    dispatcher_share: float
+    """The share of its time the device's dispatcher may be busy, at its shortest realtime deadline."""
+    tail_reach_ns: int | None
+    """How far its latency from release reaches, as measured (None: not measured)."""
 
 @type_check_only
 class BlockInfo(TypedDict):
@@ -233,10 +266,10 @@ class SchedulerError(RuntimeError):
 
 class AdmissionRefused(SchedulerError):
     """A stream was not admitted. ``reason`` is one of utilisation_bound, device_capacity,
-    response_bound; the figures say why (see docs/scheduler.md)."""
+    response_bound, dispatcher_hold, latency_tail; the figures say why (see docs/scheduler.md)."""
 
     stream: str
-    reason: Literal["utilisation_bound", "device_capacity", "response_bound"]
+    reason: Literal["utilisation_bound", "device_capacity", "response_bound", "dispatcher_hold", "latency_tail"]
     stream_utilisation: float
     current_total: float
     bound: float
@@ -325,6 +358,10 @@ class Scheduler:
     ``advance``/``set_time``; the default reads CLOCK_MONOTONIC.
     ``max_chunks_in_flight`` (>= 1) is the lookahead: how many chunks of one non-realtime
     block may be launched before the oldest completes; ``complete`` retires the oldest.
+    ``dispatcher_busy_cap`` and ``dispatcher_hold_ns`` are admission's model of the dispatcher
+    (docs/scheduler.md, "The device model"): the most of its time its lock may be held by
+    realtime blocks, and how long a block may find it held; the defaults (1.0, 0) leave the
+    queue's checks alone.
     """
 
     def __new__(
@@ -337,6 +374,8 @@ class Scheduler:
         clock: Literal["monotonic", "simulated"] = "monotonic",
         start_ns: int = 0,
         max_chunks_in_flight: int = 2,
+        dispatcher_busy_cap: float = 1.0,
+        dispatcher_hold_ns: int = 0,
     ) -> Self: ...
     @property
     def config(self) -> SchedulerConfig: ...
@@ -357,6 +396,8 @@ class Scheduler:
         latency_ns: int | None = None,
         units_per_block: int = 1,
         phase_ns: int | None = None,
+        dispatch_ns: int | None = None,
+        tail_reach_ns: int | None = None,
     ) -> int:
         """Register a stream; returns its id. Raises AdmissionRefused when it does not fit.
 
@@ -365,10 +406,25 @@ class Scheduler:
         excess to the stream's own wait (default: the cost). ``phase_ns`` (realtime, below the
         period): the offset within its period at which its blocks are released on a clock the
         other streams share; streams of one period that declare phases are bounded by the work
-        that can be in front of each block, not by every stream's block at once (default: unknown)."""
+        that can be in front of each block, not by every stream's block at once (default: unknown).
+        ``dispatch_ns`` (realtime): the dispatcher's serial work per block, measured among the
+        device's streams; the stream is admitted by the larger of its cost and that work as
+        counted against u_max at the dispatcher share. ``tail_reach_ns`` (realtime): how far its
+        latency from release reaches, measured; ``check_latency_tails`` compares it with the
+        deadline."""
     def unregister_stream(self, stream: int) -> StreamStats: ...
     def stream_id(self, name: str) -> int | None: ...
     def admit(self, stream: int) -> Admitted: ...
+    def check_dispatcher_hold(self) -> float:
+        """The dispatcher share at the admitted realtime streams' shortest deadline; AdmissionRefused
+        (dispatcher_hold) when the deadline is within the hold."""
+    def check_latency_tails(self) -> None:
+        """AdmissionRefused (latency_tail) naming the last admitted stream whose tail_reach_ns passes its deadline."""
+    def dispatcher_share(self, deadline_ns: int | None = None) -> float:
+        """min(dispatcher_busy_cap, 1 - dispatcher_hold_ns / deadline), at least 0 (None: the admitted streams' shortest)."""
+    def counted_dispatch_ns(self, dispatch_ns: int, deadline_ns: int | None = None) -> int:
+        """``dispatch_ns`` as counted against u_max at that share; ValueError where the share is 0."""
+    def stream_admission(self, stream: int) -> StreamAdmission: ...
     def update_cost(self, stream: int, measured_ns: int) -> int: ...
     def calibrate(self, stream: int, samples_ns: Sequence[int]) -> int: ...
     def submit(self, stream: int, arrival_ns: int | None = None) -> tuple[int, int | None]: ...

@@ -116,6 +116,10 @@ pub const GK_REFUSED_UTILISATION_BOUND: i32 = 1;
 pub const GK_REFUSED_DEVICE_CAPACITY: i32 = 2;
 /// Refusal: sum of realtime costs + margin > shortest deadline.
 pub const GK_REFUSED_RESPONSE_BOUND: i32 = 3;
+/// Refusal: the shortest realtime deadline is within the dispatcher's hold, where its work counts.
+pub const GK_REFUSED_DISPATCHER_HOLD: i32 = 4;
+/// Refusal: a measured latency tail reaches past its deadline (not reached through this ABI).
+pub const GK_REFUSED_LATENCY_TAIL: i32 = 5;
 
 // ---- scheduler structs --------------------------------------------------------------------
 

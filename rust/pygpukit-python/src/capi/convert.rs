@@ -189,7 +189,8 @@ pub(super) unsafe fn stream_spec_from_c(spec: &GkStreamSpec) -> Result<StreamSpe
         }
     };
     // the C ABI declares no latency nor phase (v1 spec): the response bound takes the cost for
-    // the latency and the critical instant for the phase
+    // the latency and the critical instant for the phase; nor the measurements the device model
+    // counts beside the cost (the dispatcher's work, a latency tail): its streams have none
     Ok(StreamSpec {
         name,
         qos,
@@ -197,5 +198,7 @@ pub(super) unsafe fn stream_spec_from_c(spec: &GkStreamSpec) -> Result<StreamSpe
         latency_ns: None,
         units_per_block: spec.units_per_block,
         phase_ns: None,
+        dispatch_ns: None,
+        tail_reach_ns: None,
     })
 }

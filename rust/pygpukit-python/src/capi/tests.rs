@@ -252,6 +252,8 @@ fn core_codes_and_enumerations_are_the_headers_constants() {
         (RefusalReason::UtilisationBound, GK_REFUSED_UTILISATION_BOUND),
         (RefusalReason::DeviceCapacity, GK_REFUSED_DEVICE_CAPACITY),
         (RefusalReason::ResponseBound, GK_REFUSED_RESPONSE_BOUND),
+        (RefusalReason::DispatcherHold, GK_REFUSED_DISPATCHER_HOLD),
+        (RefusalReason::LatencyTail, GK_REFUSED_LATENCY_TAIL),
     ];
     for (reason, value) in reasons {
         assert_eq!(reason as i32, value, "{reason:?}");
