@@ -1,4 +1,4 @@
-"""Backends run a pipeline's stages on one kind of hardware.
+"""Backends execute a pipeline's stages on one kind of hardware.
 
 The policy (DESIGN.md, "Backends and the fallback policy"):
 

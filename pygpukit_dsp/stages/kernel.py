@@ -25,7 +25,7 @@ kernel has no state between blocks. ``grid: auto`` launches one thread per outpu
 (``out_channels * row_out`` threads, ``threads`` per block).
 
 ``split: channels`` declares that output channel ``c`` depends on input channel ``c`` only: the
-scheduler may then run a throughput stream's block as chunks over ranges of channels (each a
+scheduler may then split a throughput stream's block into chunks over ranges of channels (each a
 launch with ``in``/``out`` offset to the chunk's first channel and ``channels`` its count), so
 that it yields to realtime blocks (docs/scheduler.md). The default, ``none``, launches the whole
 block at once (a kernel may read other channels).

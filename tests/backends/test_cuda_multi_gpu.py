@@ -254,7 +254,7 @@ print(json.dumps(res))
 def test_fake_device_1_on_one_gpu_is_a_device_error_before_the_first_block(fake_mapped_driver):  # noqa: F811
     res = last_json(run_python(FAKE_ONE_GPU_SCRIPT, GK_LIBCUDA=fake_mapped_driver, GK_JIT_DISK_CACHE="0",
                                FAKE_CUDA_DEVICES="1"))
-    for backend in ("cuda", "auto"):  # auto does not run a named GPU's pipeline on the CPU instead
+    for backend in ("cuda", "auto"):  # auto does not move a named GPU's pipeline to the CPU instead
         text = res[backend]
         assert text is not None and "pipeline 'far' asks for GPU 1 (device: 1)" in text, text
         assert "GPU 1 does not exist: this machine has 1 GPU(s) (0..0)" in text

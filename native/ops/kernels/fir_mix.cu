@@ -7,10 +7,11 @@
 // Why this shape: W1 (64 ch x 256 samples, 256 taps, 16 x 64 mix) is latency-bound; the FIR is
 // 4.2 M multiply-adds, the mix 0.26 M. Two launches cost a few microseconds of launch gap on the
 // block's critical path; one launch removes it. A CTA per time tile over *all* channels would
-// give only 256 / 16 = 16 CTAs for W1 (16 of 132 SMs busy for the whole FIR; session 5 measured
-// a variant of it: not faster), so the FIR is split over (time tile, group of channels) like the
-// fir op, and the groups of a tile meet for the mix. Two kernels differ in how they meet (this
-// file: split; fir_mix_cluster.cu: cluster; the FIR both run, in fir_mix_common.cuh):
+// give only 256 / 16 = 16 CTAs for W1 (16 of 132 SMs busy for the whole FIR; a variant measured
+// on the H100 on 2026-11-22 was not faster: docs/cuda.md), so the FIR is split over (time tile,
+// group of channels) like the fir op, and the groups of a tile meet for the mix. Two kernels
+// differ in how they meet (this file: split; fir_mix_cluster.cu: cluster; the FIR both run, in
+// fir_mix_common.cuh):
 //
 // * split (any C_in, SM 8.0+): groups of CG = 4 channels, 128 threads. Each CTA stores its y to
 //   a scratch (C_in, n) in global memory (L2-resident: 64 KiB for W1), fences, and bumps the
@@ -30,8 +31,8 @@
 //   of the cluster's CTA 0 (distributed shared memory); after one cluster barrier CTA 0 adds the
 //   shares in group order and writes the output. No scratch, fence, arrival atomic or L2 round
 //   trip on the critical path: W1's kernel takes 5.2 us against the split kernel's 6.9 (H100,
-//   session 5). The sums are in another order than the mix op's: fir -> mix within float32
-//   rounding, not bit for bit.
+//   2026-11-22, 1e6f84a). The sums are in another order than the mix op's: fir -> mix within
+//   float32 rounding, not bit for bit.
 //
 // Grid (ceil(n / TILE), groups), CG * 32 threads. CTA (x, g):
 // 1. FIR for channels c0 = g*CG ... c0+CG-1 (fewer in the last group) and outputs
