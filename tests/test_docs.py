@@ -109,7 +109,7 @@ def test_illustrative_blocks_are_few_and_say_why():
 
 # ------------------------------------------------------------------ checks of the checker
 def test_output_matching_masks_what_varies_and_nothing_else():
-    shown = ["$ gk-stream run x.yaml", "pipeline x: backend=cpu (auto: ...)", "...",
+    shown = ["$ gk-stream run demo.yaml", "pipeline x: backend=cpu (auto: ...)", "...",
              "  blocks 235, 0.095 s wall; misses 0", "streams:", "  x   p99     581.6 us"]
     _, expected = dx.console_steps("\n".join(shown))[0]
     run = ("pipeline x: backend=cpu (auto: CUDA driver not detected (why))\n  input 2 ch\n  output 2 ch\n"
@@ -139,7 +139,7 @@ def test_shell_blocks_name_files_that_exist_and_commands_that_parse():
     with pytest.raises(dx.DocError, match="names scripts/no_such.sh"):
         dx.check_shell(dx.Block("t.md", 1, "bash", "bash scripts/no_such.sh\n", None, ""))
     with pytest.raises(dx.DocError, match="unrecognized arguments: --blokcs"):
-        dx.check_shell(dx.Block("t.md", 1, "bash", "gk-stream run x.yaml --blokcs 5\n", None, ""))
+        dx.check_shell(dx.Block("t.md", 1, "bash", "gk-stream run demo.yaml --blokcs 5\n", None, ""))
     with pytest.raises(dx.DocError, match="bash -n"):
         dx.check_shell(dx.Block("t.md", 1, "bash", "if then fi\n", None, ""))
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # rounds a burst lands in one implementation's round and not in another's. There, an A/A test
 # (the same engine twice) gave p99s of 42 and 98 us in one run and W1's p99 ratio to PyTorch +
 # graph came out 0.12x and 1.09x in two runs of one process; in turns of 10 blocks, 0.52x and
-# 0.49x (session 6, docs/benchmarks.md "Schedules").
+# 0.49x (H100, 2026-11-22, 128e9ef; docs/benchmarks.md "Schedules").
 SCHEDULES = ("paired", "rounds")
 PAIR_BLOCKS = 10        # blocks per turn in a pairing
 PAIR_SKIP = 2           # ... of which the first are untimed
@@ -34,7 +34,8 @@ ROUND_BLOCKS = 250      # blocks per implementation per round (interleaving agai
 # instead of competing for cores with the timed blocks; and the round starts in the steady state
 # of a busy stream. An idle host is slow to come back: after 150 ms without blocks, W1's host
 # phases (copies, Python, launch) ran 1.3-2x slower for the next 3-7 ms on the H100 machine
-# (session 5, docs/benchmarks.md); a sleep in place of this warm-up put that into every round.
+# (2026-11-22, 7fb6121; docs/benchmarks.md "The host after idle"); a sleep in place of this
+# warm-up put that into every round.
 ROUND_WARM_S = 0.15
 CHECK_BLOCKS = 6        # blocks compared against the project's output
 CHECK_RTOL = 2e-3       # ||baseline - project|| / ||project||, float32 arithmetic
