@@ -23,6 +23,7 @@ from .summary import (INFO_COUNTERS, Progress, ProgressFn, RunSummary, Scheduler
                       StopRequest)
 
 if TYPE_CHECKING:
+    from .admission import AdmissionResult
     from .pipeline import Pipeline
 
 
@@ -63,11 +64,9 @@ class StreamRunner:
         self.pipeline = pipeline
         self.requested_backend = backend or pipeline.backend
         self.device_request = check_device(device) if device is not None else pipeline.device
-        self.placement: Any = None  # admission.Placement, set by admission.admit
-        self.cost_measured_on: str | None = None  # admission: the alike stream whose measured cost it shares
-        self.measured_cost: Any = None  # admission.BlockCost, when admission measured (or shared) one
-        self.rehearsal: Any = None  # admission.Rehearsal, when admission ran its GPU's realtime streams together
-        self.release_phase_ns: int | None = None  # admission.assign_phases: its clock's phase, when the Session paces it
+        # what admission decided for its stream (where, the cost and its source, the rehearsal, the
+        # release phase): the Session keeps admit()'s result here
+        self.admission: "AdmissionResult | None" = None
         self.cpu = resolve_cpu(pipeline.qos.cpu, pipeline.qos.where_of("cpu") or pipeline.where
                                or f"pipeline '{pipeline.name}'")
         self.source = pipeline.source
@@ -305,23 +304,14 @@ class StreamRunner:
 
     def _placement_and_cost(self) -> dict[str, Any]:
         """RunSummary's ``gpu``, ``placement`` and ``admission``: where the engine ran and why, and
-        the cost admission measured."""
-        where: dict[str, Any] = {}
-        cost = self.measured_cost
-        if cost is not None:
-            shared = f" (measured on '{self.cost_measured_on}', the same kind of stream)" if self.cost_measured_on else ""
-            where["admission"] = cost.describe() + shared
-            if self.rehearsal is not None:
-                where["admission"] += "; " + self.rehearsal.describe()
-        if self.release_phase_ns is not None:
-            phase = (f"blocks released at {self.release_phase_ns / 1e3:.1f} us of each "
-                     f"{self.chain.input.block_period * 1e6:.1f}-us period (the Session staggers the clocks it paces)")
-            where["admission"] = f"{where['admission']}; {phase}" if "admission" in where else phase
+        what admission measured (its AdmissionResult)."""
+        text = self.admission.summary_text() if self.admission is not None else None
+        where: dict[str, Any] = {} if text is None else {"admission": text}
         choice = self.engine.choice
         if choice.name != "cuda":
             return where
         gpu = getattr(choice, "device", None) or 0
-        reason = getattr(self.placement, "reason", None)
+        reason = self.admission.placement.reason if self.admission and self.admission.placement else None
         if reason is None:
             req = self.device_request
             reason = (f"GPU {gpu}: the default (the pipeline sets no device)" if req is None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .admission import DEFAULT_U_MAX, admit, check_u_max, start_clocks
+from .admission import DEFAULT_POLICY, DEFAULT_U_MAX, AdmissionPolicy, admit, start_clocks
 from .errors import GkError, StreamFault
 from .runner import StreamRunner
 from .summary import ProgressFn, RunSummary, SchedulerAccounting, StopRequest
@@ -45,6 +45,8 @@ class Session:
     10.9-11.6 us alone, 12-15 us among hundreds of streams), so when a GPU's realtime streams fill
     more than half a bound, admission rehearses them together first and admits them by their
     device time among each other (``admission.rehearse``; docs/scheduler.md, "Admission").
+    ``policy``: every tunable of admission (an ``admission.AdmissionPolicy``; ``u_max`` replaces its
+    bound); each stream's decision is its runner's ``admission`` (an ``AdmissionResult``).
 
     Realtime streams whose clocks the session paces itself (sources with ``rate: realtime``) and
     that share a block period are released at phases staggered evenly over it, on one epoch, and
@@ -54,7 +56,8 @@ class Session:
     """
 
     def __init__(self, pipelines: Sequence["Pipeline"], *, backend: str | None = None,
-                 device: int | str | None = None, u_max: float = DEFAULT_U_MAX):
+                 device: int | str | None = None, u_max: float | None = None,
+                 policy: AdmissionPolicy | None = None):
         if not pipelines:
             raise ValueError("a Session needs at least one pipeline")
         from .devices import check_device
@@ -62,7 +65,8 @@ class Session:
         self.pipelines = list(pipelines)
         self.backend = backend
         self.device = check_device(device, "Session(device=...)")  # overrides every pipeline's
-        self.u_max = check_u_max(u_max, "Session(u_max=...)")
+        self.policy = (policy or DEFAULT_POLICY).with_u_max(u_max, "Session(u_max=...)")
+        self.u_max = self.policy.u_max
         self._stop = StopRequest()
         self._runners: list[StreamRunner] = []
         self.schedulers: dict[str, "Scheduler"] = {}  # device ("cpu" | "cuda" | "cuda:N") -> its scheduler
@@ -140,7 +144,10 @@ class Session:
             for p in self.pipelines:
                 runners.append(StreamRunner(p, backend=self.backend, device=self.device,
                                             gpu=self._first_guess(runners, gpus)))
-            self.schedulers = admit(runners, u_max=self.u_max, gpus=gpus)  # AdmissionError before the first block
+            admitted = admit(runners, policy=self.policy, gpus=gpus)  # AdmissionError before the first block
+            self.schedulers = admitted.schedulers
+            for r in runners:
+                r.admission = admitted.results[r.pipeline.name]
             self.dispatch = start_dispatch(runners, self.schedulers)
             start_clocks(runners)  # the clocks admission phased (assign_phases), on one epoch
         except BaseException:
@@ -198,7 +205,7 @@ class Session:
 
     def placements(self) -> dict[str, Any]:
         """Each stream's :class:`~pygpukit_dsp.admission.Placement` (after run() admitted them)."""
-        return {r.pipeline.name: r.placement for r in self._runners}
+        return {r.pipeline.name: r.admission.placement if r.admission else None for r in self._runners}
 
     def _auto_gpus(self) -> list[int] | None:
         """The GPUs ``device: auto`` may use, when a pipeline asks for it (else None: not needed)."""

@@ -1,5 +1,5 @@
 """Several GPUs of one host, without a GPU: the ``device`` key (YAML and Python), placement of
-``device: auto`` streams by admission headroom (admission.py), one scheduler and one dispatcher
+``device: auto`` streams by admission headroom (admission/placement.py), one scheduler and one dispatcher
 per GPU (dispatch.py). The same on the fake driver with 2 and 4 GPUs: tests/backends/
 test_cuda_multi_gpu.py; on real GPUs: the ``multi_gpu`` tests there."""
 
@@ -13,11 +13,24 @@ import pytest
 from pygpukit_dsp_core import Scheduler
 
 from pygpukit_dsp import AdmissionError, ConfigError, Pipeline, Session, stages
-from pygpukit_dsp.admission import Placement, admit, device_key, gpu_of, headroom
+from pygpukit_dsp.admission import REFERENCE_CALIBRATION, Placement, headroom
+from pygpukit_dsp.admission import admit as _admit
 from pygpukit_dsp.backends import BackendChoice, requested_gpu
+from pygpukit_dsp.devices import device_key, gpu_of
 from pygpukit_dsp.dispatch import start_dispatch
 from pygpukit_dsp.io import NullSink, NullSource
 from pygpukit_dsp.spec import load_text
+
+
+
+def admit(runners, **kw):
+    """admit() on the fake runners, each keeping its result as a Session's runner does (its
+    ``admission``); fake GPUs read the reference calibration."""
+    adm = _admit(runners, calibration=lambda gpu: REFERENCE_CALIBRATION, **kw)
+    for r in runners:
+        r.admission = adm.results[r.pipeline.name]
+    return adm
+
 
 # ----------------------------------------------------------------------------- the device key
 
@@ -140,7 +153,7 @@ class _Runner:
         self.device_request = device
         self.engine = _Engine(gpu, backend, units)
         self.moves: list[int] = []
-        self.placement = None
+        self.admission = None
 
     def move_to_gpu(self, gpu):
         self.moves.append(gpu)
@@ -168,23 +181,23 @@ def test_auto_streams_spread_over_the_gpus_by_headroom(n_gpus):
     assert set(scheds) == {device_key(g) for g in gpus}
     # round 1: one per GPU in index order (all empty: ties broken by index); round 2: the GPU
     # with the most headroom (the one holding the cheapest first-round stream) first
-    first = [r.placement.gpu for r in runners[:n_gpus]]
+    first = [r.admission.placement.gpu for r in runners[:n_gpus]]
     assert first == gpus
-    second = [r.placement.gpu for r in runners[n_gpus:]]
+    second = [r.admission.placement.gpu for r in runners[n_gpus:]]
     assert second == list(reversed(gpus))
     for g in gpus:
         assert len(_names(scheds[device_key(g)])) == 2
     for r in runners:
-        assert isinstance(r.placement, Placement) and r.placement.requested == "auto"
-        assert r.placement.device == device_key(r.placement.gpu)
-        assert r.engine.choice.device == r.placement.gpu  # moved where it was admitted
-        assert r.placement.reason.startswith(f"GPU {r.placement.gpu}: auto: ")
-    assert "the lower index" in runners[0].placement.reason
-    assert "the most admission headroom" in runners[-1].placement.reason
+        assert isinstance(r.admission.placement, Placement) and r.admission.placement.requested == "auto"
+        assert r.admission.placement.device == device_key(r.admission.placement.gpu)
+        assert r.engine.choice.device == r.admission.placement.gpu  # moved where it was admitted
+        assert r.admission.placement.reason.startswith(f"GPU {r.admission.placement.gpu}: auto: ")
+    assert "the lower index" in runners[0].admission.placement.reason
+    assert "the most admission headroom" in runners[-1].admission.placement.reason
 
 
 def test_identical_auto_streams_measured_once_spread_evenly(monkeypatch):
-    import pygpukit_dsp.admission as adm
+    import pygpukit_dsp.admission.cost as adm
 
     clock = [0]
     monkeypatch.setattr(adm, "time", SimpleNamespace(perf_counter_ns=lambda: clock[0]))
@@ -218,7 +231,7 @@ def test_identical_auto_streams_measured_once_spread_evenly(monkeypatch):
     other = [_Runner("a", {"class": "realtime"}), _Runner("b", {"class": "realtime"}, gpu=1)]
     other[0].engine, other[1].engine = Timed(100_000, 0), Timed(200_000, 1, model="GPU model B")
     admit(other, gpus=[0, 1])
-    costs = sorted(r.admitted_cost_ns for r in other)
+    costs = sorted(r.admission.cost_ns for r in other)
     assert costs == [100_000, 200_000]
 
 
@@ -236,9 +249,9 @@ def test_headroom_is_what_admission_can_still_take():
 def test_streams_that_reserve_nothing_spread_by_count():
     runners = [_Runner(f"w2_{i}", {"class": "throughput"}, units=64) for i in range(4)]
     scheds = admit(runners, gpus=[0, 1])
-    assert [r.placement.gpu for r in runners] == [0, 1, 0, 1]
-    assert "fewer streams here (1 vs 0)" not in runners[1].placement.reason
-    assert "fewer streams here (0 vs 1)" in runners[1].placement.reason
+    assert [r.admission.placement.gpu for r in runners] == [0, 1, 0, 1]
+    assert "fewer streams here (1 vs 0)" not in runners[1].admission.placement.reason
+    assert "fewer streams here (0 vs 1)" in runners[1].admission.placement.reason
     assert all(len(_names(s)) == 2 for s in scheds.values())
 
 
@@ -249,20 +262,21 @@ def test_a_stream_refused_on_a_full_gpu_is_placed_on_another():
     b = _rt("b", 5000, device=1, gpu=1)
     c = _rt("c", 2000, block=4800, gpu=0)  # opened on GPU 0 first
     scheds = admit([a, b, c], gpus=[0, 1])
-    assert c.placement.gpu == 1 and c.moves == [1] and c.engine.choice.device == 1
+    assert c.admission.placement.gpu == 1 and c.moves == [1] and c.engine.choice.device == 1
     assert _names(scheds["cuda"]) == ["a"] and _names(scheds["cuda:1"]) == ["b", "c"]
-    assert set(c.placement.refused) == {0} and "shortest realtime deadline" in c.placement.refused[0]
-    assert "GPU 0 refused it" in c.placement.reason and "GPU 1 admitted it" in c.placement.reason
-    assert a.placement.reason == "GPU 0: requested (device: 0)"
-    assert c.placement.headroom[0] > c.placement.headroom[1]
+    refused = c.admission.placement.refused
+    assert set(refused) == {0} and "shortest realtime deadline" in refused[0]
+    assert "GPU 0 refused it" in c.admission.placement.reason and "GPU 1 admitted it" in c.admission.placement.reason
+    assert a.admission.placement.reason == "GPU 0: requested (device: 0)"
+    assert c.admission.placement.headroom[0] > c.admission.placement.headroom[1]
 
 
 def test_four_gpus_three_full_the_fourth_takes_it():
     runners = [_rt(f"hog{g}", 8000, device=g, gpu=g) for g in range(3)]  # 0.8 of GPUs 0-2
     late = _rt("late", 3000, gpu=0)                                        # 0.3: fits only on GPU 3
     scheds = admit(runners + [late], gpus=[0, 1, 2, 3])
-    assert late.placement.gpu == 3 and late.moves == [3]
-    assert "the most admission headroom" in late.placement.reason and not late.placement.refused
+    assert late.admission.placement.gpu == 3 and late.moves == [3]
+    assert "the most admission headroom" in late.admission.placement.reason and not late.admission.placement.refused
     assert _names(scheds["cuda:3"]) == ["late"]
 
 
@@ -293,8 +307,9 @@ def test_cpu_streams_keep_their_scheduler_and_auto_ignores_them():
     cpu = _Runner("host", {"class": "realtime", "cost_us": 8000}, backend="cpu")
     gpu = _rt("g", 8000)
     scheds = admit([cpu, gpu], gpus=[0, 1])
-    assert set(scheds) == {"cpu", "cuda"} and cpu.placement.device == "cpu" and cpu.placement.gpu is None
-    assert gpu.placement.gpu == 0
+    assert set(scheds) == {"cpu", "cuda"}
+    assert cpu.admission.placement.device == "cpu" and cpu.admission.placement.gpu is None
+    assert gpu.admission.placement.gpu == 0
 
 
 # ----------------------------------------------------------------------------- dispatch per GPU
@@ -343,8 +358,8 @@ def test_one_dispatcher_and_one_scheduler_per_gpu(recorded_cuda_dispatch, n_gpus
         assert len(x.attached) == 3
     assert set(d.stats()) == {device_key(g) for g in range(n_gpus)}
     for r in runners:
-        assert d.device_of(r.pipeline.name) == r.placement.device
-        assert d.dispatcher(r.placement.device).device_index == r.placement.gpu
+        assert d.device_of(r.pipeline.name) == r.admission.placement.device
+        assert d.dispatcher(r.admission.placement.device).device_index == r.admission.placement.gpu
         assert d.stream_stats(r.pipeline.name)["name"] == r.pipeline.name
     d.close()
     assert all(x.closed == 1 for x in made)
