@@ -746,8 +746,8 @@ def test_gpu_rehearsal_times_each_engine_among_the_others_and_leaves_its_state_a
         assert run.costs(deadline_ns=2_000_000) == [max(round(c / run.overlap), round(run.dispatch_ns * 1.5))
                                                     for c in run.device_ns]
         # the second window's latencies from release (1 s at 187.5 blocks/s each) and their tail, which
-        # reaches past its threshold over the 60 s horizon (how far is the host's: a noisy H100 lease
-        # reached 3.7 ms with 32 light streams, a quiet one far inside the period)
+        # reaches past its threshold over the 60 s horizon (how far is the host's: an H100 with a noisy
+        # host reached 3.7 ms with 32 light streams, a quiet one far inside the period)
         assert len(run.latency_ns) == 32 and all(150 <= len(a) <= 200 for a in run.latency_ns)
         tail = run.tail()
         assert tail.blocks == sum(len(a) for a in run.latency_ns)

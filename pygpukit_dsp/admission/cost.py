@@ -167,7 +167,7 @@ def measure_block_cost(runner: "StreamRunner", policy: AdmissionPolicy = DEFAULT
 
 def cost_key(runner: "StreamRunner") -> str:
     """What a block's measured cost depends on: the kind of device its engine runs on (a GPU's
-    model, not its index: GPUs of one model run a block alike), the engine, the QoS class (the
+    model, not its index: GPUs of one model take a block alike), the engine, the QoS class (the
     engine's options follow it), the input and the stages. Streams of one session with the same
     key share one measurement (the same work costs the same; timed once, a host hiccup cannot
     make one of them look costlier and ``device: auto`` place identical streams unevenly)."""
