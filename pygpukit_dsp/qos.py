@@ -71,7 +71,8 @@ class QoS(StageParams, metaclass=_CalledWithConfigErrors):
         None, description="pin the thread that runs the stream's blocks to this CPU (auto: the last CPU the "
         "process may use)")
 
-    model_config = {**StageParams.model_config, "populate_by_name": True}
+    # built at once: a deferred build would replace the keyword signature set below (model_signature)
+    model_config = {**StageParams.model_config, "populate_by_name": True, "defer_build": False}
     # FILE:LINE:COL of a YAML value, by key (set by the loader): errors found at run time point there
     _where: dict[str, str] = PrivateAttr(default_factory=dict)
 

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..errors import ConfigError
+from ..registry import Registry
 from ..signal import SignalSpec
 from ..stages.base import StageParams, did_you_mean, params_config, params_repr, validate_params
 
@@ -121,21 +122,23 @@ class Sink(_Component):
         """Take one output block (its length may be shorter for the last block)."""
 
 
-SOURCES: dict[str, type[Source]] = {}
-SINKS: dict[str, type[Sink]] = {}
+# every source and sink type by its YAML name (io/__init__.py declares the built-in ones with their
+# modules: a module is imported when one of its types is first looked up)
+SOURCES: Registry[type[Source]] = Registry("source")
+SINKS: Registry[type[Sink]] = Registry("sink")
 
 
 def register_source(cls: type[Source]) -> type[Source]:
-    SOURCES[cls.type] = cls
+    SOURCES.register(cls.type, cls)
     return cls
 
 
 def register_sink(cls: type[Sink]) -> type[Sink]:
-    SINKS[cls.type] = cls
+    SINKS.register(cls.type, cls)
     return cls
 
 
-def _lookup(table: dict, kind: str, type_name: str, where: str | None):
+def _lookup(table: Registry, kind: str, type_name: str, where: str | None):
     try:
         return table[type_name]
     except KeyError:

@@ -25,15 +25,19 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationError
 
 from ..errors import ConfigError
+from ..registry import Registry
 from ..signal import SignalSpec
 
 
 class StageParams(BaseModel):
     """Base of every stage's parameter model: unknown keys are errors, values are frozen, and no
-    number is NaN or infinite (sources, sinks and QoS share these rules)."""
+    number is NaN or infinite (sources, sinks and QoS share these rules).
+
+    ``defer_build``: a model's validator is built when it first validates, so listing the catalog
+    (``gk-stream stages``) or importing a stage module builds none."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
-                              allow_inf_nan=False)
+                              allow_inf_nan=False, defer_build=True)
 
 
 # ---------------------------------------------------------------------------
@@ -335,15 +339,15 @@ def validate_params(model: type[BaseModel], data: dict[str, Any], *, base_dir: P
 # Registry
 
 
-STAGES: dict[str, type[Stage]] = {}
+STAGES: Registry[type[Stage]] = Registry("stage")
+"""Every stage type by its YAML name (``stages/__init__.py`` declares the built-in ones with their
+modules: a module is imported when one of its types is first looked up)."""
 
 
 def register_stage(cls: type[Stage]) -> type[Stage]:
     if not cls.type:
         raise TypeError(f"{cls.__name__} has no type name")
-    if cls.type in STAGES:
-        raise TypeError(f"stage type '{cls.type}' registered twice")
-    STAGES[cls.type] = cls
+    STAGES.register(cls.type, cls)  # TypeError when another class holds the name
     return cls
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.fft as sfft
-import scipy.signal as ssig
 from pydantic import Field, field_validator, model_validator
 
 from ..limits import MAX_CHANNELS, MAX_TAPS, limit
@@ -55,6 +53,9 @@ class ChannelizerProcessor:
     """
 
     def __init__(self, prototype: np.ndarray, M: int, channels: int, block_size: int, dtype: np.dtype):
+        import scipy.fft as sfft  # SciPy loads when a processor is made, not with the catalog
+
+        self._sfft = sfft
         self.M = M
         T = -(-prototype.size // M)
         self.T = T
@@ -84,7 +85,7 @@ class ChannelizerProcessor:
         v = F[:, T - 1:T - 1 + rows] * self.H[0]
         for r in range(1, T):
             v += F[:, T - 1 - r:T - 1 - r + rows] * self.H[r]
-        y = sfft.ifft(v, axis=-1, norm="forward", overwrite_x=True)  # sum_p v_p exp(+2j*pi*k*p/M)
+        y = self._sfft.ifft(v, axis=-1, norm="forward", overwrite_x=True)  # sum_p v_p exp(+2j*pi*k*p/M)
         ext[:, :hist] = ext[:, n:n + hist]
         # (C, rows, M) -> output channel c*M + k
         return np.ascontiguousarray(y.transpose(0, 2, 1)).reshape(self.channels * M, rows).astype(
@@ -119,6 +120,8 @@ class Channelizer(Stage):
         M = self.params.channels
         if self.params.taps is not None:
             return self.params.taps
+        import scipy.signal as ssig  # SciPy loads when a filter is designed, not with the catalog
+
         return ssig.firwin(M * self.params.taps_per_channel, 1.0 / M)
 
     def state_bytes(self, spec: SignalSpec) -> int:

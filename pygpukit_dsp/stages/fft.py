@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.fft as sfft
 from pydantic import Field, field_validator
 
 from ..errors import ConfigError
@@ -36,6 +35,9 @@ class InverseFftParams(StageParams):
 
 class ForwardFftProcessor:
     def __init__(self, n: int, channels: int, real: bool):
+        import scipy.fft as sfft  # SciPy loads when a processor is made, not with the catalog
+
+        self._sfft = sfft
         self.n, self.channels, self.real = n, channels, real
 
     def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
@@ -47,8 +49,8 @@ class ForwardFftProcessor:
             x = padded
         framed = x.reshape(c, frames, self.n)
         if self.real:
-            return sfft.rfft(framed, axis=-1).astype(np.complex64, copy=False)
-        return sfft.fft(framed, axis=-1).astype(np.complex64, copy=False)
+            return self._sfft.rfft(framed, axis=-1).astype(np.complex64, copy=False)
+        return self._sfft.fft(framed, axis=-1).astype(np.complex64, copy=False)
 
     def reset(self) -> None:
         """Frames never straddle blocks: no streaming state."""
@@ -56,14 +58,17 @@ class ForwardFftProcessor:
 
 class InverseFftProcessor:
     def __init__(self, n: int, real: bool):
+        import scipy.fft as sfft  # SciPy loads when a processor is made, not with the catalog
+
+        self._sfft = sfft
         self.n, self.real = n, real
 
     def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
         c, frames, _ = x.shape
         if self.real:
-            y = sfft.irfft(x, self.n, axis=-1).astype(np.float32, copy=False)
+            y = self._sfft.irfft(x, self.n, axis=-1).astype(np.float32, copy=False)
         else:
-            y = sfft.ifft(x, axis=-1).astype(np.complex64, copy=False)
+            y = self._sfft.ifft(x, axis=-1).astype(np.complex64, copy=False)
         return y.reshape(c, frames * self.n)
 
     def reset(self) -> None:

@@ -13,8 +13,6 @@ import math
 from typing import Literal
 
 import numpy as np
-import scipy.fft as sfft
-import scipy.signal as ssig
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..errors import ConfigError
@@ -35,6 +33,8 @@ def check_window(window: WindowSpec, length: int = 16) -> WindowSpec:
     examples = "examples: 'hann', 'hamming', 'blackman', ['kaiser', 8.0], ['tukey', 0.25]"
     if isinstance(window, list) and not window:
         raise ValueError(f"window is an empty list; {examples}")
+    import scipy.signal as ssig  # SciPy loads when a filter is designed, not with the catalog
+
     try:
         w = ssig.get_window(window_arg(window), length)
     except (ValueError, TypeError, IndexError, OverflowError) as exc:  # scipy raises all of these
@@ -79,6 +79,8 @@ class FirDesign(StageParams):
         return limit(v, MAX_TAPS, "numtaps", "taps")
 
     def taps(self, sample_rate: float) -> np.ndarray:
+        import scipy.signal as ssig  # SciPy loads when a filter is designed, not with the catalog
+
         try:
             with np.errstate(invalid="ignore", divide="ignore"):
                 h = ssig.firwin(self.numtaps, self.cutoff_hz, window=window_arg(self.window),
@@ -286,6 +288,9 @@ class OverlapSaveFir:
 
     def __init__(self, taps: np.ndarray, channels: int, block_size: int, dtype: np.dtype,
                  step: int, partitions: int):
+        import scipy.fft as sfft  # SciPy loads when a processor is made, not with the catalog
+
+        self._sfft = sfft
         self.dtype = np.dtype(dtype)
         self.real = self.dtype.kind == "f"
         taps = np.asarray(taps)
@@ -319,12 +324,12 @@ class OverlapSaveFir:
         self.ext = np.zeros((channels, self.hist + block_size), self.dtype)
 
     def _forward(self, a: np.ndarray) -> np.ndarray:
-        return sfft.rfft(a, axis=-1) if self.real else sfft.fft(a, axis=-1)
+        return self._sfft.rfft(a, axis=-1) if self.real else self._sfft.fft(a, axis=-1)
 
     def _inverse(self, a: np.ndarray) -> np.ndarray:
         if self.real:
-            return sfft.irfft(a, self.nfft, axis=-1, overwrite_x=True)
-        return sfft.ifft(a, axis=-1, overwrite_x=True)
+            return self._sfft.irfft(a, self.nfft, axis=-1, overwrite_x=True)
+        return self._sfft.ifft(a, axis=-1, overwrite_x=True)
 
     def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
         n = x.shape[-1]
@@ -371,6 +376,8 @@ class OverlapSaveFir:
 def plan_fir(L: int, channels: int, block_size: int, is_complex: bool,
              method: str = "auto", per_channel: bool = False) -> tuple[str, int, int, float]:
     """Pick (method, sub-block or step, partitions, estimated ns per block) by a rough cost model."""
+    import scipy.fft as sfft  # SciPy loads when a filter is planned, not with the catalog
+
     cx = 4 if is_complex else 1
     direct = ("direct", block_size, 1,
               L * (_OP_OVERHEAD_NS + _DIRECT_NS_PER_MAC * channels * block_size * cx))

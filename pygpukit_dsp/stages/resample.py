@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.signal as ssig
 from pydantic import Field, field_validator, model_validator
 
 from ..limits import MAX_RESAMPLE_FACTOR, MAX_TAPS, limit
@@ -56,6 +55,8 @@ def resample_filter(up: int, down: int, taps: int | np.ndarray | None) -> tuple[
     if isinstance(taps, np.ndarray):
         return taps.astype(np.float64) * up, (taps.size - 1) // 2
     numtaps = 2 * 10 * max_rate + 1 if taps is None else int(taps)
+    import scipy.signal as ssig  # SciPy loads when a filter is designed, not with the catalog
+
     h = ssig.firwin(numtaps, 1.0 / max_rate, window=("kaiser", 5.0)) * up
     return h, (numtaps - 1) // 2
 
@@ -78,6 +79,9 @@ class ResampleProcessor:
 
     def __init__(self, h_padded: np.ndarray, up: int, down: int, channels: int, block_size: int,
                  dtype: np.dtype):
+        import scipy.signal as ssig  # SciPy loads when a processor is made, not with the catalog
+
+        self._upfirdn = ssig.upfirdn
         self.up, self.down = up, down
         self.h = h_padded
         self.dtype = np.dtype(dtype)
@@ -101,7 +105,7 @@ class ResampleProcessor:
         if self.direct:
             y = self._direct(ext[:, :hist + m], count)
         else:
-            y = ssig.upfirdn(self.h, ext[:, :hist + m], self.up, self.down, axis=-1)[:, self.skip:self.skip + count]
+            y = self._upfirdn(self.h, ext[:, :hist + m], self.up, self.down, axis=-1)[:, self.skip:self.skip + count]
         if hist:
             ext[:, :hist] = ext[:, m:m + hist]
         return y.astype(self.dtype)

@@ -6,7 +6,6 @@ import math
 from typing import Literal
 
 import numpy as np
-import scipy.signal as ssig
 from pydantic import Field, field_validator, model_validator
 
 from ..errors import ConfigError
@@ -59,6 +58,8 @@ class SosDesign(StageParams):
                               hint=f"cutoff frequencies must be below sample_rate/2 = {sample_rate / 2:g} Hz",
                               path=("design", "cutoff_hz"))
         wn = edges[0] if len(edges) == 1 else list(edges)  # scipy refuses [f] for a lowpass: pass f
+        import scipy.signal as ssig  # SciPy loads when a filter is designed, not with the catalog
+
         try:
             with np.errstate(all="ignore"):
                 sos = ssig.iirfilter(self.order, wn, rp=self.rp, rs=self.rs, btype=self.btype,
@@ -103,6 +104,9 @@ class SosProcessor:
     """scipy.signal.sosfilt with its state zi carried across blocks, in float64/complex128."""
 
     def __init__(self, sos: np.ndarray, channels: int, is_complex: bool, out_dtype: str):
+        import scipy.signal as ssig  # SciPy loads when a processor is made, not with the catalog
+
+        self._sosfilt = ssig.sosfilt
         self.sos = np.asarray(sos, dtype=np.float64)
         self.work = np.complex128 if is_complex else np.float64
         self.out_dtype = out_dtype
@@ -111,7 +115,7 @@ class SosProcessor:
     def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
         if x.shape[-1] == 0:  # an empty final block (sosfilt cannot take one)
             return np.zeros(x.shape, self.out_dtype)
-        y, self.zi = ssig.sosfilt(self.sos, x.astype(self.work), axis=-1, zi=self.zi)
+        y, self.zi = self._sosfilt(self.sos, x.astype(self.work), axis=-1, zi=self.zi)
         return y.astype(self.out_dtype)
 
     def reset(self) -> None:

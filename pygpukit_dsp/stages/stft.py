@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.fft as sfft
-import scipy.signal as ssig
 from pydantic import Field, field_validator, model_validator
 
 from ..limits import MAX_FFT, limit
@@ -43,6 +41,9 @@ class StftParams(StageParams):
 
 class StftProcessor:
     def __init__(self, window: np.ndarray, hop: int, channels: int, block_size: int, dtype: np.dtype):
+        import scipy.fft as sfft  # SciPy loads when a processor is made, not with the catalog
+
+        self._sfft = sfft
         self.nfft = window.size
         self.hop = hop
         self.real = np.dtype(dtype).kind == "f"
@@ -64,9 +65,9 @@ class StftProcessor:
         windows = np.lib.stride_tricks.sliding_window_view(ext[:, :hist + n], self.nfft, axis=-1)
         segs = windows[:, self.skip::self.hop][:, :frames] * self.window
         if self.real:
-            y = sfft.rfft(segs, axis=-1, overwrite_x=True)
+            y = self._sfft.rfft(segs, axis=-1, overwrite_x=True)
         else:
-            y = sfft.fft(segs, axis=-1, overwrite_x=True)
+            y = self._sfft.fft(segs, axis=-1, overwrite_x=True)
         if hist:
             ext[:, :hist] = ext[:, n:n + hist]
         return y.astype(np.complex64, copy=False)
@@ -105,6 +106,8 @@ class Stft(Stage):
         return self.params.hop_samples
 
     def window(self) -> np.ndarray:
+        import scipy.signal as ssig  # SciPy loads when a window is computed, not with the catalog
+
         return ssig.get_window(window_arg(self.params.window), self.params.nfft)
 
     def state_bytes(self, spec: SignalSpec) -> int:
