@@ -29,11 +29,19 @@ def window_arg(window: WindowSpec) -> str | tuple:
     return window if isinstance(window, str) else tuple(window)
 
 
+# windows scipy.signal.get_window computes by name alone, finite at every length (tests/stages/
+# test_fir.py checks each against SciPy): checking one needs no SciPy (gk-stream validate)
+PLAIN_WINDOWS = frozenset({"hann", "hamming", "blackman", "blackmanharris", "bartlett", "barthann", "bohman",
+                           "boxcar", "cosine", "flattop", "nuttall", "parzen", "triang", "tukey"})
+
+
 def check_window(window: WindowSpec, length: int = 16) -> WindowSpec:
     examples = "examples: 'hann', 'hamming', 'blackman', ['kaiser', 8.0], ['tukey', 0.25]"
     if isinstance(window, list) and not window:
         raise ValueError(f"window is an empty list; {examples}")
-    import scipy.signal as ssig  # SciPy loads when a filter is designed, not with the catalog
+    if isinstance(window, str) and window in PLAIN_WINDOWS:
+        return window
+    import scipy.signal as ssig  # SciPy loads when a window needs it checked, not with the catalog
 
     try:
         w = ssig.get_window(window_arg(window), length)

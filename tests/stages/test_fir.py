@@ -6,7 +6,7 @@ import scipy.signal as ss
 
 from pygpukit_dsp.errors import ConfigError, ConfigErrors
 from pygpukit_dsp.signal import SignalSpec
-from pygpukit_dsp.stages.fir import DirectFir, Fir, MatmulFir, OverlapSaveFir, plan_fir
+from pygpukit_dsp.stages.fir import PLAIN_WINDOWS, DirectFir, Fir, MatmulFir, OverlapSaveFir, check_window, plan_fir
 
 from .conftest import assert_documented, config_error, rel_err, run_stage, signal, stream
 
@@ -245,3 +245,13 @@ def test_design_that_gives_nan_taps_is_refused():
     st = Fir(design={"numtaps": 2, "cutoff_hz": 100, "window": "hann"})
     with pytest.raises(ConfigError, match="gives NaN taps"):
         st.output_spec(SignalSpec(48000, 1, 16))
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN_WINDOWS))
+def test_a_window_checked_by_name_alone_is_one_scipy_computes_by_name(name):
+    """check_window accepts these names without SciPy: SciPy must give each, finite, at any length."""
+    assert check_window(name) == name
+    for n in (1, 2, 15, 16, 1025):
+        for fftbins in (True, False):  # stft's periodic window, firwin's symmetric one
+            w = ss.get_window(name, n, fftbins=fftbins)
+            assert w.shape == (n,) and np.all(np.isfinite(w))
