@@ -222,16 +222,27 @@ def cmd_devices(args: argparse.Namespace) -> int:
     from .io.portaudio import audio_devices
     from .io.sigmf_io import sigmf_report
 
+    from .admission.calibrate import admission_report
+
     caps = capabilities()
     sources = kernel_sources(caps)
     audio, audio_reason = audio_devices()
     usable = usable_gpus(caps)
     net, sigmf = net_report(), sigmf_report()
+    if args.calibrate and not usable:
+        from .errors import DeviceError
+
+        raise DeviceError(f"no usable GPU to calibrate admission on: {usable_from(caps)[1]}")
+    if args.calibrate and not args.json:
+        print(f"calibrating admission on GPU(s) {', '.join(map(str, usable))}: reference streams through each "
+              "GPU's dispatcher (a few seconds each)", file=sys.stderr)
+    admission = admission_report(usable, remeasure=args.calibrate, caps=caps)
     if args.json:
         ok, why = usable_from(caps)
         print(json.dumps({"capabilities": caps, "kernel_sources": sources,
                           "auto": {"backend": "cuda" if ok else "cpu", "why": why},
                           "device_auto": {"gpus": usable, "why": _device_auto_line(caps, usable)},
+                          "admission": admission,
                           "audio": {"devices": audio, "reason": audio_reason},
                           "io": {"zmq": net, "sigmf": sigmf}}, indent=2, default=str))
         return 0
@@ -285,7 +296,26 @@ def cmd_devices(args: argparse.Namespace) -> int:
     ok, why = usable_from(caps)
     print(f"auto    -> backend={'cuda' if ok else 'cpu'}: {why}")
     print(f"device  auto -> {_device_auto_line(caps, usable)}")
+    for line in _admission_lines(admission):
+        print(line)
     return 0
+
+
+def _admission_lines(admission: dict) -> list[str]:
+    """``gk-stream devices``' admission lines: the policy's main tunables, each GPU's calibration."""
+    p = admission["policy"]
+    lines = [f"admission policy: u_max {p['u_max']:g}, dispatcher's lock busy at most {p['dispatcher_busy_cap']:.0%}, "
+             f"rehearsed past {p['rehearsal_share']:.0%} of a bound, latency tail over {p['tail_horizon_s']:g} s "
+             "(--json lists every tunable)"]
+    for gpu, cal in (admission["calibration"] or {}).items():
+        if cal is None:
+            lines.append(f"admission gpu {gpu}: not calibrated yet (measured on first need, or by "
+                         "gk-stream devices --calibrate)")
+            continue
+        lines.append(f"admission gpu {gpu}: the dispatcher's work {cal['dispatch_ns'] / 1e3:.1f} us per block, its "
+                     f"lock held up to {cal['hold_ns'] / 1e3:.0f} us, {cal['overlap']:.2f} blocks on the GPU at once "
+                     f"({cal['streams']} reference streams, driver {cal['driver']}, {cal['measured_at']})  {cal['path']}")
+    return lines
 
 
 def _device_auto_line(caps: dict, usable: list[int]) -> str:
@@ -577,8 +607,12 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("name", nargs="?", help="show one type (a stage, a source or a sink)")
     st.set_defaults(fn=cmd_stages)
 
-    dev = sub.add_parser("devices", help="GPUs, CUDA libraries, audio host APIs, and what auto picks")
+    dev = sub.add_parser("devices", help="GPUs, CUDA libraries, audio host APIs, what auto picks, and admission's "
+                                         "policy and calibration")
     dev.add_argument("--json", action="store_true")
+    dev.add_argument("--calibrate", action="store_true",
+                     help="measure admission's figures of each usable GPU again (the dispatcher's work per block, "
+                          "its lock's hold, the GPU's overlap) and cache them (docs/scheduler.md, \"The calibration\")")
     dev.set_defaults(fn=cmd_devices)
 
     b = sub.add_parser("bench", help="benchmark against NumPy/CuPy/PyTorch baselines (latency, throughput; "

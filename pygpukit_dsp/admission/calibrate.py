@@ -93,3 +93,15 @@ def measure(identity: GpuIdentity, policy: AdmissionPolicy = DEFAULT_POLICY) -> 
                        hold_ns=int(np.median([r.hold_ns for r in runs])),
                        overlap=round(float(np.median([r.overlap for r in runs])), 3), streams=n, period_ns=period,
                        windows=len(runs), blocks=int(sum(r.blocks for r in runs)), measured_at=stamp)
+
+
+def admission_report(gpus: list[int], *, remeasure: bool = False, policy: AdmissionPolicy = DEFAULT_POLICY,
+                     caps: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``gk-stream devices``' ``admission``: the policy's tunables, and each of ``gpus``' calibration
+    by GPU index (None: not measured yet; the whole None without a GPU). ``remeasure``: measure
+    each again and cache it (``gk-stream devices --calibrate``)."""
+    cals: dict[str, Any] = {}
+    for gpu in gpus:
+        cal = calibration_for(gpu, policy=policy, remeasure=True, caps=caps) if remeasure else cached(gpu, caps)
+        cals[str(gpu)] = None if cal is None else cal.to_dict()
+    return {"policy": policy.to_dict(), "calibration": cals or None}

@@ -64,9 +64,9 @@ class AdmissionPolicy:
     machine_streams: int = 64
     """The machine calibration's reference set: this many light realtime streams on the GPU (streams)."""
     machine_block_size: int = 64
-    """Their block size at 48 kHz (samples; 64: a 1.33 ms period, as many blocks a second as 256 W1 streams)."""
+    """Their block size at 48 kHz: 64 is a 1.33 ms period, as many blocks a second as 256 W1 streams (samples)."""
     machine_channels: int = 16
-    """Their channels (a gain on each: the dispatcher's work per block hardly depends on the pipeline)."""
+    """Their channels, a gain on each: the dispatcher's work per block hardly depends on the pipeline (channels)."""
     machine_warmup_s: float = 0.2
     """The machine calibration's warm-up (s)."""
     machine_window_s: float = 0.5

@@ -1,16 +1,27 @@
-"""Admission's rehearsal on CUDA engines (pygpukit_dsp/admission.py, ``rehearse``), on the fake
-driver (CPU only): it drives every engine through a scratch dispatcher and leaves nothing behind.
-Its GPU tests are in tests/test_admission.py."""
+"""Admission on CUDA engines, on the fake driver (CPU only): the rehearsal (pygpukit_dsp/admission/
+rehearsal.py, ``rehearse``) drives every engine through a scratch dispatcher and leaves nothing
+behind; the machine's calibration (admission/calibrate.py) is measured on first need, cached per
+GPU and driver, shown and redone by ``gk-stream devices``. The GPU tests are in
+tests/test_admission.py and tests/admission/test_calibration.py."""
 
 from __future__ import annotations
 
-from .test_cuda_engine import fake_driver, fake_mapped_driver  # noqa: F401  (fixtures)
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .test_cuda_engine import PACKAGE_PARENT, fake_driver, fake_mapped_driver  # noqa: F401  (fixtures)
 from .test_cuda_engine import last_json, run_python
 
 FAKE_SCRIPT = r"""
 import ctypes, gc, json, os
 import numpy as np
 from pygpukit_dsp import Pipeline, Session, admission, stages
+from pygpukit_dsp.admission import admitting
 from pygpukit_dsp.backends import choose_backend
 from pygpukit_dsp.backends.cuda_engine import CudaEngine
 from pygpukit_dsp.io import NullSink, NullSource
@@ -34,17 +45,23 @@ res["overlap"] = run.overlap
 res["latencies"] = [len(a) for a in run.latency_ns]
 tail = run.tail()
 res["tail"] = None if tail is None else [tail.blocks, tail.threshold_ns, tail.max_ns]
-res["attached_after"] = [e._dispatch is not None for e in engines]
+res["attached_after"] = [e.dispatch is not None for e in engines]
 for e in engines:
     e.close()
 
-# a session whose streams are crowded (forced: the fake driver's costs are tiny) is rehearsed
-admission.crowded = lambda *a, **k: True
+# a session whose streams are crowded (forced: the fake driver's costs are tiny) is rehearsed, its
+# GPU's calibration measured first (none is cached yet)
+admitting.crowded = lambda *a, **k: True
 s = Session([rt("a"), rt("b")])
 out = s.run()
 res["blocks"] = [o.blocks for o in out]
 res["admission"] = [o.admission for o in out]
 res["formatted"] = out[0].format()
+result = s._runners[0].admission
+res["calibration"] = result.calibration.to_dict()
+res["cached"] = sorted(os.listdir(os.path.join(os.environ["GK_CACHE_DIR"], "calibration")))
+res["result"] = [result.admitted, result.device, result.cost_ns == s.stream_stats("a")["declared_cost_ns"],
+                 result.rehearsal.dispatcher_share, result.cost_source]
 del s, out
 gc.collect()
 res["live_streams"] = fake.fake_cuda_live_streams()
@@ -53,8 +70,10 @@ print(json.dumps(res))
 """
 
 
-def test_fake_rehearsal_drives_every_engine_and_a_crowded_session_reports_it(fake_mapped_driver):  # noqa: F811
-    res = last_json(run_python(FAKE_SCRIPT, timeout=300, GK_LIBCUDA=fake_mapped_driver, GK_JIT_DISK_CACHE="0"))
+def test_fake_rehearsal_drives_every_engine_and_a_crowded_session_reports_it(fake_mapped_driver,  # noqa: F811
+                                                                            tmp_path):
+    res = last_json(run_python(FAKE_SCRIPT, timeout=300, GK_LIBCUDA=fake_mapped_driver, GK_JIT_DISK_CACHE="0",
+                               GK_CACHE_DIR=str(tmp_path)))
     assert len(res["costs"]) == 3 and all(c > 0 for c in res["costs"])  # every engine's blocks measured
     # ... and the dispatcher's serial work per block they all passed through
     dispatch_ns, blocks, costs_take_the_larger = res["dispatch"]
@@ -70,3 +89,49 @@ def test_fake_rehearsal_drives_every_engine_and_a_crowded_session_reports_it(fak
         assert "among the 2 realtime streams of its GPU rehearsed together for 1.3 s" in text
     assert "rehearsed together" in res["formatted"]
     assert res["live_streams"] == 0 and res["live_events"] == 0
+    # the GPU's calibration, measured on first need and cached under GK_CACHE_DIR
+    cal = res["calibration"]
+    assert cal["gpu_name"] == "Fake GPU" and cal["dispatch_ns"] > 0 and cal["hold_ns"] > 0 and cal["overlap"] >= 1
+    assert res["cached"] == [Path(cal["path"]).name] and cal["path"].startswith(str(tmp_path / "calibration"))
+    admitted, device, cost_is_the_scheduler_s, share, source = res["result"]
+    assert (admitted, device, cost_is_the_scheduler_s, source) == (True, "cuda", True, "measured")
+    assert 0 < share <= 0.85  # min(the policy's cap, 1 - the calibration's hold / the 10-ms deadline)
+    assert share == pytest.approx(min(0.85, 1 - cal["hold_ns"] / 10_000_000))
+
+
+def _devices(driver: str, cache: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environ = dict(os.environ, GK_LIBCUDA=driver, GK_JIT_DISK_CACHE="0", GK_CACHE_DIR=str(cache), **env,
+                   PYTHONPATH=os.pathsep.join([str(PACKAGE_PARENT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "pygpukit_dsp.cli", "devices", *args], env=environ,
+                          capture_output=True, text=True, timeout=300, cwd=cache)
+
+
+def test_fake_calibration_is_cached_per_gpu_and_driver_and_redone_by_calibrate(fake_mapped_driver,  # noqa: F811
+                                                                               tmp_path):
+    def admission(*args, **env):
+        r = _devices(fake_mapped_driver, tmp_path, "--json", *args, **env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["admission"]
+
+    first = admission()
+    assert first["policy"]["u_max"] == 0.9 and first["policy"]["dispatcher_busy_cap"] == 0.85
+    assert first["calibration"] == {"0": None}  # nothing cached yet, and devices does not measure
+    measured = admission("--calibrate")["calibration"]["0"]
+    assert measured["gpu_name"] == "Fake GPU" and measured["driver"] and measured["streams"] == 64
+    assert measured["dispatch_ns"] > 0 and measured["hold_ns"] > 0 and measured["blocks"] > 0
+    path = Path(measured["path"])
+    assert path.parent == tmp_path / "calibration" and "Fake-GPU" in path.name and "driver-" in path.name
+    assert json.loads(path.read_text())["dispatch_ns"] == measured["dispatch_ns"]
+    # read back, not measured: a figure written into the cache is what devices shows
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "dispatch_ns": 1}))
+    assert admission()["calibration"]["0"]["dispatch_ns"] == 1
+    # another GPU (another name) has no calibration under that key
+    assert admission(FAKE_CUDA_NAME="Other GPU")["calibration"] == {"0": None}
+    # --calibrate measures it again and replaces the cached figures
+    again = admission("--calibrate")["calibration"]["0"]
+    assert again["dispatch_ns"] > 1 and json.loads(path.read_text())["dispatch_ns"] == again["dispatch_ns"]
+    text = _devices(fake_mapped_driver, tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "admission policy: u_max 0.9" in text.stdout
+    assert f"admission gpu 0: the dispatcher's work {again['dispatch_ns'] / 1e3:.1f} us per block" in text.stdout
