@@ -150,3 +150,31 @@ def test_start_with_a_null_sink_replaces_the_pipelines_sink_and_iterates():
     with p.start(sink=NullSink(), tap=False) as run:  # tap=False still wins
         with pytest.raises(RuntimeError, match="without tap=True"):
             next(iter(run))
+
+
+def test_with_io_copies_the_description_with_another_source_or_sink():
+    from pygpukit_dsp.io import NullSink, NumpySink, SynthSource
+    from pygpukit_dsp.qos import QoS
+
+    src, sink, other = SynthSource(duration_s=0.1), NumpySink(), NullSink()
+    p = Pipeline([stages.Gain(db=-6)], name="g", sample_rate=8000, channels=2, block_size=64, dtype="float32",
+                 backend="cpu", qos=QoS(class_="throughput"), source=src, sink=sink, device=1, nonfinite="zero")
+    q = p.with_io(sink=other)
+    assert q is not p and q.sink is other and q.source is src and p.sink is sink
+    assert q.to_config() == {**p.to_config(), "sink": other.to_config()}
+    assert p.with_io().to_config() == p.to_config()  # None keeps the pipeline's own
+    assert p.with_io(source=SynthSource(duration_s=0.2)).source.params.duration_s == 0.2
+
+
+def test_running_a_pipeline_is_the_executors_job():
+    """Pipeline.process/run/start hand the pipeline to pygpukit_dsp.execute, which gives the same results."""
+    from pygpukit_dsp import execute
+    from pygpukit_dsp.io import NullSink, SynthSource
+
+    p = Pipeline([stages.Gain(linear=0.5)], sample_rate=8000, channels=1, block_size=100, backend="cpu",
+                 source=SynthSource(signal="sine", freq_hz=100, duration_s=0.1), sink=NullSink())
+    x = np.ones((1, 250), np.float32)
+    np.testing.assert_array_equal(p.process(x), execute.process(p, x))
+    assert p.run().blocks == execute.run(p).blocks == 8
+    with execute.start(p, sink=NullSink()) as run:
+        assert len(list(run)) == 8
