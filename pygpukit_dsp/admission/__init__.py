@@ -35,7 +35,7 @@ _EXPORTS = {
     "cost_key": "cost", "units_per_block": "cost",
     "LatencyTail": "rehearsal", "Rehearsal": "rehearsal", "RehearsalRun": "rehearsal", "rehearse": "rehearsal",
     "crowded": "rehearsal", "gpu_overlap": "rehearsal", "gpu_share_ns": "rehearsal", "horizon_blocks": "rehearsal",
-    "new_scheduler": "model", "dispatcher_share": "model", "counted_dispatch_ns": "model",
+    "new_scheduler": "model", "dispatcher_share": "model", "counted_dispatch_ns": "model", "counted_cost_ns": "model",
     "dispatch_busy_max": "model",
     "StreamRequest": "request", "stream_registration": "request",
     "Placement": "placement", "headroom": "placement",

@@ -173,9 +173,11 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", here: list[StreamReque
     again: dict[str, dict[str, Any]] = {}
     for q in rt:
         device_ns, tail, horizon = kinds[cost_key(q.runner)]
+        among = final.counted_cost_ns(gpu_share_ns(device_ns, run.overlap), run.dispatch_ns or None, shortest)
         rehearsals[q.name] = Rehearsal(len(rt), policy.rehearsal_s + policy.rehearsal_tail_s, device_ns,
                                        q.kw["cost_ns"], run.dispatch_ns, run.overlap, tail, horizon,
-                                       policy.tail_horizon_s, shortest, share, counted, policy.dispatcher_busy_cap)
+                                       policy.tail_horizon_s, shortest, share, counted, policy.dispatcher_busy_cap,
+                                       among)
         kw = dict(q.kw)
         if not q.declared:
             kw["cost_ns"] = max(int(kw["cost_ns"]), gpu_share_ns(device_ns, run.overlap))

@@ -52,6 +52,17 @@ def counted_dispatch_ns(dispatch_ns: int, deadline_ns: int | None = None, *, u_m
     return int(sched.counted_dispatch_ns(int(dispatch_ns), None if deadline_ns is None else max(1, int(deadline_ns))))
 
 
+def counted_cost_ns(cost_ns: int, dispatch_ns: int | None, deadline_ns: int | None = None, *,
+                    u_max: float | None = None, calibration: Calibration | None = None,
+                    policy: AdmissionPolicy = DEFAULT_POLICY) -> int:
+    """The block cost the device model counts for a block of ``cost_ns`` on the GPU and
+    ``dispatch_ns`` of the dispatcher's work (None: none counted): the larger of the two, the work
+    as :func:`counted_dispatch_ns` counts it. ValueError as there."""
+    sched = new_scheduler(policy, calibration or REFERENCE, u_max=u_max)
+    return int(sched.counted_cost_ns(int(cost_ns), None if not dispatch_ns else int(dispatch_ns),
+                                     None if deadline_ns is None else max(1, int(deadline_ns))))
+
+
 def dispatch_busy_max(deadline_ns: int | None = None, *, calibration: Calibration | None = None,
                       policy: AdmissionPolicy = DEFAULT_POLICY) -> float:
     """:func:`dispatcher_share` under its former name (the capacity bench's report)."""

@@ -140,6 +140,7 @@ class Rehearsal:
     dispatcher_share: float = DEFAULT_POLICY.dispatcher_busy_cap  # the lock's share at that deadline (Rust)
     counted_dispatch_ns: int | None = None  # dispatch_ns as counted against u_max there (Rust; None: as it is)
     busy_cap: float = DEFAULT_POLICY.dispatcher_busy_cap  # the policy's cap of that share
+    counted_cost_ns: int | None = None  # the device model's count of a block among them (Rust; cost_ns)
 
     @property
     def reach_ns(self) -> int | None:
@@ -160,10 +161,10 @@ class Rehearsal:
 
     @property
     def cost_ns(self) -> int:
-        """What a block of this kind costs among them: the larger of its share of the GPU
-        (occupancy_ns) and the dispatcher's serial work per block as counted (dispatch_cost_ns;
-        both are serial resources every block needs)."""
-        return max(self.occupancy_ns, self.dispatch_cost_ns)
+        """What a block of this kind costs among them, as the device model counts it: the larger
+        of its share of the GPU (occupancy_ns) and the dispatcher's serial work per block as
+        counted (dispatch_cost_ns; both are serial resources every block needs)."""
+        return self.occupancy_ns if self.counted_cost_ns is None else self.counted_cost_ns
 
     def describe(self) -> str:
         out = (f"{self.device_ns / 1e3:.1f} us of device time per block among the {self.streams} realtime "
@@ -215,10 +216,10 @@ class RehearsalRun:
         dispatcher's serial work per block as the Rust device model counts it at that deadline
         (``calibration``: the GPU's hold; None: the reference figures, calibration.REFERENCE).
         ValueError when the deadline is no longer than the hold."""
-        from .model import counted_dispatch_ns
+        from .model import counted_cost_ns
 
-        d = counted_dispatch_ns(self.dispatch_ns, deadline_ns, u_max=u_max, calibration=calibration, policy=policy)
-        return [max(gpu_share_ns(c, self.overlap), d) for c in self.device_ns]
+        return [counted_cost_ns(gpu_share_ns(c, self.overlap), self.dispatch_ns, deadline_ns, u_max=u_max,
+                                calibration=calibration, policy=policy) for c in self.device_ns]
 
 
 def crowded(costs_ns: Sequence[int], periods_ns: Sequence[int], deadlines_ns: Sequence[int], u_max: float, *,

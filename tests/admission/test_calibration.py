@@ -97,6 +97,24 @@ def test_a_gpu_the_driver_does_not_list_cannot_be_calibrated():
     assert calibration.gpu_identity(0, caps) == H200
 
 
+def test_gk_stream_devices_shows_the_policy_and_calibrate_needs_a_gpu(tmp_path):
+    import json
+
+    from pygpukit_dsp.admission import DEFAULT_POLICY
+    from tests.test_cli import NO_DRIVER, gk
+
+    env = {**NO_DRIVER, "GK_CACHE_DIR": str(tmp_path)}
+    r = gk("devices", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    admission = json.loads(r.stdout)["admission"]
+    assert admission == {"policy": DEFAULT_POLICY.to_dict(), "calibration": None}  # no GPU, no calibration
+    r = gk("devices", env=env)
+    assert r.returncode == 0 and "admission policy: u_max 0.9, dispatcher's lock busy at most 85%" in r.stdout
+    r = gk("devices", "--calibrate", env=env)
+    assert r.returncode == 1 and "no usable GPU to calibrate admission on" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "calibration").exists()
+
+
 # ----------------------------------------------------------------------------- on the GPU
 
 

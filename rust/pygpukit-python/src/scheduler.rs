@@ -376,6 +376,20 @@ impl PyScheduler {
         })
     }
 
+    /// The block cost the device model counts for a realtime stream of device time `cost_ns` and
+    /// dispatcher work `dispatch_ns` (None: none counted) at the dispatcher share of `deadline_ns`
+    /// (None: the admitted streams' shortest); ValueError where no share is left.
+    #[pyo3(signature = (cost_ns, dispatch_ns = None, deadline_ns = None))]
+    fn counted_cost_ns(&self, cost_ns: u64, dispatch_ns: Option<u64>, deadline_ns: Option<u64>) -> PyResult<u64> {
+        self.lock()?.counted_cost_ns(cost_ns, dispatch_ns, deadline_ns).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "a {} ns deadline is no longer than the dispatcher's lock may be held ({} ns)",
+                deadline_ns.map_or("unknown".to_string(), |d| d.to_string()),
+                self.config.dispatcher_hold_ns
+            ))
+        })
+    }
+
     /// What admission counts for a stream: its cost, device time, dispatcher work (measured and
     /// counted), the device's dispatcher share and its latency tail's reach.
     fn stream_admission<'py>(&self, py: Python<'py>, stream: u32) -> PyResult<Bound<'py, PyDict>> {

@@ -153,6 +153,16 @@ impl Scheduler {
         self.policy.dispatcher_share(shortest)
     }
 
+    /// The block cost the policy counts for a realtime stream of device time `cost_ns` and
+    /// dispatcher work `dispatch_ns` at the dispatcher share of `deadline_ns` (None: the admitted
+    /// realtime streams' shortest): the larger of the two, the work as counted. None where that
+    /// share leaves nothing of the dispatcher (the deadline is within its hold).
+    pub fn counted_cost_ns(&self, cost_ns: u64, dispatch_ns: Option<u64>, deadline_ns: Option<u64>) -> Option<u64> {
+        let Some(work) = dispatch_ns else { return Some(cost_ns) };
+        let share = self.dispatcher_share(deadline_ns);
+        self.policy.counted_dispatch_ns(work, share).map(|counted| cost_ns.max(counted))
+    }
+
     /// What admission counts for an admitted stream: its cost, its device time and its
     /// dispatcher work as measured and as counted, the device's dispatcher share, its tail.
     pub fn stream_admission(&self, stream: StreamId) -> Result<StreamAdmission, SchedError> {

@@ -520,6 +520,12 @@ fn dispatcher_work_is_counted_into_the_admitted_cost_and_recounted_as_the_set_ch
     // it leaves, and a's count falls back
     s.unregister_stream(b).unwrap();
     assert_eq!(s.stream_stats(a).unwrap().cost_ns, Some(1_694_118));
+    // the model's count for any figures, at the admitted streams' shortest deadline or another
+    assert_eq!(s.counted_cost_ns(1_200 * US, Some(1_600 * US), None), Some(1_694_118));
+    assert_eq!(s.counted_cost_ns(2_000 * US, Some(1_600 * US), None), Some(2_000 * US));
+    assert_eq!(s.counted_cost_ns(100, Some(10_000), Some(2 * MS)), Some(15_000));
+    assert_eq!(s.counted_cost_ns(100, Some(10_000), Some(500 * US)), None);
+    assert_eq!(s.counted_cost_ns(100, None, Some(500 * US)), Some(100));
     // a stream without measured dispatcher work keeps its cost
     let c = s.register_stream(rt("c", 10 * MS, 1_000 * US)).unwrap();
     assert_eq!(s.stream_stats(c).unwrap().cost_ns, Some(1_000 * US));
