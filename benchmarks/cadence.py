@@ -1,4 +1,4 @@
-"""Issue 13's GPU measurements in one process, within a time budget (scripts/gpu_run.sh, section
+"""The paced GPU measurements in one process, within a time budget (scripts/gpu_run.sh, section
 ``cadence``): W1 at its real cadence (256 and 64 samples per block) with every baseline paced the
 same way and the project back to back, the host settings compared, the capacity sweep of both
 pygpukit-dsp and PyTorch + CUDA graph, then W3 and the host's own stalls if time is left.
@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))  # the studies package beside this script (studies/capacity)
 
 
 def env_int(name: str, default: int) -> int:
@@ -113,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         return (15 + w3_blocks * 5 * period * 1.1 + 45) if "w3" in parts else 0.0
 
     def capacity() -> None:
-        from pygpukit_dsp.bench.capacity import PROJECT_LADDER, TORCH_LADDER, plot_capacity, run_capacity
+        from studies.capacity import PROJECT_LADDER, TORCH_LADDER, plot_capacity, run_capacity
 
         coarse, confirm = env_float("CAPACITY_COARSE_S", 2.0), env_float("CAPACITY_CONFIRM_S", 30.0)
         rep = run_capacity(w1, ladder=env_ints("CAPACITY_LADDER", list(PROJECT_LADDER)),
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             results["host_jitter"] = {"stdout": jitter.stdout, "stderr": jitter.stderr[-2000:]}
         from pygpukit_dsp.bench.contention import run_w3
 
-        # W3 with item 2's settings (the paced W1 waits natively, spin window + prewarm); the blocks
+        # W3 with the paced waits (W1 waits natively: spin window + prewarm); the blocks
         # that fit in what is left of the budget, at most W3_BLOCKS (default 3000)
         fit = int(max(0.0, left() - 45) / (5 * period * 1.1))
         n = max(500, min(w3_blocks, fit))

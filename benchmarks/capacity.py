@@ -1,6 +1,6 @@
 """Capacity: the largest number of concurrent W1-shaped realtime streams one GPU carries with zero
 deadline misses (5.33 ms and 2 ms), pygpukit-dsp against PyTorch + CUDA graph (one thread and one
-CUDA stream per stream). See pygpukit_dsp/bench/capacity.py and docs/benchmarks.md, "Capacity".
+CUDA stream per stream). See benchmarks/studies/capacity (the sweep) and docs/benchmarks.md, "Capacity".
 
     python benchmarks/capacity.py --out out/capacity                  # ~3-4 min on an H100
     python benchmarks/capacity.py --ladder 16,64,128 --coarse-s 2 --confirm-s 10 --no-torch
@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))  # the studies package beside this script
 
 
 def ints(text: str) -> list[int]:
@@ -21,8 +23,8 @@ def ints(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     from pygpukit_dsp import Pipeline
-    from pygpukit_dsp.bench.capacity import (COARSE_S, CONFIRM_S, PROJECT_LADDER, TORCH_LADDER, WARMUP_S,
-                                             plot_capacity, run_capacity)
+    from studies.capacity import (COARSE_S, CONFIRM_S, PROJECT_LADDER, TORCH_LADDER, WARMUP_S, plot_capacity,
+                                  run_capacity)
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file", nargs="?", default=str(HERE / "w1.yaml"), help="the stream's pipeline (default W1)")

@@ -211,7 +211,7 @@ def markdown(report: dict) -> str:
                      f"({c['min_ms']:.1f}-{c['max_ms']:.1f}) | {w['median_ms']:.1f} ({w['min_ms']:.1f}-"
                      f"{w['max_ms']:.1f}) | {row['cold_over_warm']:.2f} | {kernels} | {c['context_ms']:.0f} | "
                      f"{c['second_block_ms']:.2f} |")
-    lines += ["", "Targets (issue 16, H100): cold <= 1.2x warm for W1 and W2; W2's cold first block <= 300 ms.",
+    lines += ["", "Targets (H100): cold <= 1.2x warm for W1 and W2; W2's cold first block <= 300 ms.",
               ""]
     packages = {}
     for r in report["results"]:

@@ -12,7 +12,7 @@
     (one engine per GPU, one thread each: the timing loops are native and release the GIL), two
     ways: ``streamed`` (from pinned host memory, every byte over PCIe, two blocks in flight) and
     ``resident`` (input already on the GPU, per-block GPU time). Reported: Gsamples/s per GPU
-    alone and together, the aggregate, and its ratio to one GPU alone (issue 15's target: >= 1.9x
+    alone and together, the aggregate, and its ratio to one GPU alone (the target: >= 1.9x
     on two GPUs).
 
 On one GPU it runs the same (every stream on GPU 0, W2 "together" is GPU 0 alone again) and says
@@ -131,10 +131,10 @@ def _measure(engine, block, spb: int, mode: str, blocks: int) -> dict[str, float
     """One GPU's figure: samples/s over its own timed window (and that window)."""
     t0 = time.perf_counter()
     if mode == "streamed":
-        secs, _ = engine.time_streamed(blocks, 2)
+        secs, _ = engine.instrument().time_streamed(blocks, 2)
         rate = blocks * spb / secs
     else:
-        per_block = np.asarray(engine.time_resident(blocks), dtype=np.float64)
+        per_block = np.asarray(engine.instrument().time_resident(blocks), dtype=np.float64)
         secs = float(per_block.sum())
         rate = spb / float(per_block.mean())
     t1 = time.perf_counter()

@@ -17,7 +17,7 @@
 #   MULTI_GPU_ARGS="--streams 16 --seconds 30" adds arguments to benchmarks/multi_gpu.py
 #   SECTIONS="first-block gpu-tests" bash scripts/gpu_run.sh   # W1/W2 first block cold/warm in fresh processes;
 #       with .wheels-before/ (BEFORE_REF=main scripts/build_wheels.sh) that build is measured as "before"
-#   SECTIONS=cadence bash scripts/gpu_run.sh    # issue 13 in one call (~8 min on one H100): the GPU tests of
+#   SECTIONS=cadence bash scripts/gpu_run.sh    # the paced measurements in one call (~8 min on one H100): the GPU tests of
 #       the ops' new units, paced blocks and the capacity sweep (pytest_cadence.log), then benchmarks/cadence.py within what is
 #       left of CADENCE_TOTAL_S (default 470 s): W1 paced at 256 and 64 samples with every baseline paced the
 #       same way and back to back, the host settings compared, the capacity sweep of pygpukit-dsp and
@@ -139,7 +139,7 @@ if has multi-gpu; then
         < <(grep -E '^aggregate |^\* ONE GPU' "$OUT/multi_gpu.md")
 fi
 if has cadence; then
-    # issue 13: paced W1, host settings, capacity, W3 (benchmarks/cadence.py; docs/benchmarks.md)
+    # paced W1, host settings, capacity, W3 (benchmarks/cadence.py; docs/benchmarks.md)
     section "cadence"
     cadence_t0=$(date +%s)
     if [[ "${CADENCE_TESTS:-1}" == "1" ]]; then
@@ -149,7 +149,7 @@ if has cadence; then
             tests/backends/test_cuda_chunked.py tests/backends/test_cuda_sos.py tests/backends/test_cuda_resample.py \
             tests/backends/test_cuda_channelizer.py tests/backends/test_cuda_fir_mix.py tests/backends/test_cuda_delay.py \
             tests/backends/test_cuda_gain.py tests/backends/test_cuda_kernel.py \
-            tests/backends/test_cuda_paced.py tests/bench/test_capacity.py tests/test_admission.py \
+            tests/backends/test_cuda_paced.py tests/benchmarks/test_capacity.py tests/test_admission.py \
             -k "not test_cuda_chunked or gain or delay or sos or resample or channelizer or custom_kernel or fir_mix" \
             > "$OUT/pytest_cadence.log" 2>&1
         summary+=("pytest cadence (units): $(tail -1 "$OUT/pytest_cadence.log")")

@@ -1,10 +1,11 @@
-// StreamEngine and the op registry.
+// StreamEngine, the op registry, the engine's clock and run_paced (admission's rehearsal).
 #include <cstring>
 #include <pybind11/numpy.h>
 
 #include <complex>
 #include <memory>
 
+#include "../engine/clock.h"
 #include "../engine/dispatcher.h"
 #include "../engine/floor.h"
 #include "../engine/paced.h"
@@ -135,8 +136,6 @@ py::array slot_view(std::shared_ptr<gk::PinnedBuffer> buffer, const gk::TensorDe
 
 }  // namespace
 
-namespace {
-
 void check_block(const gk::StreamEngine& e, const py::array& block, const char* method) {
     const gk::TensorDesc& in = e.input_desc();
     const int ndim = in.frames() ? 3 : 2;
@@ -148,6 +147,7 @@ void check_block(const gk::StreamEngine& e, const py::array& block, const char* 
                                     (ndim == 3 ? ", " + std::to_string(in.bins) : std::string()) + ")");
 }
 
+namespace {
 // A new array with the slot's n_out valid output items (process_split: a plain allocation).
 py::array copy_output(const gk::StreamEngine& e, int slot, int64_t n_out) {
     py::array result(py::dtype(gk::dtype_name(e.output_desc().dtype)), output_shape(e.output_desc(), n_out));
@@ -170,8 +170,32 @@ void check_out(const gk::StreamEngine& e, const py::array& out) {
                                     "shape (" + shape + ")");
     }
 }
-
 }  // namespace
+
+py::array process_block(const gk::StreamEngine& e, const py::array& block, std::optional<py::array> out,
+                        const std::function<int64_t(const void*, int64_t, void*, int64_t)>& run) {
+    check_block(e, block, "process");
+    if (out) check_out(e, *out);
+    const int64_t n = block.shape(1);
+    const void* src = block.data();
+    const gk::TensorDesc& d = e.output_desc();
+    // A new array of the full block, made while the GIL is held; the engine copies the valid
+    // output into it without the GIL (compact rows: a short block's output is its first
+    // channels * n_out items).
+    py::array result = out ? *out : py::array(py::dtype(gk::dtype_name(d.dtype)), output_shape(d, d.items));
+    void* dst = result.mutable_data();
+    int64_t n_out = 0;
+    {
+        py::gil_scoped_release release;
+        n_out = run(src, n, dst, out ? d.items : 0);
+    }
+    if (n_out == d.items) return result;
+    if (out) {
+        const py::slice all{py::none(), py::none(), py::none()}, valid{0, static_cast<py::ssize_t>(n_out), 1};
+        return py::array(out->attr("__getitem__")(py::make_tuple(all, valid)));
+    }
+    return py::array(result.dtype(), output_shape(d, n_out), dst, result);
+}
 
 py::array_t<int64_t> off_cpu_array(const std::vector<gk::OffCpuGap>& gaps) {
     py::array_t<int64_t> a({static_cast<py::ssize_t>(gaps.size()), static_cast<py::ssize_t>(6)});
@@ -211,80 +235,6 @@ void bind_engine(py::module_& m) {
           py::arg("us"), "Tests: set the calling thread's wake guard (0 forgets what it learned).");
     m.def("wake_guard_next", &gk::wake_guard_next, py::arg("guard_ns"), py::arg("late_ns"),
           "Tests: the guard after a sleep that woke late_ns late.");
-    py::class_<gk::OffCpuMeter>(
-        m, "OffCpuMeter",
-        "Where the calling thread's time went while it made no progress (off_cpu.h): the thread that "
-        "ticks it owns it.")
-        .def(py::init<>())
-        .def_static("available", &gk::OffCpuMeter::available,
-                    "Whether this system keeps each thread's scheduler accounting (Linux schedstat).")
-        .def(
-            "start",
-            [](gk::OffCpuMeter& m, double gap_us, double sample_us) {
-                if (!(gap_us > 0) || !(sample_us > 0)) throw py::value_error("gap_us and sample_us must be > 0");
-                m.start(static_cast<uint64_t>(gap_us * 1000.0), static_cast<uint64_t>(sample_us * 1000.0));
-            },
-            py::arg("gap_us"), py::arg("sample_us") = 100.0)
-        .def("tick", &gk::OffCpuMeter::tick)
-        .def("rest", &gk::OffCpuMeter::rest)
-        .def("gaps", [](const gk::OffCpuMeter& m) { return off_cpu_array(m.gaps()); },
-             "The gaps: an int64 array, one row each (off_cpu_array's columns).");
-
-    py::class_<gk::StallProbe>(m, "StallProbe",
-                               "A thread that only reads the clock and records the gaps (time it did not run) "
-                               "longer than threshold_us: host stalls beside a benchmark.")
-        .def(py::init([](double threshold_us, int cpu) {
-                 if (!(threshold_us > 0)) throw py::value_error("threshold_us must be > 0");
-                 return std::make_unique<gk::StallProbe>(static_cast<uint64_t>(threshold_us * 1000.0), cpu);
-             }),
-             py::arg("threshold_us") = 50.0, py::arg("cpu") = -1)
-        .def("start", &gk::StallProbe::start)
-        .def(
-            "stop",
-            [](gk::StallProbe& p) {
-                std::vector<std::pair<uint64_t, uint64_t>> gaps;
-                {
-                    py::gil_scoped_release release;
-                    gaps = p.stop();
-                }
-                py::array_t<uint64_t> starts(static_cast<py::ssize_t>(gaps.size())), lengths(static_cast<py::ssize_t>(gaps.size()));
-                for (size_t i = 0; i < gaps.size(); ++i) {
-                    starts.mutable_data()[i] = gaps[i].first;
-                    lengths.mutable_data()[i] = gaps[i].second;
-                }
-                return py::make_tuple(starts, lengths);
-            },
-            "Stop; (starts, lengths) of the gaps in ns (CLOCK_MONOTONIC).");
-    py::class_<gk::RoundTripFloor>(
-        m, "RoundTripFloor",
-        "The least a block needs with no pipeline (benchmarks: the paced bench's floor): the block copied into "
-        "pinned memory, to the GPU and out_bytes of the same device buffer back on one stream (the block's "
-        "first bytes, zeros beyond it), the completion polled, the result copied out.")
-        .def(py::init([](std::shared_ptr<gk::Device> device, size_t in_bytes, size_t out_bytes) {
-                 return std::make_unique<gk::RoundTripFloor>(std::move(device), in_bytes, out_bytes);
-             }),
-             py::arg("device"), py::arg("in_bytes"), py::arg("out_bytes"))
-        .def_property_readonly("in_bytes", &gk::RoundTripFloor::in_bytes)
-        .def_property_readonly("out_bytes", &gk::RoundTripFloor::out_bytes)
-        .def(
-            "run",
-            [](gk::RoundTripFloor& f, py::array src, py::array dst, uint64_t release_ns, int spin_us, bool prewarm) {
-                if (!(src.flags() & py::array::c_style) || static_cast<size_t>(src.nbytes()) != f.in_bytes())
-                    throw py::value_error("RoundTripFloor.run: src must be a C-contiguous array of in_bytes (" +
-                                          std::to_string(f.in_bytes()) + ") bytes");
-                if (!(dst.flags() & py::array::c_style) || !dst.writeable() ||
-                    static_cast<size_t>(dst.nbytes()) != f.out_bytes())
-                    throw py::value_error("RoundTripFloor.run: dst must be a writable C-contiguous array of out_bytes (" +
-                                          std::to_string(f.out_bytes()) + ") bytes");
-                const void* s = src.data();
-                void* d = dst.mutable_data();
-                py::gil_scoped_release release;
-                f.run(s, d, release_ns, spin_us, prewarm);
-            },
-            py::arg("src"), py::arg("dst"), py::arg("release_ns") = 0, py::arg("spin_us") = 0,
-            py::arg("prewarm") = false,
-            "One block src -> dst; release_ns > 0: sleep until spin_us before it, prewarm, spin up to it first "
-            "(StreamEngine.process's wait).");
     m.def(
         "run_paced",
         [](py::list engines, std::vector<uint64_t> periods_ns, std::vector<uint64_t> phases_ns, py::list inputs,
@@ -360,7 +310,7 @@ void bind_engine(py::module_& m) {
         py::arg("engines"), py::arg("periods_ns"), py::arg("phases_ns"), py::arg("inputs"), py::arg("warmup_s"),
         py::arg("seconds"), py::arg("threads") = 2, py::arg("spin_us") = 100, py::arg("watch_gap_us") = 0.0,
         "Release each engine's blocks on its own clock (block k at start + phase + k * period) from driver "
-        "threads, natively, for warmup_s + seconds (an engine: a StreamEngine, or a RoundTripFloor: the bare "
+        "threads, natively, for warmup_s + seconds (an engine: a StreamEngine, or an instrument.RoundTripFloor: the bare "
         "round trip, one block in flight); returns each stream's latencies (release -> output copied "
         "out, ns) of the blocks released after the warm-up, their fill and submit times (ns), and its released / "
         "late counts; watch_gap_us > 0: thread_gaps, each driver thread's gaps of that length or more "
@@ -371,8 +321,7 @@ void bind_engine(py::module_& m) {
         "One pipeline's ops on one GPU, fed through pinned slots by a native worker thread.")
         .def(py::init([](std::shared_ptr<gk::Device> device, py::list ops, int slots, int priority,
                          bool use_graph, int spin_us, bool single_stream, bool inline_submit,
-                         bool mapped_io, bool flag_wait, bool direct_output, bool overlap_fill,
-                         bool zero_nonfinite) {
+                         bool mapped_io, bool direct_output, bool zero_nonfinite) {
                  ensure_library_dirs();
                  std::vector<gk::OpSpec> specs;
                  size_t i = 0;
@@ -385,22 +334,19 @@ void bind_engine(py::module_& m) {
                  options.single_stream = single_stream;
                  options.inline_submit = inline_submit;
                  options.mapped_io = mapped_io;
-                 options.flag_wait = flag_wait;
                  options.direct_output = direct_output;
-                 options.overlap_fill = overlap_fill;
                  options.zero_nonfinite = zero_nonfinite;
                  py::gil_scoped_release release;
                  return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options);
              }),
              py::arg("device"), py::arg("ops"), py::arg("slots") = 2, py::arg("priority") = 0,
              py::arg("use_graph") = true, py::arg("spin_us") = 200, py::arg("single_stream") = false,
-             py::arg("inline_submit") = false, py::arg("mapped_io") = false, py::arg("flag_wait") = false,
-             py::arg("direct_output") = true, py::arg("overlap_fill") = false,
+             py::arg("inline_submit") = false, py::arg("mapped_io") = false, py::arg("direct_output") = true,
              py::arg("zero_nonfinite") = false,
              "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]; "
              "inline_submit: process() runs an idle engine's block on the calling thread; "
              "mapped_io (single_stream only): kernels move blocks through device-mapped pinned slots; "
-             "flag_wait (mapped_io only): completion is a host flag the push kernel writes; "
+             "direct_output (mapped_io with use_graph): the last op writes the mapped output itself; "
              "zero_nonfinite: NaN/Inf input samples are replaced by 0 on the GPU before the first op "
              "(they are counted either way: nonfinite_flags, take_nonfinite)")
         .def_property_readonly("slots", &gk::StreamEngine::slots)
@@ -414,14 +360,8 @@ void bind_engine(py::module_& m) {
         .def_property_readonly("priority", [](const gk::StreamEngine& e) { return e.options().priority; })
         .def_property_readonly("spin_us", [](const gk::StreamEngine& e) { return e.options().spin_us; })
         .def_property_readonly("mapped_io", [](const gk::StreamEngine& e) { return e.options().mapped_io; })
-        .def_property_readonly("overlap_fill",
-                               [](const gk::StreamEngine& e) {
-                                   return e.options().mapped_io && e.options().inline_submit && e.options().overlap_fill;
-                               },
-                               "process() of a full block on an idle engine queues it, then copies it in")
         .def_property_readonly("direct_output", &gk::StreamEngine::direct_output,
                                "the block graphs' last op writes the mapped output itself (no push kernel)")
-        .def_property_readonly("flag_wait", [](const gk::StreamEngine& e) { return e.options().flag_wait; })
         .def_property_readonly("single_stream",
                                [](const gk::StreamEngine& e) { return e.options().single_stream; })
         .def_property_readonly("inline_submit",
@@ -467,61 +407,14 @@ void bind_engine(py::module_& m) {
              "Hand a filled slot to the worker (non-blocking); n_valid items, the tail zeroed.")
         .def(
             "process",
-            [](gk::StreamEngine& e, int slot, const py::array& block, bool final, std::optional<py::array> out,
-               uint64_t release_ns, int spin_us, bool prewarm, bool prewarm_lines) {
-                check_block(e, block, "process");
-                if (spin_us < 0) throw py::value_error("spin_us must be >= 0");
-                gk::ReleaseWait rw;
-                rw.release_ns = release_ns;
-                rw.spin_us = spin_us;
-                rw.prewarm = prewarm;
-                rw.prewarm_lines = prewarm_lines;
-                if (out) check_out(e, *out);
-                const int64_t n = block.shape(1);
-                const void* src = block.data();
-                const gk::TensorDesc& d = e.output_desc();
-                // A new array of the full block, made while the GIL is held; the engine copies the
-                // valid output into it without the GIL (compact rows: a short block's output is
-                // its first channels * n_out items).
-                py::array result = out ? *out : py::array(py::dtype(gk::dtype_name(d.dtype)), output_shape(d, d.items));
-                void* dst = result.mutable_data();
-                int64_t n_out = 0;
-                {
-                    py::gil_scoped_release release;
-                    n_out = e.process(slot, src, n, final, dst, out ? d.items : 0, release_ns ? &rw : nullptr);
-                }
-                if (n_out == d.items) return result;
-                if (out) {
-                    const py::slice all{py::none(), py::none(), py::none()}, valid{0, static_cast<py::ssize_t>(n_out), 1};
-                    return py::array(out->attr("__getitem__")(py::make_tuple(all, valid)));
-                }
-                return py::array(result.dtype(), output_shape(d, n_out), dst, result);
+            [](gk::StreamEngine& e, int slot, const py::array& block, bool final, std::optional<py::array> out) {
+                return process_block(e, block, out, [&](const void* src, int64_t n, void* dst, int64_t row_items) {
+                    return e.process(slot, src, n, final, dst, row_items);
+                });
             },
             py::arg("slot"), py::arg("block"), py::arg("final") = false, py::arg("out") = py::none(),
-            py::arg("release_ns") = 0, py::arg("spin_us") = 0, py::arg("prewarm") = false,
-            py::arg("prewarm_lines") = false,
             "Copy a block into the (free) slot, run it, and return its valid output: a new array, or "
-            "`out` (the full output block's shape; a view of its first n_out items for a short block). "
-            "release_ns (CLOCK_MONOTONIC, perf_counter_ns): first wait for the block's release without "
-            "the GIL (sleep until spin_us before it, then spin; prewarm: touch the slot's pages, on the "
-            "host and from the GPU, when the spin starts).")
-        .def(
-            "wait_release",
-            [](gk::StreamEngine& e, int slot, uint64_t release_ns, int spin_us, bool prewarm, uint64_t return_at_ns,
-               bool prewarm_lines) {
-                if (spin_us < 0) throw py::value_error("spin_us must be >= 0");
-                gk::ReleaseWait rw;
-                rw.release_ns = release_ns;
-                rw.spin_us = spin_us;
-                rw.prewarm = prewarm;
-                rw.prewarm_lines = prewarm_lines;
-                py::gil_scoped_release release;
-                e.wait_release(slot, rw, return_at_ns);
-            },
-            py::arg("slot"), py::arg("release_ns"), py::arg("spin_us"), py::arg("prewarm"), py::arg("return_at_ns"),
-            py::arg("prewarm_lines") = false,
-            "The first half of a paced wait: sleep until spin_us before release_ns, prewarm the slot, spin "
-            "until return_at_ns, return (no GIL held meanwhile).")
+            "`out` (the full output block's shape; a view of its first n_out items for a short block).")
         .def(
             "try_wait",
             [](gk::StreamEngine& e, int slot) -> py::object {
@@ -553,7 +446,7 @@ void bind_engine(py::module_& m) {
         .def("set_gpu_timing", &gk::StreamEngine::set_gpu_timing, py::arg("on"),
              py::call_guard<py::gil_scoped_release>(),
              "Time each block process() runs itself on the GPU (events around its work on the compute\n"
-             "stream; a block is filled before its launch while on). Waits for in-flight work.")
+             "stream) and its launch's host time. Waits for in-flight work.")
         .def_property_readonly("last_gpu_ns", &gk::StreamEngine::last_gpu_ns,
                                "GPU time (ns) of the last block completed with gpu timing on; 0: none or not timed.")
         .def_property_readonly("last_launch_ns", &gk::StreamEngine::last_launch_ns,
@@ -604,33 +497,12 @@ void bind_engine(py::module_& m) {
             },
             py::arg("slot"), py::arg("block"), py::arg("final"), py::arg("cuts"),
             "Run a block as the chunks between `cuts` (unit indices) on the calling thread; a new output array.")
-        .def_property("resident", &gk::StreamEngine::resident, &gk::StreamEngine::set_resident,
-                      "Blocks skip the H2D and D2H copies (benchmarks: GPU-resident input).")
         .def("attach", &gk::StreamEngine::attach, py::arg("dispatcher"), py::arg("sched_stream"),
              py::call_guard<py::gil_scoped_release>(),
              "Hand every block to the dispatcher as a task of scheduler stream `sched_stream`.")
         .def("detach", &gk::StreamEngine::detach, py::call_guard<py::gil_scoped_release>(),
              "Back to the engine's own worker (waits for in-flight blocks).")
         .def_property_readonly("attached", &gk::StreamEngine::attached)
-        .def("pump_resident", &gk::StreamEngine::pump_resident, py::arg("seconds"),
-             py::call_guard<py::gil_scoped_release>(),
-             "Resident blocks back to back until `seconds` pass or stop_pump(); completion times (ns).")
-        .def("stop_pump", &gk::StreamEngine::stop_pump, "Make a running pump_resident() return.")
-        .def("time_resident", &gk::StreamEngine::time_resident, py::arg("iterations"),
-             py::call_guard<py::gil_scoped_release>(),
-             "Replay slot 0's compute on its (already copied) input; seconds per replay.")
-        .def(
-            "time_streamed",
-            [](gk::StreamEngine& e, int64_t blocks, py::object slots) {
-                int n = slots.is_none() ? e.slots() : slots.cast<int>();
-                py::gil_scoped_release release;
-                return e.time_streamed(blocks, n);
-            },
-            py::arg("blocks"), py::arg("slots") = py::none(),
-            "(wall seconds, bytes host->device) for blocks pipelined with `slots` in flight.")
-        .def("measure_h2d_bandwidth", &gk::StreamEngine::measure_h2d_bandwidth, py::arg("nbytes"),
-             py::arg("repeats") = 20, py::call_guard<py::gil_scoped_release>(),
-             "Pinned host -> device bytes per second on the engine's h2d stream.")
         .def("__enter__", [](EnginePtr e) { return e; })
         .def("__exit__", [](gk::StreamEngine& e, py::args) {
             py::gil_scoped_release release;

@@ -174,4 +174,5 @@ PYBIND11_MODULE(_native, m) {
     bind_engine(m);
     bind_dispatch(m);
     bind_audio(m);
+    bind_instrument(m);
 }

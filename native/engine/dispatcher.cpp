@@ -1,5 +1,6 @@
 #include "dispatcher.h"
 #include "spin.h"
+#include "stream_engine.h"
 
 #include <algorithm>
 #include <chrono>

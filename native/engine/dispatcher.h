@@ -42,11 +42,11 @@
 #include "gk/cuda_api.h"
 #include "gk/sched_abi.h"
 #include "off_cpu.h"
-#include "stream_engine.h"
 
 namespace gk {
 
 class Device;
+class StreamEngine;
 
 struct DispatcherStats {
     uint64_t posted = 0;     // blocks handed over by engines

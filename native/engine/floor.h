@@ -30,10 +30,10 @@ public:
     size_t in_bytes() const noexcept { return in_bytes_; }
     size_t out_bytes() const noexcept { return out_bytes_; }
 
-    // One block, src (in_bytes) -> dst (out_bytes). release_ns > 0: first wait for it the way
-    // StreamEngine::process does: sleep until spin_us before it, prewarm (every line of the pinned
-    // input read, a page of each buffer through a 4-byte copy each way on the stream, polled),
-    // spin up to it. release_ns 0: at once (back to back).
+    // One block, src (in_bytes) -> dst (out_bytes). release_ns > 0: first wait for it the way a
+    // paced engine block does (EngineInstrument::process): sleep until spin_us before it, prewarm
+    // (every line of the pinned input read, a page of each buffer through a 4-byte copy each way
+    // on the stream, polled), spin up to it. release_ns 0: at once (back to back).
     void run(const void* src, void* dst, uint64_t release_ns, int spin_us, bool prewarm);
 
     // The same block in steps, for a driver thread that keeps many floors in flight (run_paced:

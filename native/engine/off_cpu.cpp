@@ -1,6 +1,6 @@
 #include "off_cpu.h"
 
-#include "stream_engine.h"  // monotonic_ns
+#include "clock.h"
 
 #include <cstdio>
 #include <cstdlib>

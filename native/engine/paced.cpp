@@ -1,4 +1,5 @@
 #include "paced.h"
+#include "clock.h"
 #include "spin.h"
 
 #include <algorithm>

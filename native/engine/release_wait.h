@@ -1,13 +1,13 @@
-// What a paced block does before its release (StreamEngine::wait_release, RoundTripFloor::run):
-// sleep until shortly before it (wake.h), prewarm, spin up to it.
+// What a paced block does before its release (EngineInstrument::wait_release, RoundTripFloor::run,
+// and without a prewarm wait_until_ns): sleep until shortly before it (wake.h), prewarm, spin up to it.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
+#include "clock.h"
 #include "spin.h"
-#include "stream_engine.h"
 #include "wake.h"
 
 namespace gk {
@@ -33,9 +33,10 @@ void wait_for_release(uint64_t release_ns, uint64_t until_ns, uint64_t spin_ns, 
 // The host half of a prewarm: one word of every page of the pinned output (its TLB entries: the
 // GPU's writes invalidate its lines anyway) and of the pinned input every `in_step` bytes. An
 // engine fills its input with non-temporal stores, which must first evict a line the core holds:
-// after reading every line (in_step 64, sessions 10-12) the fill ran slower than after reading
-// one word per page (4096: the TLB entries only; a host probe, 64 KiB: 3.1-3.3 us against 2.4,
-// 2.0 back to back). The round-trip floor fills with plain stores, which a read line speeds up.
+// after reading every line (in_step 64) the fill ran slower than after reading one word per page
+// (4096: the TLB entries only; on the H100 the paced fill's p50 was 8.6 against 5.6 us, a host
+// probe of 64 KiB copies 3.1-3.3 us against 2.4, 2.0 back to back; docs/benchmarks.md). The
+// round-trip floor fills with plain stores, which a read line speeds up.
 inline void touch_host(const void* in, size_t in_bytes, size_t in_step, const void* out, size_t out_bytes) {
     unsigned sum = 0;
     const auto* p = static_cast<const volatile unsigned char*>(in);

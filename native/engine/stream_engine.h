@@ -14,10 +14,14 @@
 // for spin_us, then block on a condition variable. With inline_submit, process() on an idle
 // engine issues and waits for its block on the calling thread instead (no hand-off). Errors on the worker are kept and re-raised
 // (as DeviceError) by the next submit()/wait()/reset(); close() never hangs on them.
+//
+// The parts: stream_engine.cpp (construction, teardown, the ops and their graphs, state), worker.cpp
+// (the hand-off and the worker thread, the synchronous path), mapped_io.cpp (the block's transfers:
+// copies or the io kernels, the input check), chunks.cpp (a block queued chunk by chunk: the
+// dispatcher's side). Benchmark-only entry points are EngineInstrument's (instrument.h).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -29,12 +33,14 @@
 #include "gk/cuda_api.h"
 #include "gk/errors.h"
 #include "gk/op.h"
+#include "spin.h"
 
 namespace gk {
 
 class Device;
 class DeviceBuffer;
 class Dispatcher;
+class EngineInstrument;
 class Module;
 class PinnedBuffer;
 
@@ -70,23 +76,11 @@ struct EngineOptions {
     // gk_io_push (device output -> mapped output) after them (with use_graph, in the slot's block
     // graph). Needs a GPU that can map host memory with unified addressing (DeviceError if not).
     bool mapped_io = false;
-    // mapped_io only: the push kernel's last CTA writes a running count into a mapped host word
-    // after a system-scope fence, and the completion wait spins on that word (no driver call)
-    // instead of cuEventQuery; after spin_us without it, cuEventSynchronize on ev_done (still
-    // recorded every block) reports errors and ends the wait.
-    bool flag_wait = false;
-    // mapped_io with use_graph, no flag_wait, and a last op that writes_output_once(): the block
-    // graph hands that op the slot's mapped pinned output, so it writes the block's output to
-    // the host itself and the push kernel is left out (one kernel less per block). Eager and
-    // final blocks still go through the device output and the push.
+    // mapped_io with use_graph and a last op that writes_output_once(): the block graph hands that
+    // op the slot's mapped pinned output, so it writes the block's output to the host itself and
+    // the push kernel is left out (one kernel less per block). Eager and final blocks still go
+    // through the device output and the push.
     bool direct_output = true;
-    // mapped_io with inline_submit: process() of a full block on an idle engine queues the block
-    // first and copies it into the pinned slot while the launch travels to the GPU; the pull
-    // kernel waits for the slot's ready words (set after the copy) before it reads the input. The
-    // host copy then overlaps the launch latency instead of preceding it. Off by default: on the
-    // H100 it took ~1 us off W1's inline p50 (25.9 vs 27.0 us) but its poll adds ~1 us to every
-    // block that is not overlapped (submit/wait, a dispatcher), and p99 did not move.
-    bool overlap_fill = false;
     // Non-finite input samples (NaN, +-Inf; docs/cuda.md, "Non-finite input"): every block's input
     // is scanned on the GPU where it arrives (in gk_io_pull with mapped I/O, else by
     // gk_check_finite right after the H2D copy) and each slot records what it found
@@ -101,49 +95,10 @@ struct EngineCounters {
     // a kernel (gk_io_pull / gk_io_push) instead of a cuMemcpy*Async, still one each per block.
     uint64_t h2d_copies = 0;
     uint64_t d2h_copies = 0;
-    uint64_t completion_waits = 0;  // one per block: the wait for its ev_done (or its io flag)
+    uint64_t completion_waits = 0;  // one per block: the wait for its ev_done
     uint64_t graph_launches = 0;    // blocks run through a captured graph
     uint64_t eager_blocks = 0;      // blocks run eagerly (final blocks, use_graph=false, chunked)
     uint64_t chunks = 0;            // partial chunks launched (a block split by the scheduler)
-};
-
-// A paced block: process() waits natively for the block's release time before it starts (the GIL
-// released, no Python between the wait and the block), so the block's latency can be measured
-// from its release and the thread is warm when the block is due (docs/cuda.md, "Paced blocks").
-struct ReleaseWait {
-    uint64_t release_ns = 0;  // CLOCK_MONOTONIC ns (Python's perf_counter_ns); 0: no wait
-    int spin_us = 0;          // sleep until this long before the release, then spin up to it
-    // At the start of the spin window (release - spin_us): read one word of every page of the
-    // slot's pinned input and output on the host and, with mapped I/O, once from the GPU (a
-    // one-page-per-thread kernel on the compute stream, waited for until the release at most).
-    bool prewarm = false;
-    // The host also reads every line of the input, not one word per page (the prewarm of sessions
-    // 10-12, kept for the host settings' comparison: the non-temporal fill runs slower after it).
-    bool prewarm_lines = false;
-};
-
-// Sleeps until `t_ns` (CLOCK_MONOTONIC) less `spin_us`, then spins up to it. The calling thread's
-// timer slack is set to 1 ns the first time (prctl PR_SET_TIMERSLACK: the default 50 us slack
-// would make every sleep up to 50 us late). Returns at once when t_ns has passed.
-void wait_until_ns(uint64_t t_ns, int spin_us);
-uint64_t monotonic_ns();
-
-// Spin-then-block waiting on a predicate over atomics; any thread may notify.
-class SpinWaiter {
-public:
-    // Returns when ready() is true. ready() must read the state with seq_cst loads.
-    template <class Ready>
-    void wait(Ready ready, int spin_us);
-    // As wait(), but gives up (returns false) after spin + timeout_us of blocking.
-    template <class Ready>
-    bool wait_for(Ready ready, int spin_us, int timeout_us);
-    // Call after publishing the new state with a seq_cst store.
-    void notify();
-
-private:
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    std::atomic<int> sleepers_{0};
 };
 
 // Where one process() call's time went (steady clock ns, CLOCK_MONOTONIC: Python's
@@ -192,19 +147,12 @@ public:
     // submitted again. Needs no Python (the binding releases the GIL around it).
     // out (optional): the valid output is also copied there (copy_output(), out_row_items items
     // per channel row; 0: compact, n_out per row).
-    // release (optional): wait for the block's release time first (ReleaseWait); the trace's
-    // `call` stamp is then taken after the wait.
     int64_t process(int slot, const void* block, int64_t n_valid, bool final, void* out = nullptr,
-                    int64_t out_row_items = 0, const ReleaseWait* release = nullptr);
+                    int64_t out_row_items = 0);
     // Non-blocking wait(): true (and the slot free again, *n_out its valid output items) once the
     // slot's block is done; false while it runs. A realtime stream under a dispatcher runs one
     // polling turn of the dispatcher first (help). Errors as wait().
     bool try_wait(int slot, int64_t* n_out);
-    // The first half of a paced block's wait, for a caller that goes back to Python before the
-    // release (so that the interpreter's path is warm when the block is due): sleep until
-    // spin_us before release_ns, prewarm the slot (ReleaseWait::prewarm), then spin until
-    // return_at_ns (<= release_ns) and return. process() with the release then spins the rest.
-    void wait_release(int slot, const ReleaseWait& release, uint64_t return_at_ns);
     // Copies the slot's n_out valid output items into `dst`, channel rows of `row_items` items
     // (row_items >= n_out; n_out for a compact (channels, n_out) array).
     void copy_output(int slot, int64_t n_out, void* dst, int64_t row_items) const;
@@ -243,9 +191,8 @@ public:
     // GPU time of the blocks process() runs itself (inline or through the worker), measured with
     // a timing event pair around the block's work on the compute stream: admission's calibration
     // (the device time a block occupies, beside its wall-clock latency). Off by default (two event
-    // records and a query per block otherwise wasted). While on, a block is filled before it is
-    // launched (no overlap_fill: its GPU time must not include waiting for the host's copy).
-    // Waits for in-flight work; creates the events on first use.
+    // records and a query per block otherwise wasted). Waits for in-flight work; creates the
+    // events on first use.
     void set_gpu_timing(bool on);
     // The GPU time of the last block completed while gpu timing was on (ns); 0 when none, or when
     // the driver could not time it. Also in the trace's gpu_ns column.
@@ -261,16 +208,6 @@ public:
     // idle and not attached to a dispatcher. Returns the valid output items.
     int64_t process_split(int slot, const void* block, int64_t n_valid, bool final,
                           const std::vector<int64_t>& cuts);
-    // Resident mode (benchmarks, e.g. W2 beside W1 in W3): blocks skip the H2D and D2H copies and
-    // compute on whatever the slot's device input holds (uploaded by the last normal block).
-    void set_resident(bool on) { resident_.store(on); }
-    bool resident() const noexcept { return resident_.load(); }
-    // Benchmark entry point (resident mode, idle engine): resident blocks back to back with every
-    // slot in flight, through submit()/wait() (so an attached engine goes through its
-    // dispatcher), until `seconds` pass or stop_pump() is called; returns each block's
-    // completion time (steady clock ns, the scheduler's clock). No Python per block.
-    std::vector<uint64_t> pump_resident(double seconds);
-    void stop_pump() { pump_stop_.store(true); }
     // Scheduled mode: submit() hands every block to `dispatcher` as a task of scheduler stream
     // `sched_stream`; the dispatcher's worker launches it chunk by chunk as the scheduler decides
     // and hands the slot back. process() goes through it too (no inline path). The engine must
@@ -280,19 +217,9 @@ public:
     void detach();
     bool attached() const;
 
-    // Benchmark entry points (the engine must be idle: every submitted slot waited for).
-    // Input already on the device (slot 0's pinned input copied once): replay slot 0's compute
-    // `iterations` times, each timed with events; seconds per replay. Resets op state after.
-    std::vector<double> time_resident(int iterations);
-    // `blocks` blocks (the pinned inputs as they are) pipelined H2D -> compute -> D2H with
-    // `slots` in flight; (wall seconds of the whole run, bytes copied host -> device).
-    // Resets op state after.
-    std::pair<double, double> time_streamed(int64_t blocks, int slots);
-    // Pinned -> device copies of nbytes on the h2d stream, timed with events; bytes per second.
-    double measure_h2d_bandwidth(size_t nbytes, int repeats);
-
 private:
     friend class Dispatcher;
+    friend class EngineInstrument;  // resident mode, the timing loops, paced blocks (benchmarks)
     enum SlotState : int { kFree = 0, kSubmitted = 1, kDone = 2 };
 
     struct Slot {
@@ -302,21 +229,16 @@ private:
         CUevent ev_t0 = nullptr, ev_t1 = nullptr;  // set_gpu_timing: timing events around the block
         CUgraphExec graph = nullptr;        // the ops only (compute stream)
         CUgraphExec block_graph = nullptr;  // single_stream: H2D + ops + D2H in one graph
-        CUgraphExec prewarm_graph = nullptr;  // mapped_io: gk_io_touch over the slot (prewarm_slot)
+        // mapped_io with use_graph: gk_io_touch over the slot, made by EngineInstrument (its prewarm)
+        // and destroyed with the engine's other graphs
+        CUgraphExec prewarm_graph = nullptr;
         std::atomic<int> state{kFree};
         int64_t n_in = 0;   // written by submit() before publication
         bool final = false;
         int64_t n_out = 0;  // written by the worker before it marks the slot done
-        // mapped I/O, flag_wait: the io flag value that marks this block done; 0: wait on ev_done.
-        // Cleared when a block's first chunk is queued, set by enqueue_download() for the block it queues, cleared
-        // again by the completion wait that consumes it.
-        uint64_t flag_seq = 0;
         // trace stamps of the block in flight (written before the slot is marked done)
         uint64_t t_launch_begin = 0, t_launched = 0, t_done_seen = 0, gpu_ns = 0;
         bool timed = false;  // this block was queued between ev_t0 and ev_t1 (set_gpu_timing)
-        // mapped_io: a mapped host word, 1 while h_in holds the block the next pull reads;
-        // overlap_fill clears it before queueing a block and sets it after copying the block in.
-        std::unique_ptr<PinnedBuffer> ready;
         // h_in holds defined bytes (zeroed, or a block written in): see init_input()
         std::atomic<bool> in_init{false};
     };
@@ -341,32 +263,20 @@ private:
     std::shared_ptr<PinnedBuffer> nf_flags_;     // per slot one mapped word, 64 bytes apart
     void reset_nonfinite(int slot);
     // mapped I/O
-    // Checks the options and the GPU, loads the io kernels, allocates the flag (build()).
+    // Checks the options and the GPU, loads the io kernels (build()).
     void setup_mapped_io();
-    // A block's H2D on `stream`: cuMemcpyHtoDAsync, or with mapped_io the gk_io_pull kernel.
+    // A block's H2D on `stream`: cuMemcpyHtoDAsync (then the input check), or with mapped_io the
+    // gk_io_pull kernel (which checks the input on the way).
     void enqueue_upload(int slot, CUstream stream);
-    // A block's D2H on `stream`: cuMemcpyDtoHAsync, or with mapped_io the gk_io_push kernel; with
-    // flag_wait the push also bumps the io flag, and unless `capturing` (a graph launched later
-    // does the accounting) the slot's flag_seq is set to the value that marks this block done.
-    void enqueue_download(int slot, CUstream stream, bool capturing);
-    // Numbers a flagged push just queued (eagerly or in a block graph): the slot's flag_seq
-    // becomes the flag value that push writes.
-    void note_flagged_push(Slot& slot);
-    // CUDA_SUCCESS once the slot's block is done: its io flag reached (flag_wait), else
-    // cuEventQuery(ev_done). While `spinning`, a flagged block is NOT_READY until the flag
-    // arrives (no driver call).
-    CUresult query_block_done(const Slot& slot, bool spinning) const;
+    // A block's D2H on `stream`: cuMemcpyDtoHAsync, or with mapped_io the gk_io_push kernel.
+    void enqueue_download(int slot, CUstream stream);
     std::shared_ptr<Module> io_module_;
     CUfunction io_pull_ = nullptr, io_push_ = nullptr;
     unsigned io_pull_grid_ = 1, io_push_grid_ = 1;
-    CUfunction io_touch_ = nullptr;           // prewarm (ReleaseWait::prewarm)
-    CUevent prewarm_event_ = nullptr;         // mapped I/O: made with the io kernels (setup), for prewarm_slot
-    // ReleaseWait: sleep / prewarm / spin up to the release (process()).
-    void prewarm_slot(int slot, uint64_t until_ns, bool lines = false);
-    std::unique_ptr<PinnedBuffer> io_flag_;   // flag_wait: one mapped host word the push writes
-    std::unique_ptr<DeviceBuffer> io_state_;  // flag_wait: {push CTAs arrived, flagged pushes}
     bool direct_output_ = false;  // the block graphs' last op writes the mapped output (no push)
-    std::atomic<uint64_t> io_pushes_{0};      // flagged pushes queued (= the flag once all are done)
+    // Made by EngineInstrument for its prewarm (mapped I/O), destroyed by teardown().
+    CUfunction io_touch_ = nullptr;
+    CUevent prewarm_event_ = nullptr;
 
     void build();
     void teardown() noexcept;
@@ -380,22 +290,15 @@ private:
     void zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t n_valid);
     void capture_graphs();
     CUgraphExec capture_slot(int slot, bool with_copies);
-    CUgraphExec capture_prewarm(int slot);
-    CUresult launch_io_touch(const Slot& slot);  // on compute_ (the prewarm's GPU touch; captured or not)
     void warm_up();
     void enqueue_block(int slot);           // worker / inline process: the whole block as one chunk
     // Argument checks shared by submit() and the inline path.
     void check_submission(int slot, int64_t n_valid, bool final) const;
     // inline_submit: run slot `slot` on the calling thread if the engine is idle; false (nothing
     // done) when it is not, or when reset/close/timing holds the engine.
-    // late_block (overlap_fill): the block is copied into the slot only after it is queued (the
-    // pull kernel waits for the slot's ready word); *filled_at (if given) stamps the copy's end.
-    bool process_inline(int slot, int64_t n_valid, bool final, int64_t* n_out, const void* late_block = nullptr,
-                        uint64_t* filled_at = nullptr);
+    bool process_inline(int slot, int64_t n_valid, bool final, int64_t* n_out);
     // The copy of fill() into a slot whatever its state (callers check).
     void copy_into_slot(Slot& slot, const void* block, int64_t n_valid);
-    // overlap_fill: the slot's mapped ready word (see Slot::ready).
-    void set_ready(Slot& slot, unsigned value);
     void worker_main();
     // Dispatcher side (its worker thread, the engine's context current): queue units [begin, end)
     // of slot s's submitted block on the engine's streams. The first chunk issues the H2D, the
@@ -444,11 +347,10 @@ private:
 
     std::vector<int64_t> unit_begin_;  // unit_begin_[i]: op i's first unit in the block
     int64_t units_total_ = 1;
-    std::atomic<bool> resident_{false};
+    std::atomic<bool> resident_{false};      // EngineInstrument::set_resident: blocks skip their copies
     std::atomic<bool> gpu_timing_{false};    // set_gpu_timing
     std::atomic<uint64_t> last_gpu_ns_{0};
     std::atomic<uint64_t> last_launch_ns_{0};
-    std::atomic<bool> pump_stop_{false};
     std::shared_ptr<Dispatcher> dispatcher_;  // set while attached (guarded by producer_mutex_)
     uint32_t sched_stream_ = 0;
     bool help_dispatcher_ = false;  // attached as a realtime stream: callers help (guarded by producer_mutex_)

@@ -1,6 +1,7 @@
 #include "wake.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <ctime>
 
 #if defined(__linux__)
@@ -10,7 +11,7 @@
 #include <thread>
 #endif
 
-#include "stream_engine.h"
+#include "clock.h"
 
 namespace gk {
 namespace {

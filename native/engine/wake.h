@@ -2,7 +2,7 @@
 //
 // A thread that sleeps until `spin` before a release and then spins is on time only if its sleep
 // ends within `spin`. On the GPU machine's VM a wake-up after a 5-ms sleep came 47 us late at
-// p50, 120 us at p99 and 316 us at p99.9 (H200 lease, session 11; docs/cuda.md "Paced blocks"),
+// p50, 120 us at p99 and 316 us at p99.9 (an H200 VM; docs/cuda.md "Paced blocks"),
 // so the default 200-us window, whose first 100 us are the prewarm and the way back to Python,
 // left ~1.6% of paced blocks starting late. So each thread learns its own lateness: its sleep
 // ends `guard` earlier, the guard tracking the 99.8th percentile of its wake-ups' lateness (a
@@ -12,7 +12,7 @@
 // not learned, and the guard never takes more than half of a sleep nor more than the spin the
 // caller asked for (spin_us is the caller's spin budget: the guard at most doubles it; 0 stays a
 // plain sleep). Chasing the largest lateness instead (halving every 10 s) kept ~380 us on a
-// quiet H100 lease whose p99.9 was 55 us: 0.11 of a core per 5.33-ms stream against 0.04. On a
+// quiet H100 machine whose p99.9 was 55 us: 0.11 of a core per 5.33-ms stream against 0.04. On a
 // host that wakes on time the guard stays at a few tens of microseconds; where it grows, the spin
 // it adds shows in the CPU a stream uses.
 #pragma once

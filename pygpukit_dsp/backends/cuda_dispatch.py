@@ -76,10 +76,9 @@ class CudaDispatch:
         """
         if self._closed:
             raise ValueError("this CudaDispatch is closed")
-        engine._engine.attach(self._native, int(stream_id))
+        engine.attach_native(self, self._native, int(stream_id))  # its close() detaches it first
         with self._lock:
             self._engines.append((engine, int(stream_id)))
-        engine._dispatch = self  # its close() detaches it (and unregisters the stream) first
 
     def detach(self, engine: "CudaEngine", missing_ok: bool = False) -> None:
         """Back to the engine's own worker, after its in-flight blocks finish; its stream is
@@ -97,10 +96,8 @@ class CudaDispatch:
 
     def _release(self, engine: "CudaEngine", stream_id: int) -> None:
         try:
-            if not engine._closed:
-                engine._engine.detach()
+            engine.detach_native()
         finally:
-            engine._dispatch = None
             # already gone (unregistered by its owner): keep what is readable
             with contextlib.suppress(Exception):
                 self._final_stats[stream_id] = dict(self.scheduler.unregister_stream(stream_id))

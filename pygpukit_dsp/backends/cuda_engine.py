@@ -13,12 +13,14 @@ over. Two ways to use it:
   again. With two slots, ``submit(b1); submit(b2); collect(s1); collect(s2)`` keeps two blocks
   in flight, so block 2's upload overlaps block 1's compute.
 
-See docs/cuda.md.
+Measurement is opt-in and kept apart: :meth:`CudaEngine.instrument` hands the benchmarks the
+native ``EngineInstrument`` (resident blocks, the timing loops, paced blocks); the engine pays
+nothing for it otherwise. See docs/cuda.md ("Python API", "Benchmark entry points").
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +29,7 @@ from ..nonfinite import DEFAULT_POLICY, NonFiniteCount
 from .cuda_lowering import OpDesc, lower_pipeline
 
 if TYPE_CHECKING:
+    from .. import _native
     from ..pipeline import Pipeline, SpecChain
     from . import BackendChoice
 
@@ -56,8 +59,8 @@ class CudaEngine:
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *,
                  slots: int = DEFAULT_SLOTS, use_graph: bool | None = None, spin_us: int | None = None,
                  device: int = 0, single_stream: bool | None = None,
-                 inline_submit: bool | None = None, mapped_io: bool | None = None, flag_wait: bool = False,
-                 direct_output: bool = True, overlap_fill: bool = False, nonfinite: str = DEFAULT_POLICY):
+                 inline_submit: bool | None = None, mapped_io: bool | None = None, direct_output: bool = True,
+                 nonfinite: str = DEFAULT_POLICY):
         from .. import _native
 
         self.choice = choice
@@ -71,19 +74,15 @@ class CudaEngine:
         # vs 36.8 us native round trip, benchmarks/profile_w1.py). Throughput streams keep
         # separate copy streams, so that block n+1's upload overlaps block n's compute, and
         # replay each slot's captured graph (docs/cuda.md, "Latency mode").
-        # mapped_io (kernels move the block through device-mapped pinned slots, flag_wait: the
-        # completion is a host flag they write; docs/cuda.md, "Mapped I/O") is a latency-mode
-        # option: asking for it implies single_stream unless single_stream is given.
+        # mapped_io (kernels move the block through device-mapped pinned slots; docs/cuda.md,
+        # "Mapped I/O") is a latency-mode option: asking for it implies single_stream unless
+        # single_stream is given.
         # Realtime streams: latency mode with mapped I/O, replayed as one graph per slot (pull
         # kernel, ops, push kernel; one launch per block). On the H100 it gave the lowest W1
         # process() p50 in interleaved profiles (e.g. 31.3 vs 38.7 us for the copies in a graph,
         # same run; benchmarks/profile_w1.py, docs/benchmarks.md). direct_output (default on):
         # when the last op writes its output once (Op::writes_output_once, e.g. fir_mix), the
         # block graph has it write the mapped pinned output itself and drops the push kernel.
-        # overlap_fill (off by default; mapped I/O with inline submit): process() queues a full
-        # block first and copies it into the pinned slot while the launch travels; the pull kernel
-        # waits for the slot's ready words. ~1 us off W1's p50, ~1 us onto every block it does
-        # not overlap (docs/cuda.md, "Mapped I/O").
         if mapped_io is None:
             mapped_io = realtime
         if single_stream is None:
@@ -103,8 +102,7 @@ class CudaEngine:
         self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,
                                             priority=self.priority, use_graph=use_graph, spin_us=spin_us,
                                             single_stream=single_stream, inline_submit=inline_submit,
-                                            mapped_io=mapped_io, flag_wait=flag_wait,
-                                            direct_output=direct_output, overlap_fill=overlap_fill,
+                                            mapped_io=mapped_io, direct_output=direct_output,
                                             zero_nonfinite=nonfinite != "pass")
         # NaN/Inf input samples are found on the GPU where the block arrives (the pull kernel, or
         # a check kernel after the H2D copy) and, unless the policy is pass, replaced by 0 there
@@ -126,6 +124,7 @@ class CudaEngine:
         self._next = 0
         self._closed = False
         self._dispatch: Any = None  # the CudaDispatch it is attached to (set and cleared by it)
+        self._instrument: Any = None  # made by instrument(), on first use
 
     # ------------------------------------------------------------------ blocks
     def _fill(self, block: np.ndarray, final: bool) -> tuple[int, int]:
@@ -190,28 +189,13 @@ class CudaEngine:
             self._take_nonfinite(slot)
         return self._out[slot][:, :n_out]
 
-    def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None, *,
-                release_ns: int | None = None, spin_us: int = 0, prewarm: bool = False,
-                warm_us: int = 0, arrive: Callable[[], Any] | None = None, prewarm_lines: bool = False) -> np.ndarray:
+    def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None) -> np.ndarray:
         """Process one block and return a new array with its output (the safe API).
 
         One native call: the copy into the pinned slot, the hand-over, the wait and the copy
         out all happen in C++ without the GIL. ``out`` (a C-contiguous array of the full
         output block's shape and dtype) is filled and returned instead of a new array (a view
         of its first valid items for a short final block).
-
-        ``release_ns`` (``time.perf_counter_ns`` clock): a paced block, handed over before it is
-        due; the call first waits natively for that time, sleeping until ``spin_us`` before it and
-        spinning from there (``prewarm``: at the start of the spin, the slot's pinned pages are
-        touched on the host and, with mapped I/O, read once by the GPU), then runs the block. Its
-        latency is then measured from ``release_ns`` (docs/cuda.md, "Paced blocks"). ``warm_us``
-        (< ``spin_us``): the wait comes back to Python this long before the release and goes native
-        again for the rest, so that the interpreter's own path (the GIL, these frames, the binding)
-        is warm when the block is due: after a sleep the way back to Python cost ~10 us more.
-        ``arrive`` (with ``warm_us``): called then, before the block is read; a benchmark writes
-        the block there, as a live source would just have written it (bench/cadence.py).
-        ``prewarm_lines``: the prewarm reads every line of the pinned input instead of one word per
-        page (sessions 10-12; the non-temporal fill runs slower after it: benchmarks compare it).
         """
         if self._closed:
             raise StreamFault("the CUDA engine is closed")
@@ -223,18 +207,7 @@ class CudaEngine:
             raise ValueError(f"a partial block ({block.shape[1]} of {self._items} items) must be the "
                              "final block (final=True)")
         self._note_input(slot, int(block.shape[1]) if block.ndim >= 2 else 0)
-        if release_ns is None:
-            y = self._engine.process(slot, block, final, out)
-        elif warm_us > 0:
-            release_ns = int(release_ns)
-            self._engine.wait_release(slot, release_ns, int(spin_us), bool(prewarm), release_ns - int(warm_us) * 1000,
-                                      bool(prewarm_lines))
-            if arrive is not None:
-                arrive()
-            y = self._engine.process(slot, block, final, out, release_ns, int(spin_us), False)
-        else:
-            y = self._engine.process(slot, block, final, out, int(release_ns), int(spin_us), bool(prewarm),
-                                     bool(prewarm_lines))
+        y = self._engine.process(slot, block, final, out)
         self._next = (slot + 1) % self._slots
         if self._nf_flags[slot]:
             self._take_nonfinite(slot)
@@ -265,40 +238,67 @@ class CudaEngine:
             self._take_nonfinite(slot)
         return out
 
-    def set_resident(self, on: bool = True) -> None:
-        """Blocks skip their H2D and D2H copies and compute on the input already on the GPU.
-
-        For benchmarks only (W2 GPU-resident beside W1 in W3): the output slots are not updated.
-        Run one normal block first so the device input holds data.
-        """
-        self._engine.resident = bool(on)
-
-    def pump_resident(self, seconds: float) -> list[int]:
-        """Resident blocks back to back, every slot in flight, with no Python per block.
-
-        Runs until ``seconds`` pass or :meth:`stop_pump` is called (from another thread) and
-        returns each block's completion time (``time.monotonic_ns`` clock). For throughput
-        benchmarks (W2 beside W1 in W3), where a Python loop per block would contend for the GIL
-        with the stream being measured. Needs :meth:`set_resident` and an idle engine.
-        """
-        if self._closed:
-            raise StreamFault("the CUDA engine is closed")
-        if any(self._busy):
-            raise ValueError("pump_resident() needs an idle engine: collect every submitted slot first")
-        return list(self._engine.pump_resident(float(seconds)))
-
-    def stop_pump(self) -> None:
-        """Make a running :meth:`pump_resident` return after its current block."""
-        self._engine.stop_pump()
-
-    @property
-    def resident(self) -> bool:
-        return bool(self._engine.resident)
-
     @property
     def attached(self) -> bool:
         """Whether a CudaDispatch launches this engine's blocks (see cuda_dispatch.py)."""
         return not self._closed and bool(self._engine.attached)
+
+    @property
+    def dispatch(self) -> Any:
+        """The CudaDispatch that launches this engine's blocks, or None (its own worker does)."""
+        return self._dispatch
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def attach_native(self, dispatch: Any, dispatcher: "_native.Dispatcher", stream_id: int) -> None:
+        """Hand every block to ``dispatcher`` (``dispatch``'s native side) as scheduler stream
+        ``stream_id``: :meth:`CudaDispatch.attach <pygpukit_dsp.backends.cuda_dispatch.CudaDispatch.attach>`
+        calls it. :meth:`close` then detaches through ``dispatch`` first (the stream leaves the
+        scheduler)."""
+        self.native.attach(dispatcher, int(stream_id))
+        self._dispatch = dispatch
+
+    def detach_native(self) -> None:
+        """Back to the engine's own worker, after its in-flight blocks finish (a closed engine has
+        nothing to detach): :meth:`CudaDispatch.detach` calls it."""
+        try:
+            if not self._closed:
+                self._engine.detach()
+        finally:
+            self._dispatch = None
+
+    @property
+    def native(self) -> "_native.StreamEngine":
+        """The native engine this wraps (``_native.StreamEngine``), for product code that drives it
+        natively: a CudaDispatch attaches it, admission's rehearsal releases its blocks from native
+        threads (``_native.run_paced``). Blocks run through it bypass this wrapper's bookkeeping
+        (the next slot, the non-finite count): use :meth:`process` / :meth:`submit` otherwise."""
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        return self._engine
+
+    def instrument(self) -> "_native.instrument.EngineInstrument":
+        """The engine's measurement apparatus (opt-in; the benchmarks use it): the native
+        ``EngineInstrument`` of this engine, made on the first call and the same one after.
+
+        It gives resident mode (``resident``, ``pump_resident``, ``stop_pump``: blocks that skip
+        their copies, back to back with no Python per block), the timing loops (``time_resident``,
+        ``time_streamed``, ``measure_h2d_bandwidth``) and paced blocks (``process(slot, block, ...,
+        release_ns, spin_us, prewarm)`` and ``wait_release``: the call waits natively for the block's
+        release first; docs/cuda.md, "Paced blocks"). Until it is asked for, the engine pays nothing
+        for any of them; making it waits for in-flight work and, with mapped I/O, captures the
+        prewarm's graph per slot. Its blocks bypass this wrapper's bookkeeping (the next slot, the
+        non-finite count), as :attr:`native`'s do.
+        """
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        if self._instrument is None:
+            from .._native import instrument
+
+            self._instrument = instrument.EngineInstrument(self._engine)
+        return self._instrument
 
     # ------------------------------------------------------------------ state, counters
     def reset(self) -> None:
@@ -376,32 +376,8 @@ class CudaEngine:
                 self._final_counters = dict(self._engine.counters())
             finally:
                 self._closed = True
+                self._instrument = None
                 self._engine.close()
-
-    # ------------------------------------------------------------------ benchmark entry points
-    def _fill_all(self, block: np.ndarray | None) -> None:
-        if block is None:
-            return
-        block = np.asarray(block)
-        if block.shape != self._in_shape:
-            raise ValueError(f"a timing block must be a full block of shape {self._in_shape}, got {block.shape}")
-        for s in range(self._slots):
-            self._engine.fill(s, np.ascontiguousarray(block, dtype=self._in_dtype))
-
-    def time_resident(self, iterations: int, block: np.ndarray | None = None) -> list[float]:
-        """Seconds per block with the input already on the GPU (transfers excluded); state reset after."""
-        self._fill_all(block)
-        return list(self._engine.time_resident(int(iterations)))
-
-    def time_streamed(self, blocks: int, slots: int | None = None,
-                      block: np.ndarray | None = None) -> tuple[float, float]:
-        """(wall seconds, bytes host -> device) for ``blocks`` blocks pipelined from pinned memory."""
-        self._fill_all(block)
-        return self._engine.time_streamed(int(blocks), slots)
-
-    def measure_h2d_bandwidth(self, nbytes: int, repeats: int = 20) -> float:
-        """Pinned host -> device bytes per second on the engine's copy stream."""
-        return self._engine.measure_h2d_bandwidth(int(nbytes), int(repeats))
 
     @property
     def slots(self) -> int:

@@ -1,4 +1,4 @@
-"""Paced latency: blocks released on an absolute clock at the stream's period (issue 13).
+"""Paced latency: blocks released on an absolute clock at the stream's period.
 
 ``gk-stream bench benchmarks/w1.yaml --cadence realtime`` (:func:`run_cadence`). W1's figures are
 taken back to back; a real stream hands over one block per period (48 kHz / 256 = one every
@@ -9,11 +9,11 @@ previous block still running, the block itself).
 
 Every implementation is paced the same way in the same run: the project (the pipeline's engine)
 and each baseline (NumPy, CuPy eager, PyTorch eager, PyTorch + CUDA graph). Waiting for a release
-never holds the GIL: the project's engine waits inside its own call (``CudaEngine.process(...,
-release_ns=...)``: sleep until ``spin_us`` before the release, ``prewarm`` the slot, spin, come
-back to Python ``warm_us`` before the release and spin the rest in the block's own call), a
-baseline in ``_native.wait_until`` (the same sleep-then-spin, in the same two steps) before its
-call. The project also runs *back to back* (W1's own method) in the same run, for the ratio of
+never holds the GIL: the project's engine waits inside its own call (the engine's instrument,
+:class:`~pygpukit_dsp.bench.paced.PacedEngine`: sleep until ``spin_us`` before the release,
+``prewarm`` the slot, spin, come back to Python ``warm_us`` before the release and spin the rest in
+the block's own call), a baseline in ``_native.wait_until`` (the same sleep-then-spin, in the same
+two steps) before its call. The project also runs *back to back* (W1's own method) in the same run, for the ratio of
 paced to back-to-back latency.
 
 Implementations take turns in segments (``SEGMENT_BLOCKS`` timed blocks each, after
@@ -22,8 +22,7 @@ the host's bursts of noise fall on all of them (the W3 bench alternates the same
 time the process uses per second of audio (``getrusage``, every thread) is measured over each
 implementation's timed segments: a thread that spins through a whole period costs one core (1.0).
 
-:func:`run_settings` compares the host settings of issue 13's item 2 on the project alone, in the
-same rotation: sleeping in Python, a native sleep, spin windows, prewarm, a pinned core,
+:func:`run_settings` compares host settings on the project alone, in the same rotation: sleeping in Python, a native sleep, spin windows, prewarm, a pinned core,
 SCHED_FIFO, mlockall, spinning the whole period, no spin in the completion wait.
 """
 
@@ -45,6 +44,7 @@ from ..errors import ConfigError
 from .contention import LatencyFigures
 from .host_settings import (CPU_DMA_LATENCY, fifo, host_facts, locked, mlockall, sched_fifo_allowed,
                             shallow_idle, wake_latency_limit)
+from .paced import PacedEngine
 from .steal import steal_summary, steal_ticks
 from .trace import Breakdown, breakdown
 from .trace import markdown as breakdown_markdown
@@ -55,15 +55,15 @@ if TYPE_CHECKING:
 CADENCES = ("realtime",)
 DEFAULT_SPIN_US = 200        # the spin window before a release (QoS.spin_us's default)
 DEFAULT_PREWARM = True
-DEFAULT_WARM_US = 100        # back to Python this long before the release (CudaEngine.process's warm_us)
+DEFAULT_WARM_US = 100        # back to Python this long before the release (PacedEngine.process's warm_us)
 SEGMENT_BLOCKS = 250         # timed blocks per turn of an implementation
 SETTLE_BLOCKS = 10           # untimed paced blocks at the start of every turn
 POOL = 32                    # distinct input blocks, cycled
 FRESH_NOTE = "each block written into its array just before it is due, as a live source writes it (untimed)"
 POOL_NOTE = "each block read from the input pool as it is (cold)"
 IDLE_FLOOR_BLOCKS = 400      # host_idle_floor: paced copies (and as many back to back)
-# Targets of issue 13 (H100): paced p50 <= 1.3x and p99 <= 1.5x back to back; paced p99 <= 0.5x
-# PyTorch + CUDA graph paced the same way.
+# Targets (H100): paced p50 <= 1.3x and p99 <= 1.5x back to back; paced p99 <= 0.5x PyTorch +
+# CUDA graph paced the same way.
 P50_TARGET, P99_TARGET, TORCH_TARGET = 1.3, 1.5, 0.5
 
 
@@ -193,7 +193,7 @@ class CadenceReport:
             lines += ["", f"Steal over the rotation (/proc/stat: CPU time the hypervisor took from this guest's "
                           f"vCPUs): {st['ms']:g} ms in all, {st['ms_per_s']:g} ms per second (most on CPU "
                           f"{st['max_cpu']}: {st['max_cpu_ms']:g} ms)."]
-        lines += ["", "Ratios and targets (issue 13):"]
+        lines += ["", "Ratios and targets:"]
         floor = self.floor_verdicts()
         for name, met, detail in self.targets():
             verdict = "not measured" if met is None else ("**met**" if met else "**not met**")
@@ -201,7 +201,7 @@ class CadenceReport:
                 (v for k, v in floor.items() if name.startswith(f"paced {k} ") and name.endswith("back to back")), None)
             lines.append(f"- {name}: {verdict} ({detail})" + (f"; {why}" if why else ""))
         if self.settings:
-            lines += ["", f"Host settings (issue 13, item 2), {self.pipeline} alone, same rotation "
+            lines += ["", f"Host settings, {self.pipeline} alone, same rotation "
                           f"({self.settings[0].figures.blocks if self.settings[0].figures else 0} timed blocks each):", "",
                       "| setting | p50 us | p90 us | p99 us | p99.9 us | max us | misses | CPU s / audio s | "
                       "python in p50 | fill p50 | launch p50 | GPU + seen p50 | python out p50 | note |",
@@ -439,7 +439,7 @@ def _baseline_call(impl: Any, wait: Callable[[int | None], None]) -> Callable[[n
 
 def _floor_call(floor: Any, out_shape: tuple[int, ...], out_dtype: Any, spin_us: int, prewarm: bool,
                 warm_us: int) -> Callable[[np.ndarray, int | None], Any]:
-    """The round trip's floor (``_native.RoundTripFloor``) paced as the project is: back in Python
+    """The round trip's floor (``_native.instrument.RoundTripFloor``) paced as the project is: back in Python
     ``warm_us`` before the release, then the rest of the wait (prewarm, spin) and the block in one
     native call; a new output array per block, as ``process()`` returns."""
     from .. import _native
@@ -459,13 +459,12 @@ def _floor_call(floor: Any, out_shape: tuple[int, ...], out_dtype: Any, spin_us:
 
 
 def _project_call(engine: Any, spin_us: int, prewarm: bool, native: bool,
-                  warm_us: int = 0, prewarm_lines: bool = False) -> Callable[[np.ndarray, int | None], Any]:
-    if native:  # CudaEngine: the wait inside its own call
+                  warm_us: int = 0) -> Callable[[np.ndarray, int | None], Any]:
+    if native:  # CudaEngine: the wait inside its own call (its instrument)
+        paced = PacedEngine(engine)
+
         def call(x: np.ndarray, release: int | None) -> Any:
-            if release is None:
-                return engine.process(x)
-            return engine.process(x, release_ns=release, spin_us=spin_us, prewarm=prewarm, warm_us=warm_us,
-                                  arrive=_arrive, prewarm_lines=prewarm_lines)
+            return paced.process(x, release, spin_us=spin_us, prewarm=prewarm, warm_us=warm_us, arrive=_arrive)
         call.arrives = warm_us > 0  # type: ignore[attr-defined]  # else the block is written before the call
         return call
     return _baseline_call(engine, _waiter(spin_us, warm_us))
@@ -556,7 +555,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             from .. import _native
 
             out = chain.output
-            rt = _native.RoundTripFloor(engine.device, int(chain.input.block_nbytes), int(out.block_nbytes))
+            rt = _native.instrument.RoundTripFloor(engine.device, int(chain.input.block_nbytes), int(out.block_nbytes))
             for paced in (True, False):
                 row = CadenceRow("floor" if paced else "floor_back_to_back",
                                  f"floor: bare round trip, {'paced' if paced else 'back to back'}", "floor")
@@ -618,7 +617,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
 
 def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inputs: list[np.ndarray], *, blocks: int,
                  period_ns: int, deadline_ns: int, say: Callable[[str], None] | None = None) -> list[CadenceRow]:
-    """The project paced under each host setting of issue 13's item 2, in one rotation (module doc)."""
+    """The project paced under each host setting, in one rotation (module doc)."""
     native = choice.name == "cuda"
     period_us = period_ns // 1000
     cpus = sorted(os.sched_getaffinity(0))
@@ -691,39 +690,20 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
                                      status="skipped", reason=why), lambda x, r: None))
     if native:
         nospin = warm_engine(spin_us=0)
-
-        def nospin_call(x: np.ndarray, release: int | None) -> Any:
-            if release is None:
-                return nospin.process(x)
-            return nospin.process(x, release_ns=release, spin_us=d, prewarm=True, warm_us=w, arrive=_arrive)
-        nospin_call.arrives = True  # type: ignore[attr-defined]
+        nospin_call = _project_call(nospin, d, True, True, w)
+        paced = PacedEngine(engine)
         held: list[np.ndarray] = []
 
         def out_call(x: np.ndarray, release: int | None) -> Any:
             if not held:  # the first block makes the array every later one is written into
                 held.append(np.empty_like(engine.process(x)))
                 return held[0]
-            if release is None:
-                return engine.process(x, out=held[0])
-            return engine.process(x, out=held[0], release_ns=release, spin_us=d, prewarm=True, warm_us=w,
-                                  arrive=_arrive)
+            return paced.process(x, release, out=held[0], spin_us=d, prewarm=True, warm_us=w, arrive=_arrive)
         out_call.arrives = True  # type: ignore[attr-defined]
         add("out_array", f"default + caller pinned to CPU {pin_cpu} + out= (the caller's output array: no allocation per block)", out_call,
             setup=lambda: pinned(pin_cpu))
         add("completion_no_spin", "default, completion wait without spin (blocks at once)", nospin_call,
             traced=nospin)
-        # the block launched first and copied into the pinned slot after (its pull kernel waits for
-        # the copy's ready word): the fill's tail behind the launch and the GPU's start
-        overlap = warm_engine(overlap_fill=True)
-        if overlap._engine.overlap_fill:
-            add("overlap_fill", "default + overlap_fill (launched first, copied in after)",
-                _project_call(overlap, d, True, True, w), note="off by default", traced=overlap)
-        else:
-            rows.append(_Impl(CadenceRow("overlap_fill", "default + overlap_fill", "setting", status="skipped",
-                                         reason="overlap_fill needs mapped I/O and inline submit"), lambda x, r: None))
-    if native:
-        add("prewarm_lines", "default, the prewarm reading every line of the input (not one word a page)",
-            _project_call(engine, d, True, True, w, prewarm_lines=True), note="sessions 10-12")
         from .. import _native
 
         def unguarded(x: np.ndarray, release: int | None) -> Any:
@@ -731,7 +711,7 @@ def run_settings(pipeline: "Pipeline", chain: Any, choice: Any, engine: Any, inp
             return default(x, release)
         unguarded.arrives = True  # type: ignore[attr-defined]
         add("no_wake_guard", "default without the wake guard (its learned lateness reset before every block)",
-            unguarded, note="before session 11")
+            unguarded, note="a sleep that ends spin_us before the release")
     rows.append(_Impl(CadenceRow("pool_input", "default, each block read from the input pool as it is (written "
                                  f"{POOL} periods earlier: cold)", "setting"), default,
                       traced=engine if native else None))

@@ -1,12 +1,13 @@
 """Whose miss is it: the stall probe and the rules the benchmarks blame a late block by.
 
-The probe (``_native.StallProbe``, native/engine/paced.cpp) is a thread that only reads the clock
+The probe (``_native.instrument.StallProbe``, native/engine/paced.cpp) is a thread that only reads the clock
 and records every gap between two reads of PROBE_THRESHOLD_US or more: time the host did not run
 it. Run beside a benchmark (W3's W1, each capacity run), a gap of HOST_STALL_US or more while a
 block was late says the host stalled (nothing in the process can fix that). A late block whose
 fixed CPU work (plain copies: no lock, no wait) ran HOST_SLOW_FACTOR times its median or more,
 and HOST_SLOW_MIN_US more, is a host slowdown: the CPU under its thread ran slow, which a probe on
-another CPU cannot see. Used by contention.miss_causes (W3) and capacity.episode_cause."""
+another CPU cannot see. Used by w3_project.miss_causes (W3) and the capacity study
+(benchmarks/studies/capacity: episode_cause)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ def start_probe() -> Any:
     """A started probe, on the spare CPU when a stream holds a reserved one (affinity.py); None
     where the native module has no probe."""
     try:
-        from .. import _native
+        from .._native import instrument
 
-        probe = _native.StallProbe(PROBE_THRESHOLD_US, spare_cpu() if reserved_cpus() else -1)
+        probe = instrument.StallProbe(PROBE_THRESHOLD_US, spare_cpu() if reserved_cpus() else -1)
         probe.start()
         return probe
     except (ImportError, AttributeError):

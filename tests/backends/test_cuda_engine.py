@@ -247,10 +247,23 @@ try:
 except ValueError as exc:
     res["mismatch"] = str(exc)
 
-# 7. Timing entry points run (the fake's clock is coarse: only shapes and signs are checked).
+# 7. Timing entry points run through the engine's instrument (the fake's clock is coarse: only
+#    shapes and signs are checked); the engine and the module carry none of them.
+from pygpukit_dsp._native import instrument
 e = _native.StreamEngine(dev, [gain])
-res["resident"] = len(e.time_resident(5))
-res["streamed"] = list(e.time_streamed(7, 2))
+inst = instrument.EngineInstrument(e)
+res["resident"] = len(inst.time_resident(5))
+res["resident_block"] = len(inst.time_resident(2, np.full((3, 16), 2.0, np.float32)))
+res["streamed"] = list(inst.time_streamed(7, 2))
+try:
+    inst.time_streamed(1, None, np.zeros((3, 5), np.float32))
+    res["short_timing_block"] = None
+except ValueError as exc:
+    res["short_timing_block"] = str(exc)
+res["engine_has"] = sorted(n for n in ("time_resident", "time_streamed", "measure_h2d_bandwidth", "pump_resident",
+                                       "stop_pump", "resident", "wait_release") if hasattr(e, n))
+res["module_has"] = sorted(n for n in ("RoundTripFloor", "StallProbe", "OffCpuMeter") if hasattr(_native, n))
+res["instrument_engine"] = inst.engine is e
 e.close()
 res["live_streams"] = fake.fake_cuda_live_streams()
 print(json.dumps(res))
@@ -316,10 +329,17 @@ def test_fake_worker_error_surfaces_from_wait_and_submit(fake_results):
 
 
 def test_fake_timing_and_teardown(fake_results):
-    assert fake_results["resident"] == 5
+    assert fake_results["resident"] == 5 and fake_results["resident_block"] == 2
     seconds, nbytes = fake_results["streamed"]
     assert seconds > 0 and nbytes == 7 * 3 * 16 * 4
+    assert "full block" in fake_results["short_timing_block"]
     assert fake_results["live_streams"] == 0
+
+
+def test_fake_benchmark_entry_points_are_the_instruments_only(fake_results):
+    # the engine's surface serves users; measuring goes through _native.instrument
+    assert fake_results["engine_has"] == [] and fake_results["module_has"] == []
+    assert fake_results["instrument_engine"]
 
 
 def test_missing_driver_is_a_device_error():
@@ -497,16 +517,16 @@ def test_gpu_realtime_qos_selects_latency_mode():
     eng = _engine(_chain(qos={"class": "realtime"}))
     try:
         # latency mode: one stream, mapped I/O, one graph per slot (pull, ops, push)
-        assert eng._engine.single_stream is True and eng._engine.mapped_io is True
-        assert eng._engine.use_graph is True and eng._engine.inline_submit is True
+        assert eng.native.single_stream is True and eng.native.mapped_io is True
+        assert eng.native.use_graph is True and eng.native.inline_submit is True
         # a realtime caller spins through its deadline (one block period here), capped
-        assert eng._engine.spin_us == int(min(5000, max(200, 256 / RATE * 1e6)))
+        assert eng.native.spin_us == int(min(5000, max(200, 256 / RATE * 1e6)))
     finally:
         eng.close()
     eng = _engine(_chain())
     try:
-        assert eng._engine.spin_us == 200
-        assert eng._engine.single_stream is False and eng._engine.use_graph is True
+        assert eng.native.spin_us == 200
+        assert eng.native.single_stream is False and eng.native.use_graph is True
     finally:
         eng.close()
 
@@ -577,7 +597,7 @@ def test_gpu_realtime_qos_gets_the_highest_stream_priority():
     eng = _engine(_chain(qos={"class": "realtime"}))
     try:
         assert eng.priority == eng.device.highest_stream_priority
-        assert eng._engine.priority == eng.device.highest_stream_priority
+        assert eng.native.priority == eng.device.highest_stream_priority
     finally:
         eng.close()
     eng = _engine(_chain())
@@ -652,11 +672,13 @@ def test_gpu_cuda_backend_refuses_an_unported_stage_before_any_block():
 def test_gpu_timing_entry_points_return_positive_numbers():
     eng = _engine(_chain())
     try:
-        resident = eng.time_resident(20, block=_blocks(1)[0])
+        inst = eng.instrument()
+        assert eng.instrument() is inst  # made once
+        resident = inst.time_resident(20, block=_blocks(1)[0])
         assert len(resident) == 20 and all(t > 0 for t in resident)
-        seconds, nbytes = eng.time_streamed(10)
+        seconds, nbytes = inst.time_streamed(10)
         assert seconds > 0 and nbytes == 10 * 4 * 256 * 4
-        assert eng.measure_h2d_bandwidth(1 << 24, repeats=5) > 1e9
+        assert inst.measure_h2d_bandwidth(1 << 24, repeats=5) > 1e9
         # the timing runs leave the stream state reset: output equals a fresh engine's
         first = eng.process(_blocks(1, seed=8)[0])
     finally:
@@ -719,7 +741,7 @@ def test_frames_input_spec_shapes_are_checked_by_the_wrapper():
 
 
 # ------------------------------------------------------------------------------------------
-# Mapped I/O (EngineOptions::mapped_io, flag_wait; docs/cuda.md, "Mapped I/O")
+# Mapped I/O (EngineOptions::mapped_io; docs/cuda.md, "Mapped I/O")
 # ------------------------------------------------------------------------------------------
 
 # What the fake driver needs for mapped_io: cuMemHostGetDevicePointer_v2 (the "device" address
@@ -784,8 +806,7 @@ gain = {"kind": "gain", "name": "g", "in": (3, 16, 0, "float32"), "out": (3, 16,
         "params": {"factor": 2.0}}
 
 # 1. Option combinations that cannot work are refused before anything is allocated.
-for label, kw in {"mapped_without_single": {"mapped_io": True},
-                  "flag_without_mapped": {"single_stream": True, "flag_wait": True}}.items():
+for label, kw in {"mapped_without_single": {"mapped_io": True}}.items():
     try:
         _native.StreamEngine(dev, [gain], use_graph=False, **kw)
         res[label] = None
@@ -805,66 +826,70 @@ res["live_after_refusals"] = [fake.fake_cuda_live_streams(), fake.fake_cuda_live
 
 # 3. Every mode: one H2D, one D2H, one wait per block (inline process(), the worker's
 #    submit/wait, a final partial block); the push kernel gets the slot's mapped output.
-os.environ["FAKE_CUDA_PARAM_COUNT"] = "3"  # the fake reads this many: pull has 4, gain 4, push 5
+os.environ["FAKE_CUDA_PARAM_COUNT"] = "3"  # the fake reads this many: pull has 6, gain 4, push 3
 def param(i):
     b = (ctypes.c_ubyte * 8)()
     fake.fake_cuda_last_param(i, b)
     return int.from_bytes(bytes(b), "little")
 x = np.ones((3, 16), np.float32)
-for flag in (False, True):
-    for graph in (False, True):
-        mapped0 = fake.fake_cuda_mapped_host_allocs()
-        e = _native.StreamEngine(dev, [gain], slots=2, single_stream=True, use_graph=graph,
-                                 inline_submit=True, mapped_io=True, flag_wait=flag, spin_us=20)
-        r = {"props": [e.mapped_io, e.flag_wait],
-             "mapped_allocs": fake.fake_cuda_mapped_host_allocs() - mapped0}
-        launches0, graphs0 = fake.fake_cuda_launches(), fake.fake_cuda_graph_launches()
-        t = time.perf_counter()
-        for b in range(6):
-            e.process(b % 2, x)                   # inline (the flag never comes: no kernel runs)
-        for b in range(4):
-            e.input_slot(b % 2)[:] = 1
-            e.submit(b % 2, 16)
-            e.wait(b % 2)                         # the worker
-        e.submit(0, 16); e.submit(1, 16); e.wait(0); e.wait(1)   # two in flight
-        r["seconds"] = time.perf_counter() - t
-        r["full"] = [e.counters(), fake.fake_cuda_launches() - launches0,
-                     fake.fake_cuda_graph_launches() - graphs0]
-        if not graph:
-            r["push"] = [param(0) == e.output_slot(1).ctypes.data, param(2), fake.fake_cuda_last_dim(0),
-                         fake.fake_cuda_last_dim(3)]
-        launches0 = fake.fake_cuda_launches()
-        y = e.process(0, np.ascontiguousarray(x[:, :5]), True)
-        r["final"] = [list(y.shape), e.counters(), fake.fake_cuda_launches() - launches0]
-        r["final_push_to_slot0"] = param(0) == e.output_slot(0).ctypes.data
-        e.close()
-        res[f"flag={int(flag)},graph={int(graph)}"] = r
+for graph in (False, True):
+    mapped0 = fake.fake_cuda_mapped_host_allocs()
+    e = _native.StreamEngine(dev, [gain], slots=2, single_stream=True, use_graph=graph,
+                             inline_submit=True, mapped_io=True, spin_us=20)
+    r = {"props": [e.mapped_io],
+         "mapped_allocs": fake.fake_cuda_mapped_host_allocs() - mapped0}
+    launches0, graphs0 = fake.fake_cuda_launches(), fake.fake_cuda_graph_launches()
+    t = time.perf_counter()
+    for b in range(6):
+        e.process(b % 2, x)                   # inline
+    for b in range(4):
+        e.input_slot(b % 2)[:] = 1
+        e.submit(b % 2, 16)
+        e.wait(b % 2)                         # the worker
+    e.submit(0, 16); e.submit(1, 16); e.wait(0); e.wait(1)   # two in flight
+    r["seconds"] = time.perf_counter() - t
+    r["full"] = [e.counters(), fake.fake_cuda_launches() - launches0,
+                 fake.fake_cuda_graph_launches() - graphs0]
+    if not graph:
+        r["push"] = [param(0) == e.output_slot(1).ctypes.data, param(2), fake.fake_cuda_last_dim(0),
+                     fake.fake_cuda_last_dim(3)]
+    launches0 = fake.fake_cuda_launches()
+    y = e.process(0, np.ascontiguousarray(x[:, :5]), True)
+    r["final"] = [list(y.shape), e.counters(), fake.fake_cuda_launches() - launches0]
+    r["final_push_to_slot0"] = param(0) == e.output_slot(0).ctypes.data
+    e.close()
+    res[f"graph={int(graph)}"] = r
 del os.environ["FAKE_CUDA_PARAM_COUNT"]
 e = _native.StreamEngine(dev, [gain], use_graph=False)
-res["default"] = [e.mapped_io, e.flag_wait, e.overlap_fill]
+res["default"] = [e.mapped_io, hasattr(e, "flag_wait"), hasattr(e, "overlap_fill")]
 e.close()
-# overlap_fill: each slot also gets its mapped ready words; a block goes through as before
-mapped0 = fake.fake_cuda_mapped_host_allocs()
-e = _native.StreamEngine(dev, [gain], single_stream=True, use_graph=True, inline_submit=True, mapped_io=True,
-                         overlap_fill=True)
-res["overlap"] = [e.overlap_fill, fake.fake_cuda_mapped_host_allocs() - mapped0]
-e.process(0, x, False)
-res["overlap_counters"] = [e.counters()["blocks"], e.inline_blocks]
-e.close()
-# the prewarm's event is made with the engine, not by the first prewarm (made lazily it could race
-# close() and outlive the engine); every event goes with close()
-events0 = fake.fake_cuda_live_events()
+for removed in ("flag_wait", "overlap_fill"):  # the experiments are gone from the engine's options
+    try:
+        _native.StreamEngine(dev, [gain], single_stream=True, mapped_io=True, **{removed: True})
+        res[f"removed_{removed}"] = None
+    except TypeError as exc:
+        res[f"removed_{removed}"] = "incompatible" in str(exc)
+# the prewarm's GPU side (an event, a graph per slot) is the instrument's: an engine opened alone
+# makes none; the instrument makes it (not the first prewarm, which could race close()); a paced
+# block makes nothing more; every event goes with close()
+from pygpukit_dsp._native import instrument
+events0, graphs0 = fake.fake_cuda_live_events(), fake.fake_cuda_graphs_live()
 e = _native.StreamEngine(dev, [gain], single_stream=True, use_graph=True, inline_submit=True, mapped_io=True)
-opened = fake.fake_cuda_live_events()
-e.process(0, x, False, None, time.perf_counter_ns() + 1_000_000, 300, True)
-res["prewarm_events"] = [fake.fake_cuda_live_events() - opened, opened > events0]
+opened, opened_graphs = fake.fake_cuda_live_events(), fake.fake_cuda_graphs_live()
+inst = instrument.EngineInstrument(e)
+made, made_graphs = fake.fake_cuda_live_events(), fake.fake_cuda_graphs_live()
+inst.process(0, x, False, None, time.perf_counter_ns() + 1_000_000, 300, True)
+res["prewarm_events"] = [made - opened, made_graphs - opened_graphs, fake.fake_cuda_live_events() - made,
+                         opened > events0]
+instrument.EngineInstrument(e)  # a second instrument of the same engine makes nothing again
+res["prewarm_events"].append(fake.fake_cuda_live_events() - made)
 e.close()
 res["prewarm_events"].append(fake.fake_cuda_live_events() - events0)
 # set_gpu_timing (admission's calibration): blocks run inline and by the worker get their GPU time
 # (the fake's events: host time between the two records) and their launch's host time
 events0 = fake.fake_cuda_live_events()
 e = _native.StreamEngine(dev, [gain], slots=2, single_stream=True, use_graph=True, inline_submit=True,
-                         mapped_io=True, overlap_fill=True)
+                         mapped_io=True)
 opened = fake.fake_cuda_live_events()
 e.process(0, x, False)
 g = {"before": [e.last_gpu_ns, e.last_launch_ns]}
@@ -901,12 +926,24 @@ from pygpukit_dsp import Pipeline, stages
 from pygpukit_dsp.backends import BackendChoice
 from pygpukit_dsp.backends.cuda_engine import CudaEngine
 p = Pipeline([stages.Gain(db=1.0)], sample_rate=1000, channels=2, block_size=64)
-eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True, flag_wait=True, spin_us=20)
-raw = eng._engine
-res["wrapper"] = [raw.single_stream, raw.mapped_io, raw.flag_wait, raw.use_graph, raw.inline_submit]
+eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True, spin_us=20)
+raw = eng.native
+res["wrapper"] = [raw.single_stream, raw.mapped_io, raw.use_graph, raw.inline_submit]
 eng.process(np.zeros((2, 64), np.float32))
 res["wrapper_counters"] = eng.counters()
+# the measuring apparatus, opt-in: one instrument per engine, on the native engine it wraps
+inst = eng.instrument()
+res["instrument"] = [eng.instrument() is inst, inst.engine is raw, type(inst).__module__]
+eng.process(np.zeros((2, 64), np.float32))  # the engine runs as before beside it
 eng.close()
+from pygpukit_dsp.errors import StreamFault
+res["after_close"] = []
+for what in ("instrument", "native"):
+    try:
+        getattr(eng, what)() if what == "instrument" else eng.native
+        res["after_close"].append(None)
+    except StreamFault:
+        res["after_close"].append(what)
 try:
     CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True, single_stream=False)
     res["wrapper_refusal"] = None
@@ -923,13 +960,16 @@ def fake_mapped_results(fake_mapped_driver: str) -> dict:
 
 def test_fake_mapped_io_refuses_option_combinations_that_cannot_work(fake_mapped_results):
     assert "mapped_io needs single_stream=True" in fake_mapped_results["mapped_without_single"]
-    assert "flag_wait needs mapped_io=True" in fake_mapped_results["flag_without_mapped"]
     assert "mapped_io needs single_stream=True" in fake_mapped_results["wrapper_refusal"]
+    # the removed experiments are unknown options now
+    assert fake_mapped_results["removed_flag_wait"] and fake_mapped_results["removed_overlap_fill"]
 
 
-def test_fake_mapped_io_makes_the_prewarm_event_with_the_engine_and_frees_it_on_close(fake_mapped_results):
-    # a paced block with prewarm creates no event; open made it; close freed every one
-    assert fake_mapped_results["prewarm_events"] == [0, True, 0]
+def test_fake_the_prewarm_is_made_by_the_instrument_and_freed_on_close(fake_mapped_results):
+    # the instrument made the event and one graph per slot (two); a paced block with prewarm made
+    # nothing; the engine's own open made events (its ordering events); a second instrument
+    # makes nothing again; close freed every one
+    assert fake_mapped_results["prewarm_events"] == [1, 2, 0, True, 0, 0]
 
 
 def test_fake_gpu_timing_times_inline_and_worker_blocks_and_stops_when_off(fake_mapped_results):
@@ -950,19 +990,17 @@ def test_fake_mapped_io_refuses_a_gpu_that_cannot_map_host_memory(fake_mapped_re
     assert fake_mapped_results["live_after_refusals"] == [0, 0]  # nothing leaked
 
 
-@pytest.mark.parametrize("flag", [0, 1])
 @pytest.mark.parametrize("graph", [0, 1])
-def test_fake_mapped_io_counts_one_transfer_each_way_and_one_wait_per_block(fake_mapped_results, flag, graph):
-    r = fake_mapped_results[f"flag={flag},graph={graph}"]
-    assert r["props"] == [True, bool(flag)]
-    # both slots' input and output, the input check's flag words (+ the io flag word)
-    assert r["mapped_allocs"] == 2 * 2 + 1 + flag
+def test_fake_mapped_io_counts_one_transfer_each_way_and_one_wait_per_block(fake_mapped_results, graph):
+    r = fake_mapped_results[f"graph={graph}"]
+    assert r["props"] == [True]
+    # both slots' input and output, and the input check's flag words
+    assert r["mapped_allocs"] == 2 * 2 + 1
     counters, launches, graph_launches = r["full"]
     keys = ("blocks", "h2d_copies", "d2h_copies", "completion_waits", "graph_launches", "eager_blocks")
     assert [counters[k] for k in keys] == [12, 12, 12, 12, 12 * graph, 12 * (1 - graph)]
     # eager: pull, gain, push per block; graph: the three kernels are in the slot's block graph
     assert (launches, graph_launches) == ((0, 12) if graph else (36, 0))
-    # a flag that never arrives (the fake runs no kernel) ends in cuEventSynchronize, no hang
     assert r["seconds"] < 5
     shape, after, final_launches = r["final"]
     assert shape == [3, 5] and final_launches == 3  # the final block runs eagerly: pull, gain, push
@@ -971,10 +1009,9 @@ def test_fake_mapped_io_counts_one_transfer_each_way_and_one_wait_per_block(fake
 
 
 def test_fake_mapped_io_push_kernel_writes_the_slots_mapped_output(fake_mapped_results):
-    for flag in (0, 1):
-        to_slot1, nbytes, grid, threads = fake_mapped_results[f"flag={flag},graph=0"]["push"]
-        assert to_slot1 and nbytes == 3 * 16 * 4
-        assert (grid, threads) == (1, 128)
+    to_slot1, nbytes, grid, threads = fake_mapped_results["graph=0"]["push"]
+    assert to_slot1 and nbytes == 3 * 16 * 4
+    assert (grid, threads) == (1, 128)
 
 
 def test_fake_mapped_io_errors_and_teardown(fake_mapped_results):
@@ -984,15 +1021,14 @@ def test_fake_mapped_io_errors_and_teardown(fake_mapped_results):
     assert fake_mapped_results["default"] == [False, False, False]
 
 
-def test_fake_overlap_fill_allocates_ready_words_and_runs_inline(fake_mapped_results):
-    # input, output, ready words per slot, and the input check's flag words
-    assert fake_mapped_results["overlap"] == [True, 2 * 3 + 1]
-    assert fake_mapped_results["overlap_counters"] == [1, 1]
+def test_fake_the_wrapper_hands_out_one_instrument_and_the_native_engine_while_open(fake_mapped_results):
+    assert fake_mapped_results["instrument"] == [True, True, "pygpukit_dsp._native.instrument"]
+    assert fake_mapped_results["after_close"] == ["instrument", "native"]  # StreamFault once closed
 
 
 def test_fake_mapped_io_wrapper_implies_latency_mode(fake_mapped_results):
     # mapped_io implies latency mode, replayed as a graph (the measured best for W1)
-    assert fake_mapped_results["wrapper"] == [True, True, True, True, True]
+    assert fake_mapped_results["wrapper"] == [True, True, True, True]
     c = fake_mapped_results["wrapper_counters"]
     assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (1, 1, 1, 1)
 
@@ -1037,7 +1073,6 @@ def test_the_io_kernels_are_embedded_and_compile():
 
 # GPU: outputs equal the CPU backend and, bit for bit, the same engine without mapped I/O.
 
-MAPPED_MODES = [(True, False), (True, True)]  # (mapped_io, flag_wait)
 
 
 def _w1_like() -> Pipeline:
@@ -1081,16 +1116,15 @@ def _run_engine(p: Pipeline, x: np.ndarray, **kw) -> tuple[np.ndarray, dict]:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mapped_io,flag_wait", MAPPED_MODES)
 @pytest.mark.parametrize("use_graph", [False, True])
 @pytest.mark.parametrize("make", [_w1_like, _complex_chain, _odd_bytes_chain])
-def test_gpu_mapped_io_equals_cpu_backend_and_copies(make, use_graph, mapped_io, flag_wait):
+def test_gpu_mapped_io_equals_cpu_backend_and_copies(make, use_graph):
     p = make()
     blocks = 9
     x = _mapped_signal(p, blocks, seed=31)
     ref = p.process(x, backend="cpu")
     plain, _ = _run_engine(p, x, single_stream=True, use_graph=use_graph)
-    got, c = _run_engine(p, x, single_stream=True, use_graph=use_graph, mapped_io=mapped_io, flag_wait=flag_wait)
+    got, c = _run_engine(p, x, single_stream=True, use_graph=use_graph, mapped_io=True)
     assert got.shape == ref.shape and got.dtype == ref.dtype
     # float32 sums in another order than the CPU backend: relative error bound 1e-5
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
@@ -1110,50 +1144,22 @@ def test_gpu_direct_output_drops_the_push_kernel_and_keeps_the_output():
     pushed, _ = _run_engine(p, x, **kw, direct_output=False)
     np.testing.assert_array_equal(direct, pushed)
     assert (c["blocks"], c["h2d_copies"], c["d2h_copies"]) == (10, 10, 10)  # the op's stores are the D2H
-    # only block graphs of mapped I/O, without the flag (its push writes the flag), whose last op
-    # writes its output once
+    # only block graphs of mapped I/O whose last op writes its output once
     for make, extra, on in [(_w1_like, {}, True), (_w1_like, {"direct_output": False}, False),
-                            (_w1_like, {"flag_wait": True}, False), (_w1_like, {"use_graph": False}, False),
-                            (_complex_chain, {}, False)]:
+                            (_w1_like, {"use_graph": False}, False), (_complex_chain, {}, False)]:
         eng = _engine(make(), **{**kw, **extra})
         try:
-            assert eng._engine.direct_output is on, (make.__name__, extra)
+            assert eng.native.direct_output is on, (make.__name__, extra)
         finally:
             eng.close()
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("use_graph", [False, True])
-def test_gpu_overlap_fill_never_reads_a_block_before_it_is_copied_in(use_graph):
-    # The block is queued before its copy into the pinned slot: a pull that read early would
-    # see the previous block's bytes. Distinct random blocks, many of them: outputs must equal
-    # the engine that copies first.
-    p = _w1_like()
-    rng = np.random.default_rng(34)
-    xs = [rng.standard_normal((64, 256)).astype(np.float32) for _ in range(300)]
-    kw = {"single_stream": True, "use_graph": use_graph, "mapped_io": True}
-    outs = {}
-    for overlap in (True, False):
-        eng = _engine(p, **kw, overlap_fill=overlap)
-        try:
-            assert eng._engine.overlap_fill is overlap
-            outs[overlap] = [eng.process(x) for x in xs]
-            c = eng.counters()
-            assert eng._engine.inline_blocks == len(xs)  # every block took the inline (overlapped) path
-        finally:
-            eng.close()
-        assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (300,) * 4
-    for a, b in zip(outs[True], outs[False]):
-        np.testing.assert_array_equal(a, b)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("flag_wait", [False, True])
-def test_gpu_mapped_io_two_slots_in_flight_equal_one_at_a_time(flag_wait):
+def test_gpu_mapped_io_two_slots_in_flight_equal_one_at_a_time():
     p = _w1_like()
     rng = np.random.default_rng(32)
     blocks = [rng.standard_normal((64, 256)).astype(np.float32) for _ in range(16)]
-    eng = _engine(p, single_stream=True, mapped_io=True, flag_wait=flag_wait)
+    eng = _engine(p, single_stream=True, mapped_io=True)
     try:
         one_at_a_time = [eng.process(b) for b in blocks]
         eng.reset()
@@ -1172,11 +1178,11 @@ def test_gpu_mapped_io_two_slots_in_flight_equal_one_at_a_time(flag_wait):
 
 
 @pytest.mark.gpu
-def test_gpu_mapped_io_flag_wait_failing_kernel_raises_instead_of_hanging():
+def test_gpu_mapped_io_failing_kernel_raises_instead_of_hanging():
     # A trapped kernel poisons the CUDA context for the whole process: run it in its own.
     code = TRAP_PIPELINE + r"""
-    eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True, flag_wait=True)
-    out = {"inline": eng._engine.inline_submit}
+    eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"), mapped_io=True)
+    out = {"inline": eng.native.inline_submit}
     x = np.ones((2, 64), np.float32)
     out["ok_block"] = bool(np.array_equal(eng.process(x), x))
     x[1, 7] = 12345.0

@@ -279,10 +279,10 @@ def test_w1_in_latency_mode_equals_cpu():
     x = rand((64, 256 * 10 + 77), 3).astype(np.float32)
     eng = _cuda_engine(w1)
     try:
-        assert [op.kind for op in eng.ops] == ["fir_mix"] and eng._engine.inline_submit
+        assert [op.kind for op in eng.ops] == ["fir_mix"] and eng.native.inline_submit
         got = np.concatenate([eng.process(x[:, s:s + 256], final=s + 256 >= x.shape[1])
                               for s in range(0, x.shape[1], 256)], axis=1)
-        assert eng._engine.inline_blocks == 11
+        assert eng.native.inline_blocks == 11
     finally:
         eng.close()
     assert rel_err(got, w1.process(x, backend="cpu")) < CPU_RTOL
@@ -433,12 +433,12 @@ def test_inline_submit_defaults_to_the_latency_mode():
     for qos, expected in (({"class": "realtime"}, True), (None, False)):
         eng = _cuda_engine(fir_mix_pipeline(4, 2, 16, 64, qos=qos))
         try:
-            assert eng._engine.inline_submit is expected
+            assert eng.native.inline_submit is expected
         finally:
             eng.close()
     eng = _cuda_engine(fir_mix_pipeline(4, 2, 16, 64, qos={"class": "realtime"}), inline_submit=False)
     try:
-        assert eng._engine.inline_submit is False
+        assert eng.native.inline_submit is False
     finally:
         eng.close()
 
@@ -455,7 +455,7 @@ def test_inline_submit_counts_one_copy_each_way_and_one_wait_per_block(single_st
         c = eng.counters()
         assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (30, 30, 30, 30)
         assert c["graph_launches"] + c["eager_blocks"] == 30
-        assert eng._engine.inline_blocks == 30
+        assert eng.native.inline_blocks == 30
     finally:
         eng.close()
 

@@ -56,8 +56,9 @@ def test_an_engine_with_an_empty_disk_cache_loads_shipped_kernels_and_calls_no_n
     cache = tmp_path / "cache"
     res = last_json(run_python(FAKE_ENGINE, GK_LIBCUDA=fake_driver, GK_CACHE_DIR=str(cache)))
     assert res["stats"]["nvrtc_compiles"] == 0 and res["stats"]["compiles"] == 0
+    # the ops' kernels, and the io kernels (every engine checks its input for NaN/Inf on the GPU)
     assert {(x["kernel"], x["source"], x["image"]) for x in res["loads"]} == {
-        ("elementwise", "shipped", "sm_90"), ("delay", "shipped", "sm_90")}
+        ("elementwise", "shipped", "sm_90"), ("delay", "shipped", "sm_90"), ("io", "shipped", "sm_90")}
     assert not cache.exists() or not any(cache.iterdir())
 
 

@@ -1,9 +1,10 @@
-"""Paced blocks on the GPU (CudaEngine.process with release_ns; docs/cuda.md, "Paced blocks"): with
-the prewarm (the slot's pages read by the GPU through a graph captured per slot, launched the way a
-block is, and every line of the pinned input read on the host) and the two-step wait, every output
-equals the same block run back to back, no block is back before its release, and ``arrive`` is
-called after the first step, before the block is read. The paced bench's floor (RoundTripFloor)
-moves the block to the GPU and back on it."""
+"""Paced blocks on the GPU (the engine's instrument: ``CudaEngine.instrument().process`` with a
+release time; docs/cuda.md, "Paced blocks"): with the prewarm (the slot's pages read by the GPU
+through a graph captured per slot, launched the way a block is, and a word of every page of the
+pinned input and output read on the host) and the two-step wait (``wait_release``, then
+``process``), every output equals the same block run back to back and no block is back before its
+release; a block written after the first step is the one the second reads. The paced bench's floor
+(``instrument.RoundTripFloor``) moves the block to the GPU and back on it."""
 
 from __future__ import annotations
 
@@ -21,54 +22,37 @@ def _w1() -> Pipeline:
                     name="w1", sample_rate=48_000, channels=64, block_size=256, qos={"class": "realtime"})
 
 
-def _open(p: Pipeline, **options):
-    """The realtime engine as a Session opens it; ``options``: CudaEngine's own (overlap_fill)."""
-    from pygpukit_dsp.backends import choose_backend, open_backend
-    from pygpukit_dsp.backends.cuda_engine import CudaEngine
+def _open(p: Pipeline):
+    """The realtime engine as a Session opens it."""
+    from pygpukit_dsp.backends import open_backend
 
-    chain = p.propagate(p.input_spec())
-    if not options:
-        return open_backend(p, chain, "cuda")
-    return CudaEngine(p, chain, choose_backend(p, chain, "cuda"), **options)
+    return open_backend(p, p.propagate(p.input_spec()), "cuda")
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("warm_us,overlap_fill,lines", [(0, False, False), (100, False, False), (100, True, False),
-                                                       (0, False, True), (100, False, True)])
-def test_paced_blocks_with_prewarm_equal_the_same_blocks_back_to_back(warm_us: int, overlap_fill: bool, lines: bool):
-    # overlap_fill (the cadence bench's setting row): the block launched first, copied in after;
-    # lines: the prewarm reads every line of the input (the settings' comparison row)
+@pytest.mark.parametrize("warm_us", [0, 100])
+def test_paced_blocks_with_prewarm_equal_the_same_blocks_back_to_back(warm_us: int):
     p = _w1()
-    paced, ref = _open(p, **({"overlap_fill": True} if overlap_fill else {})), _open(p)
+    paced, ref = _open(p), _open(p)
     try:
-        assert paced._engine.mapped_io  # the realtime defaults: the prewarm's GPU touch runs
-        assert paced._engine.overlap_fill is overlap_fill
+        assert paced.native.mapped_io  # the realtime defaults: the prewarm's GPU touch runs
+        inst = paced.instrument()
         rng = np.random.default_rng(3)
         blocks = [rng.standard_normal((64, 256)).astype(np.float32) for _ in range(12)]
-        arrived: list[tuple[int, int]] = []
-        returned: list[int] = []
-        for x in blocks:
+        for k, x in enumerate(blocks):
+            slot = k % paced.slots
             release = time.perf_counter_ns() + 1_500_000
             if warm_us:
-                buf = np.zeros_like(x)  # written by arrive(), after the first step of the wait
-
-                def arrive(buf=buf, x=x, release=release) -> None:
-                    np.copyto(buf, x)
-                    arrived.append((time.perf_counter_ns(), release))
-                y = paced.process(buf, release_ns=release, spin_us=300, prewarm=True, warm_us=warm_us, arrive=arrive,
-                                  prewarm_lines=lines)
-                returned.append(time.perf_counter_ns())
+                buf = np.zeros_like(x)  # written after the first step of the wait, as a live source would
+                inst.wait_release(slot, release, 300, True, release - warm_us * 1000)
+                back = time.perf_counter_ns()
+                np.copyto(buf, x)
+                y = inst.process(slot, buf, False, None, release, 300, False)
+                assert back >= release - warm_us * 1000  # the first step returns at its time at the earliest
             else:
-                y = paced.process(x, release_ns=release, spin_us=300, prewarm=True, prewarm_lines=lines)
+                y = inst.process(slot, x, False, None, release, 300, True)
             assert time.perf_counter_ns() >= release
             np.testing.assert_array_equal(y, ref.process(x))
-        if warm_us:
-            assert len(arrived) == len(blocks)
-            # after the first step of the wait, before the call returned (before the block was read:
-            # the outputs above equal the reference's, and buf held zeros until arrive() wrote it);
-            # no bound after the release: a VM's stall there is no error of the engine's
-            assert all(release - warm_us * 1000 <= t < back for (t, release), back in zip(arrived, returned)), \
-                [(t - release, back - release) for (t, release), back in zip(arrived, returned)]
     finally:
         paced.close()
         ref.close()
@@ -80,7 +64,7 @@ def test_the_round_trip_floor_returns_the_block_through_the_gpu():
 
     dev = _native.Device(0)
     rng = np.random.default_rng(4)
-    fl = _native.RoundTripFloor(dev, 64 * 256 * 4, 16 * 256 * 4)  # W1's block and output sizes
+    fl = _native.instrument.RoundTripFloor(dev, 64 * 256 * 4, 16 * 256 * 4)  # W1's block and output sizes
     for k in range(8):
         x = rng.standard_normal((64, 256)).astype(np.float32)
         y = np.empty((16, 256), np.float32)

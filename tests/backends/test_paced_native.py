@@ -1,9 +1,10 @@
-"""The native pieces of paced streams (issue 13) on the fake CUDA driver: process() with a release
-time waits for it without the GIL (and its trace's call stamp comes after the release), the
-two-step wait (wait_release, then process), try_wait, _native.wait_until, run_paced driving
-several engines under one dispatcher on their own clocks (and watching where its threads' time
-went), and the paced bench's floor (RoundTripFloor: the block to the GPU and back, paced the way
-process() is). No latency is asserted beyond "not before the release"."""
+"""The native pieces of paced streams on the fake CUDA driver: the engine's instrument's process()
+with a release time waits for it without the GIL (and its trace's call stamp comes after the
+release), the two-step wait (wait_release, then process), try_wait, _native.wait_until, run_paced
+driving several engines under one dispatcher on their own clocks (and watching where its threads'
+time went), and the paced bench's floor (instrument.RoundTripFloor: the block to the GPU and back,
+paced the way the instrument's process() is). No latency is asserted beyond "not before the
+release"."""
 from __future__ import annotations
 
 import pytest
@@ -16,6 +17,7 @@ import json, threading, time
 import numpy as np
 import pygpukit_dsp_core
 from pygpukit_dsp import _native
+from pygpukit_dsp._native import instrument
 
 dev = _native.Device(0)
 res = {}
@@ -36,21 +38,26 @@ try:
 except ValueError as exc:
     res["negative_spin"] = str(exc)
 
-# process with a release: the block starts after it (trace call >= release), data intact
+# the instrument's process with a release: the block starts after it (trace call >= release), data intact
 e = _native.StreamEngine(dev, [op(4, 64)], use_graph=False, single_stream=True, inline_submit=True)
+inst = instrument.EngineInstrument(e)
 e.set_trace(8)
 rel, ok = [], True
 for k in range(4):
     r = _native.monotonic_ns() + 2_000_000
     rel.append(r)
-    ok &= bool(np.array_equal(e.process(k % 2, x + k, False, None, r, 300, True), x + k))
+    ok &= bool(np.array_equal(inst.process(k % 2, x + k, False, None, r, 300, True), x + k))
 backs = []
 for k in range(4):  # the two steps: back to Python before the release, then the rest in process()
     r = _native.monotonic_ns() + 2_000_000
     rel.append(r)
-    e.wait_release(k % 2, r, 300, True, r - 100_000)
+    inst.wait_release(k % 2, r, 300, True, r - 100_000)
     backs.append(_native.monotonic_ns() - (r - 100_000))
-    ok &= bool(np.array_equal(e.process(k % 2, x - k, False, None, r, 300, False), x - k))
+    ok &= bool(np.array_equal(inst.process(k % 2, x - k, False, None, r, 300, False), x - k))
+try:
+    inst.process(0, x, False, None, _native.monotonic_ns() + 1_000_000, -1, False)
+except ValueError as exc:
+    res["negative_paced_spin"] = str(exc)
 # the first step waits until its return time (how soon after it Python runs again is the host's:
 # on a loaded 2-core VM it once came back after the release)
 res["first_step_waits"] = all(b >= 0 for b in backs)
@@ -107,7 +114,7 @@ rows = [r for g in out["thread_gaps"] for r in g.tolist()] + disp.off_cpu_gaps()
 res["watched"] = {"threads": len(out["thread_gaps"]), "columns": [g.shape[1] for g in out["thread_gaps"]],
                   "asleep_1ms": sum(1 for at, gap, win, ran, queued, sw in rows
                                     if gap >= 1_000_000 and sw >= 1 and win - ran - queued >= 500_000),
-                  "available": _native.OffCpuMeter.available(), "rows": rows[:6]}
+                  "available": instrument.OffCpuMeter.available(), "rows": rows[:6]}
 for en in gains:
     en.close()
 try:
@@ -127,14 +134,14 @@ for en in engines:
     en.close()
 
 # RoundTripFloor: the block to the GPU and back through one device buffer (first out_bytes of it)
-fl = _native.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4)
+fl = instrument.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4)
 y = np.full((2, 64), -1, np.float32)
 fl.run(x + 3, y)
 res["floor_b2b"] = bool(np.array_equal(y, (x + 3)[:2]))
 r = _native.monotonic_ns() + 2_000_000
 fl.run(x + 4, y, r, 300, True)
 res["floor_paced"] = bool(np.array_equal(y, (x + 4)[:2])) and _native.monotonic_ns() >= r
-big = _native.RoundTripFloor(dev, 64, 128)  # a result larger than the block: zeros beyond it
+big = instrument.RoundTripFloor(dev, 64, 128)  # a result larger than the block: zeros beyond it
 z = np.full(32, -1, np.float32)
 big.run(np.arange(16, dtype=np.float32), z)
 res["floor_zeros_beyond"] = bool(np.array_equal(z, np.r_[np.arange(16), np.zeros(16)].astype(np.float32)))
@@ -145,7 +152,7 @@ for args in ((x[:, :10], y), (x, np.empty((3, 64), np.float32)), (x, y[:, ::2]))
     except ValueError as exc:
         res.setdefault("floor_bad", []).append(str(exc))
 # run_paced over floors (the capacity floor): released and timed on their clocks like engines
-floors = [_native.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4) for _ in range(4)]
+floors = [instrument.RoundTripFloor(dev, x.nbytes, 2 * 64 * 4) for _ in range(4)]
 out = _native.run_paced(floors, [2_000_000] * 4, [i * 500_000 for i in range(4)], [[x, x + 1]] * 4, 0.05, 0.3, 2, 100)
 res["floor_paced_run"] = paced_summary(out)
 try:
@@ -169,27 +176,30 @@ def test_wait_until_uses_the_perf_counter_clock_and_is_never_early(paced):
 
 def test_a_paced_block_starts_after_its_release_in_one_or_two_steps(paced):
     assert paced["release_data_ok"] and paced["calls_after_release"] and paced["first_step_waits"]
+    assert "spin_us" in paced["negative_paced_spin"]
 
 
 PREWARM_SCRIPT = r"""
 import ctypes, json, os
 import numpy as np
 from pygpukit_dsp import _native
+from pygpukit_dsp._native import instrument
 
 fake = ctypes.CDLL(os.environ["GK_LIBCUDA"])
 dev = _native.Device(0)
 gain = {"kind": "gain", "name": "g", "in": (4, 64, 0, "float32"), "out": (4, 64, 0, "float32"),
         "params": {"factor": 2.0}}
 x = np.ones((4, 64), np.float32)
-# use_graph + mapped_io: the prewarm's touch captured per slot at open, launched in the spin window
+# use_graph + mapped_io: the prewarm's touch captured per slot by the instrument, launched in the spin window
 g = _native.StreamEngine(dev, [gain], use_graph=True, single_stream=True, inline_submit=True, mapped_io=True)
+inst = instrument.EngineInstrument(g)
 g.set_trace(4)
 launches0 = fake.fake_cuda_graph_launches()
 rel = []
 for k in range(3):
     r = _native.monotonic_ns() + 2_000_000
     rel.append(r)
-    g.process(k % 2, x, False, None, r, 300, True)
+    inst.process(k % 2, x, False, None, r, 300, True)
 res = {"after_release": all(row[0] >= r for row, r in zip(g.trace().tolist(), rel)),
        "graph_launches": int(g.counters()["graph_launches"]),
        "driver_graph_launches": fake.fake_cuda_graph_launches() - launches0}
@@ -198,7 +208,7 @@ res = {"after_release": all(row[0] >= r for row, r in zip(g.trace().tolist(), re
 fake.fake_cuda_graph_launch_ns.restype = ctypes.c_longlong
 n0 = fake.fake_cuda_graph_launches()
 r = _native.monotonic_ns() + 2_000_000
-g.process(1, x, False, None, r, 3000, True)
+inst.process(1, x, False, None, r, 3000, True)
 res["long_spin_prewarm_before_release_ns"] = r - fake.fake_cuda_graph_launch_ns(n0)
 g.close()
 print(json.dumps(res))

@@ -4,11 +4,16 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ENGINE_TESTS = Path(__file__).resolve().parents[1] / "backends" / "test_cuda_engine.py"
+# benchmarks/ itself: the studies package (benchmarks/studies) the scripts beside it import
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
 
 
 @pytest.fixture(scope="session")

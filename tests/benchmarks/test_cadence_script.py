@@ -61,9 +61,10 @@ def test_every_part_reports_into_one_json_and_markdown(cadence_run: Path):
     assert data["w1_64"]["pipeline"] == "w1_b64" and data["w1_64"]["period_us"] == pytest.approx(1333.33, abs=0.01)
     settings = {s["key"]: s for s in data["settings"]["settings"]}
     assert {"sleep_python", "native_sleep", "spin200_prewarm", "spin200_warm", "spin_period",
-            "completion_no_spin", "no_wake_guard", "overlap_fill", "prewarm_lines"} <= set(settings)
-    assert settings["prewarm_lines"]["status"] == "ok"
-    assert settings["overlap_fill"]["status"] == "ok"  # the fake driver maps host memory: it runs
+            "completion_no_spin", "no_wake_guard", "out_array"} <= set(settings)
+    # the removed experiments have no rows any more
+    assert not {"overlap_fill", "prewarm_lines"} & set(settings)
+    assert settings["spin200_prewarm"]["status"] == "ok"  # the fake driver maps host memory: the prewarm runs
     assert all(s["figures"]["blocks"] == 12 for s in settings.values() if s["status"] == "ok")
     assert "### w1 at its real cadence" in md and "### w1_b64 at its real cadence" in md
     assert "Host settings" in md and "### Capacity" in md
@@ -135,12 +136,14 @@ def test_capacity_script_writes_its_three_files(fake_engine_driver: str, tmp_pat
 REHEARSED_SCRIPT = r"""
 import json, sys
 from pygpukit_dsp import Pipeline
-from pygpukit_dsp.bench import capacity as cap
+sys.path.insert(0, sys.argv[2])  # benchmarks/: the studies package
+from studies import capacity as cap
+from studies.capacity.streams import ProjectStreams
 from pygpukit_dsp.bench.harness import _input_blocks, _source_format
 
 p = cap.w1_shaped(Pipeline.from_yaml(sys.argv[1]))
 chain = p.specs(_source_format(p))
-proj = cap._ProjectStreams(p, _input_blocks(p, chain, cap.POOL), threads=1, spin_us=100, dispatcher_spin_us=200)
+proj = ProjectStreams(p, _input_blocks(p, chain, cap.POOL), threads=1, spin_us=100, dispatcher_spin_us=200)
 costs = [proj.rehearsed_ns(3), proj.rehearsed_ns(3, aligned=True)]
 at_2ms = proj.rehearsed_ns(3, deadline_ns=2_000_000)  # the same rehearsal, counted for a 2 ms deadline
 run = proj.rehearsed[3, False][0]
@@ -157,7 +160,8 @@ def test_the_sweep_s_rehearsals_keep_the_dispatcher_s_work_the_overlap_and_the_t
                                                                                      tmp_path: Path):
     # the capacity bench's rehearsals on the fake driver (admission.rehearse of 3 W1 engines, staggered
     # and released at once): each N's cost, and beside it what the report shows per N
-    proc = subprocess.run([sys.executable, "-c", REHEARSED_SCRIPT, str(ROOT / "benchmarks" / "w1.yaml")],
+    proc = subprocess.run([sys.executable, "-c", REHEARSED_SCRIPT, str(ROOT / "benchmarks" / "w1.yaml"),
+                           str(ROOT / "benchmarks")],
                           capture_output=True, text=True, timeout=300, env=_env(fake_engine_driver), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])

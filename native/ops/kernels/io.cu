@@ -6,9 +6,6 @@
 // input straight from host memory into the slot's device input and gk_io_push writes the device
 // output straight into host memory. Many 16-byte loads in flight per thread and many CTAs keep the
 // PCIe/C2C link busy; a tail of fewer than 16 bytes is copied byte by byte.
-//
-// gk_io_push can also signal completion without an event: with a flag, the last CTA to finish
-// writes the running count of flagged pushes into a mapped host word, which the host spins on.
 #include "gk_common.cuh"
 
 #define GK_IO_UNROLL 4
@@ -61,34 +58,6 @@ __device__ __forceinline__ void gk_io_copy(unsigned char* dst, const unsigned ch
     const gk_size_t done = vectors << 4;  // the tail: fewer than 16 bytes
     if (first < nbytes - done)
         gk_io_store<FROM_HOST>(dst + done + first, gk_io_load<FROM_HOST>(src + done + first));
-}
-
-// ready != 0 (overlap_fill): mapped host words, one per CTA (ready[16 * blockIdx.x], a 64-byte
-// line each), that the host sets to 1 once the block is in `src`. The host queues the block first
-// and copies it into the pinned slot while the launch travels, so this kernel may start before
-// the data is there: thread 0 of every CTA polls its CTA's word with system-scope acquire loads
-// (the host stores it with release order after a store fence over the block's bytes), and the
-// CTA barrier orders the block's loads after the poll; the block is read with ld.global.cv, never
-// from a cached line. One word per CTA because one host line read by every CTA cost ~30 us on
-// the H100 (those reads are served one after another; reads of distinct lines go in parallel,
-// like the block's own). A host thread that dies between the launch and the copy would leave the
-// kernel waiting: after GK_IO_READY_TIMEOUT_NS it traps (a launch failure the engine reports).
-#define GK_IO_READY_TIMEOUT_NS 10000000000ULL
-__device__ __forceinline__ void gk_io_wait_ready(const unsigned* ready) {
-    if (threadIdx.x == 0) {
-        unsigned long long start, now;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-        for (;;) {
-            unsigned v;
-            asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(ready + 16u * blockIdx.x)
-                         : "memory");
-            if (v != 0u) break;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-            if (now - start > GK_IO_READY_TIMEOUT_NS) __trap();
-            __nanosleep(100);
-        }
-    }
-    __syncthreads();
 }
 
 // Non-finite input samples (StreamEngine's input check; docs/cuda.md, "Non-finite input").
@@ -153,21 +122,19 @@ extern "C" __global__ void gk_check_finite(unsigned* data, gk_size_t nwords, uns
     gk_nf_report(count, first, record, flag);
 }
 
-// Host -> device: the slot's mapped pinned input into its device input (after its ready word,
-// when one is given), checked for non-finite words on the way when nf_record is given (the
-// engine's buffers: 16-byte aligned, a whole number of 4-byte words).
+// Host -> device: the slot's mapped pinned input into its device input, checked for non-finite
+// words on the way when nf_record is given (the engine's buffers: 16-byte aligned, a whole number
+// of 4-byte words).
 //
 // On SM 9.0+ it lets the next kernel launch at once (griddepcontrol.launch_dependents): one
 // launched as a programmatic dependent launch (fir_mix) then does what does not need the block
 // while this copies it, and waits for this kernel (griddepcontrol.wait: until it has finished,
 // the zeroing of non-finite words included) before reading it.
 extern "C" __global__ void gk_io_pull(unsigned char* dst, const unsigned char* src, gk_size_t nbytes,
-                                      const unsigned* ready, unsigned long long* nf_record, unsigned* nf_flag,
-                                      unsigned nf_zero) {
+                                      unsigned long long* nf_record, unsigned* nf_flag, unsigned nf_zero) {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
-    if (ready != nullptr) gk_io_wait_ready(ready);
     if (nf_record == nullptr || !gk_aligned(dst, 16) || !gk_aligned(src, 16)) {
         gk_io_copy<true>(dst, src, nbytes);
         return;
@@ -201,38 +168,13 @@ extern "C" __global__ void gk_io_pull(unsigned char* dst, const unsigned char* s
     gk_nf_report(count, first, nf_record, nf_flag);
 }
 
-// Device -> host: the slot's device output into its mapped pinned output.
-//
-// flag == 0: nothing more; the kernel's completion (the event the engine records after it)
-// orders these writes before the host's reads.
-//
-// flag != 0 (flag_wait): state points to two device words {CTAs arrived, flagged pushes so far}.
-// Memory ordering: every thread fences its host stores at system scope (__threadfence_system)
-// before the CTA barrier; thread 0 then fences again and counts its CTA in with an atomic. The
-// CTA that arrives last has, through that atomic chain, every CTA's fenced stores before it; it
-// fences at system scope once more and only then stores the new count into *flag (volatile: one
-// 8-byte store the host sees whole). A host that reads the new count with an acquire load
-// therefore reads the complete output after it. The last CTA also resets the arrival counter for
-// the next push (stream order: the next push starts after this one has finished).
-extern "C" __global__ void gk_io_push(unsigned char* dst, const unsigned char* src, gk_size_t nbytes,
-                                      unsigned long long* flag, unsigned long long* state) {
+// Device -> host: the slot's device output into its mapped pinned output; the kernel's completion
+// (the event the engine records after it) orders these writes before the host's reads.
+extern "C" __global__ void gk_io_push(unsigned char* dst, const unsigned char* src, gk_size_t nbytes) {
     gk_io_copy<false>(dst, src, nbytes);
-    if (flag == 0) return;
-    __threadfence_system();
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    __threadfence_system();
-    const unsigned long long arrived = atomicAdd(&state[0], 1ull);
-    if (arrived != (unsigned long long)gridDim.x - 1ull) return;
-    __threadfence_system();
-    state[0] = 0ull;
-    const unsigned long long count = state[1] + 1ull;
-    state[1] = count;
-    __threadfence_system();
-    *reinterpret_cast<volatile unsigned long long*>(flag) = count;
 }
 
-// Prewarm of a paced block (StreamEngine::process with a release time and prewarm; docs/cuda.md,
+// Prewarm of a paced block (EngineInstrument::process with a release time and prewarm; docs/cuda.md,
 // "Paced blocks"): one thread per 4 KiB page reads one word of each mapped pinned buffer, so that
 // the GPU's translations of the slot's host pages (and the launch path itself) are warm when the
 // block's pull kernel reads them after the release. Reads only (volatile: never optimised away).

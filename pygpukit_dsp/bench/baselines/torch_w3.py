@@ -1,4 +1,5 @@
-"""The PyTorch two-stream baseline of W3 (the contention bench, pygpukit_dsp/bench/contention.py).
+"""The PyTorch two-stream baseline of W3 (the contention bench, pygpukit_dsp/bench/contention.py;
+its rows in the report: bench/w3_torch.py).
 
 What a PyTorch user would write to run a latency-critical pipeline beside a heavy one on one
 GPU: each on its own ``torch.cuda.Stream``, the heavy one in a background thread, the
@@ -22,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numpy as np
 
-from ..contention import W2_IN_FLIGHT
+from ..w3_pumps import W2_IN_FLIGHT
 from . import BaselineSkipped
 from .torch_impl import TorchBaseline, import_torch
 
 if TYPE_CHECKING:
     from ...pipeline import Pipeline, SpecChain
-    from ..contention import _Pump
+    from ..w3_pumps import Pump
 
 T = TypeVar("T")
 
@@ -77,13 +78,13 @@ class TorchW3:
             return fn()
 
     # ------------------------------------------------------------------ W2 (background thread)
-    def w2_pump(self, stream: Any, blocks: list[np.ndarray]) -> Callable[["_Pump"], None]:
+    def w2_pump(self, stream: Any, blocks: list[np.ndarray]) -> Callable[["Pump"], None]:
         """The body of a W2 thread: the checked blocks from reset (through host memory), then
         resident blocks on ``stream``, two in flight, until ``pump.stop``."""
         torch = self.torch
         w2 = self.w2
 
-        def body(pump: "_Pump") -> None:
+        def body(pump: "Pump") -> None:
             perf = time.perf_counter_ns
             with torch.cuda.stream(stream):
                 w2.reset()

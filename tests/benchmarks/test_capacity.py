@@ -1,4 +1,4 @@
-"""The capacity sweep's logic (pygpukit_dsp/bench/capacity.py) without a GPU: admission's
+"""The capacity sweep's logic (benchmarks/studies/capacity) without a GPU: admission's
 prediction, the ladder (coarse runs, when to stop, the confirmations and their step down, the time
 budget) and the report. The sweep itself runs on the fake driver in
 tests/benchmarks/test_cadence_script.py."""
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from pygpukit_dsp.bench.capacity import (PREDICT_REGISTER_MAX, CapacityPoint, CapacityReport, _held_at,
-                                         _ladder_runs, predict, session_prediction)
+from studies.capacity import PREDICT_REGISTER_MAX, CapacityPoint, CapacityReport, predict, session_prediction
+from studies.capacity.sweep import held_at, ladder_runs
 
 P = 5_333_333
 D = (P / 1e6, 2.0)
@@ -138,7 +138,7 @@ def test_admission_verdict_beside_it_counts_only_the_misses_the_process_is_blame
 
 
 def test_admission_at_the_shortest_deadline_is_also_judged_against_the_aligned_streams():
-    from pygpukit_dsp.bench.capacity import ALIGNED
+    from studies.capacity import ALIGNED
 
     rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
     for impl, n, phase, m2 in [("pygpukit-dsp", 320, "confirm", 0), (ALIGNED, 128, "confirm", 0),
@@ -189,18 +189,18 @@ def _fake(misses_from: dict[str, int], fail: set[tuple[int, str]] = frozenset())
 def test_the_ladder_stops_after_two_missing_n_and_confirms_each_deadline_s_knee():
     run_one, calls = _fake({"5.33": 64, "2.00": 32})
     points: list[CapacityPoint] = []
-    _ladder_runs(run_one, [8, 16, 32, 64, 96, 128, 256], 2.0, 30.0, D, points, lambda s: None, "x")
+    ladder_runs(run_one, [8, 16, 32, 64, 96, 128, 256], 2.0, 30.0, D, points, lambda s: None, "x")
     assert [c[0] for c in calls if c[2] == "coarse"] == [8, 16, 32, 64, 96]  # 64 and 96 miss: stop
     assert [(c[0], c[1]) for c in calls if c[2] == "confirm"] == [(32, 30.0), (16, 30.0)]
 
 
 def test_a_confirmation_that_misses_steps_down_the_ladder():
     run_one, calls = _fake({"5.33": 64, "2.00": 64}, fail={(32, "confirm")})
-    _ladder_runs(run_one, [8, 16, 32, 64, 96], 2.0, 30.0, D, [], lambda s: None, "x")
+    ladder_runs(run_one, [8, 16, 32, 64, 96], 2.0, 30.0, D, [], lambda s: None, "x")
     assert [c[0] for c in calls if c[2] == "confirm"] == [32, 16]  # shared by both deadlines
     # two that miss: a third try, no more (CONFIRM_TRIES)
     run_one, calls = _fake({"5.33": 128, "2.00": 128}, fail={(96, "confirm"), (64, "confirm"), (32, "confirm")})
-    _ladder_runs(run_one, [16, 32, 64, 96, 128, 160], 2.0, 30.0, D, [], lambda s: None, "x")
+    ladder_runs(run_one, [16, 32, 64, 96, 128, 160], 2.0, 30.0, D, [], lambda s: None, "x")
     assert [c[0] for c in calls if c[2] == "confirm"] == [96, 64, 32]
 
 
@@ -219,18 +219,18 @@ def test_a_shorter_deadline_s_confirmation_holds_when_the_host_made_all_its_miss
         return pt
 
     calls: list[tuple[int, str]] = []
-    _ladder_runs(run_one, [16, 32, 64, 96, 128], 2.0, 30.0, D, [], lambda s: None, "x")
+    ladder_runs(run_one, [16, 32, 64, 96, 128], 2.0, 30.0, D, [], lambda s: None, "x")
     # 5.33: 64 held (every miss counted); 2 ms: 64 (confirmed already) has the process's misses,
     # 32's are all the host's: there it stops
     assert [c[0] for c in calls if c[1] == "confirm"] == [64, 32]
     # without episodes to blame, a miss is a miss: the step down goes on
     bare = CapacityPoint("x", 32, 30.0, "confirm", blocks=100)
     bare.misses = {"5.33": 0, "2.00": 3}
-    assert not _held_at(bare, 2.0, False) and _held_at(bare, D[0], True)
+    assert not held_at(bare, 2.0, False) and held_at(bare, D[0], True)
     # the aligned sweep (2 ms only, the period named): its coarse runs go on past the host's misses
     # and stop at the first N where the process is blamed for some
     calls.clear()
-    _ladder_runs(run_one, [16, 32, 64, 96, 128], 2.0, 30.0, [2.0], [], lambda s: None, "x", stop_after=1,
+    ladder_runs(run_one, [16, 32, 64, 96, 128], 2.0, 30.0, [2.0], [], lambda s: None, "x", stop_after=1,
                  confirm_tries=1, period_ms=D[0])
     assert [c for c in calls if c[1] == "coarse"] == [(16, "coarse"), (32, "coarse"), (64, "coarse"), (96, "coarse")]
     assert [c[0] for c in calls if c[1] == "confirm"] == [64]
@@ -242,13 +242,13 @@ def test_runs_past_the_budget_are_left_out():
     run_one, calls = _fake({"5.33": 10_000, "2.00": 10_000})
     points: list[CapacityPoint] = []
     # 2 s coarse runs fit (the fake ones take no time), a 30 s confirmation does not
-    _ladder_runs(run_one, [8, 16, 32], 2.0, 30.0, D, points, lambda s: None, "x", until=time.perf_counter() + 5.5,
+    ladder_runs(run_one, [8, 16, 32], 2.0, 30.0, D, points, lambda s: None, "x", until=time.perf_counter() + 5.5,
                  overhead_s=0.5)
     assert [c[0] for c in calls] == [8, 16, 32]
     assert [(p.n, p.phase, p.status) for p in points if p.status == "skipped"] == [(32, "confirm", "skipped")]
     run_one, calls = _fake({"5.33": 10_000, "2.00": 10_000})
     points = []
-    _ladder_runs(run_one, [8, 16], 2.0, 30.0, D, points, lambda s: None, "x", until=time.perf_counter() - 1)
+    ladder_runs(run_one, [8, 16], 2.0, 30.0, D, points, lambda s: None, "x", until=time.perf_counter() - 1)
     assert calls == [] and [(p.n, p.reason) for p in points] == [(8, "time budget")]
 
 
@@ -274,7 +274,7 @@ def test_report_headline_targets_and_markdown():
 def test_miss_episodes_group_misses_by_release_time_and_name_the_stalls_inside():
     import numpy as np
 
-    from pygpukit_dsp.bench.capacity import miss_episodes
+    from studies.capacity.episodes import miss_episodes
 
     P, n, start, timed_from = 1_000_000, 2, 0, 10_000_000  # stream 1's phase is P/2
     lat = [np.full(100, 100_000), np.full(100, 100_000)]
@@ -300,7 +300,7 @@ def test_miss_episodes_group_misses_by_release_time_and_name_the_stalls_inside()
     assert w["by_cause"] == {"host_slow": 3, "host_stall": 0, "process": 1}
     assert miss_episodes({"latency_ns": [np.zeros(3)], "start_ns": 0, "timed_from_ns": 0}, P, 1, 2.0, None) == \
         {"episodes": 0, "list": [], "by_cause": {"host_slow": 0, "host_stall": 0, "process": 0}}
-    from pygpukit_dsp.bench.capacity import host_steps_us
+    from studies.capacity.episodes import host_steps_us
 
     steps = host_steps_us(res)
     assert steps["fill"]["p50"] == 5.0 and steps["fill"]["max"] == 40.0 and steps["submit"]["max"] == 60.0
@@ -310,7 +310,7 @@ def test_miss_episodes_group_misses_by_release_time_and_name_the_stalls_inside()
 def test_an_episode_gets_the_watched_threads_gaps_and_the_slow_steps_around_it():
     import numpy as np
 
-    from pygpukit_dsp.bench.capacity import episode_cause, miss_episodes
+    from studies.capacity.episodes import episode_cause, miss_episodes
 
     P, timed_from = 1_000_000, 10_000_000
     lat = [np.full(100, 100_000)]
@@ -350,14 +350,14 @@ def test_an_episode_gets_the_watched_threads_gaps_and_the_slow_steps_around_it()
 
 
 def test_episode_causes_and_the_capacity_no_miss_of_the_process_marks():
-    from pygpukit_dsp.bench.capacity import episode_cause
+    from studies.capacity.episodes import episode_cause
 
     assert episode_cause({"fill_x_median": 3.0, "longest_stall_us": 0.0}) == "host_slow"
     assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 150.0}) == "host_stall"
     assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 10.0, "steal_ms": 10.0}) == "host_stall"
     assert episode_cause({"fill_x_median": 1.2, "longest_stall_us": 10.0, "steal_ms": 0.0}) == "process"
     # a run whose GPU was full missed under its own load, whatever its fills did
-    from pygpukit_dsp.bench.capacity import own_load
+    from studies.capacity.episodes import own_load
 
     when = {"episodes": 14, "list": [{"misses": 7, "cause": "host_slow"}],  # the list keeps the largest only
             "by_cause": {"host_slow": 9, "host_stall": 1, "process": 2}}
@@ -411,7 +411,8 @@ def _report(points, **settings):
 
 
 def test_the_floor_runs_where_the_misses_began_and_at_the_target_when_it_was_not_confirmed():
-    from pygpukit_dsp.bench.capacity import TARGET_STREAMS, floor_plan
+    from studies.capacity import TARGET_STREAMS
+    from studies.capacity.streams import floor_plan
 
     rep = _report([("pygpukit-dsp", 32, "coarse", 0), ("pygpukit-dsp", 64, "coarse", 0),
                    ("pygpukit-dsp", 96, "coarse", 5), ("pygpukit-dsp", 128, "coarse", 9),
@@ -465,7 +466,7 @@ def test_a_short_sweep_on_the_gpu_runs_the_project_the_floor_and_pytorch():
     from pathlib import Path
 
     from pygpukit_dsp import Pipeline
-    from pygpukit_dsp.bench.capacity import TARGET_STREAMS, run_capacity
+    from studies.capacity import TARGET_STREAMS, run_capacity
 
     w1 = Pipeline.from_yaml(Path(__file__).resolve().parents[2] / "benchmarks" / "w1.yaml")
     rep = run_capacity(w1, ladder=(2, 4), torch_ladder=(2,), coarse_s=0.3, confirm_s=0.4, warmup_s=0.1)
@@ -484,7 +485,7 @@ def test_a_short_sweep_on_the_gpu_runs_the_project_the_floor_and_pytorch():
 
 def test_with_the_phases_declared_a_short_deadline_admits_what_the_utilisation_bound_allows():
     pytest.importorskip("pygpukit_dsp_core")
-    from pygpukit_dsp.bench.capacity import admits_all, staggered_phases
+    from studies.capacity import admits_all, staggered_phases
 
     assert staggered_phases(4, 1000) == [0, 250, 500, 750]
     # 13 us a block, 105 us alone: released at once 2 ms holds 142; staggered the utilisation bound binds
@@ -499,7 +500,7 @@ def test_with_the_phases_declared_a_short_deadline_admits_what_the_utilisation_b
 def test_the_session_s_prediction_rehearses_at_the_phases_the_streams_will_have():
     pytest.importorskip("pygpukit_dsp_core")
     from pygpukit_dsp.admission import BlockCost
-    from pygpukit_dsp.bench.capacity import SESSION_ALIGNED
+    from studies.capacity import SESSION_ALIGNED
 
     def loaded(n, _deadline_ns):
         return 11_500 + 10 * n
@@ -513,7 +514,7 @@ def test_the_session_s_prediction_rehearses_at_the_phases_the_streams_will_have(
 
 
 def test_the_aligned_runs_are_judged_against_the_prediction_with_no_phase():
-    from pygpukit_dsp.bench.capacity import ALIGNED, SESSION_ALIGNED
+    from studies.capacity import ALIGNED, SESSION_ALIGNED
 
     rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
     rep.predictions = [predict(13_000, P, D, "session", phased=True), predict(20_000, P, D, SESSION_ALIGNED)]
@@ -545,7 +546,7 @@ def test_a_deadline_where_every_confirmation_missed_is_judged_on_the_process_s_m
 
 
 def test_the_aligned_runs_are_set_beside_the_floor_released_at_once():
-    from pygpukit_dsp.bench.capacity import ALIGNED, FLOOR_ALIGNED
+    from studies.capacity import ALIGNED, FLOOR_ALIGNED
 
     rep = CapacityReport("w1", "spec", P / 1e3, list(D), "machine", {"confirm_s": 30.0})
     for impl, p50, p999, m2 in [(ALIGNED, 984.4, 1721.9, 0), (FLOOR_ALIGNED, 491.0, 1653.5, 0)]:
@@ -594,3 +595,35 @@ def test_the_dispatcher_s_time_per_block_is_reported_by_step():
     rep.points.append(pt)
     assert ("pygpukit-dsp, aligned N=64 coarse 14.7 (take_posts 1.5, poll 4.2, decide 1.0, launch 8.0)"
             in rep.markdown())
+
+
+# ----------------------------------------------------------------------------- steal on the episodes
+
+
+def _stat(path, steals: list[int]) -> None:
+    """A /proc/stat of our own making (as tests/bench/test_steal.py writes it)."""
+    lines = [f"cpu  10 0 10 1000 0 0 0 {sum(steals)} 0 0"]
+    lines += [f"cpu{i} 5 0 5 500 0 0 0 {s} 0 0" for i, s in enumerate(steals)]
+    tmp = path.with_suffix(".new")
+    tmp.write_text("\n".join(lines + ["intr 1 2 3", "ctxt 99"]) + "\n")
+    tmp.replace(path)  # whole, as the kernel serves it: the sampler never reads half a file
+
+
+def test_a_miss_episode_carries_the_steal_inside_it(tmp_path):
+    import numpy as np
+
+    from pygpukit_dsp.bench import steal
+    from studies.capacity.episodes import miss_episodes
+
+    f = tmp_path / "stat"
+    _stat(f, [0, 0])
+    P, n, start = 1_000_000, 1, 1_000_000_000
+    s = steal.StealSampler(path=str(f))  # samples as the thread records them, every 10 ms
+    s.times = [start + k * 10_000_000 for k in range(7)]
+    s.rows = [np.array([0, 0])] * 3 + [np.array([2, 0])] * 4   # CPU 0 lost 2 ticks between 20 and 30 ms
+    lat = np.full(60, 100_000)
+    lat[[25, 55]] = 3_000_000  # released 25 ms and 55 ms after the start
+    res = {"latency_ns": [lat], "start_ns": start, "timed_from_ns": start}
+    eps = sorted(miss_episodes(res, P, n, 2.0, None, steal=s)["list"], key=lambda e: e["at_s"])
+    assert eps[0]["steal_ms"] == pytest.approx(2 * steal.TICK_MS) and eps[0]["steal_max_cpu_ms"] == eps[0]["steal_ms"]
+    assert eps[1]["steal_ms"] == 0.0

@@ -1,5 +1,5 @@
-"""Where a thread's time went while it made no progress (pygpukit_dsp/bench/off_cpu.py and the
-native OffCpuMeter it reads): a gap's split into ran / queued / away, away being stolen (never
+"""Where a thread's time went while it made no progress (benchmarks/studies/off_cpu.py and the
+native instrument.OffCpuMeter it reads): a gap's split into ran / queued / away, away being stolen (never
 switched out: the vCPU stopped beneath the guest) or asleep; the gaps around a miss episode; a
 run's summary; and the meter on this thread, asleep and busy."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from pygpukit_dsp.bench import off_cpu
+from studies import off_cpu
 
 MS = 1_000_000
 
@@ -49,11 +49,11 @@ def test_the_gaps_around_an_episode_say_the_most_each_kind_took_and_the_longest(
 
 
 def _meter():
-    from pygpukit_dsp import _native
+    from pygpukit_dsp._native import instrument
 
-    if not _native.OffCpuMeter.available():
+    if not instrument.OffCpuMeter.available():
         pytest.skip("this system keeps no per-thread scheduler accounting (/proc/thread-self/schedstat)")
-    return _native.OffCpuMeter()
+    return instrument.OffCpuMeter()
 
 
 def test_the_meter_tells_a_thread_asleep_from_one_running_without_ticks():

@@ -8,7 +8,7 @@ thread that was never switched out is time its vCPU stopped beneath the guest: t
 something else there (the kernel counts it as steal, not run time, with
 CONFIG_PARAVIRT_TIME_ACCOUNTING; the GPU machine's kernel has it). Away time of a thread that was
 switched out is sleep: a lock or a system call that blocked. :func:`within` sums the gaps around
-a miss episode (bench/capacity.py), so an episode says whether a thread that had to run was
+a miss episode (studies/capacity), so an episode says whether a thread that had to run was
 stopped beneath the guest, preempted inside it, asleep, or running and slow.
 """
 

@@ -2,6 +2,7 @@
 # pygpukit-dsp native layer: CUDA driver, NVRTC, cuFFT and cuBLAS loaded at run time.
 # Importing it opens no CUDA library; the first call that needs one does. Native errors are
 # raised as pygpukit_dsp.errors.{CompileError, UnsupportedError, DeviceError, GkError}.
+# A stub package because the module has a submodule: instrument.pyi (the benchmarks' apparatus).
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -10,6 +11,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from typing_extensions import Buffer, CapsuleType, Self, TypeAlias
+
+from . import instrument as instrument
 
 # (channels, items, bins, dtype); dtype is 'float32' or 'complex64'.
 _Layout: TypeAlias = tuple[int, int, int, str]
@@ -71,32 +74,10 @@ def wait_until(t_ns: int, spin_us: int = 0) -> None: ...  # sleep (GIL released)
 def wake_guard_us() -> float: ...  # the calling thread's learned wake-up lateness (native/engine/wake.h)
 def set_wake_guard_us(us: float) -> None: ...  # tests
 def wake_guard_next(guard_ns: int, late_ns: int) -> int: ...  # tests: the learning rule
-def run_paced(engines: list[StreamEngine | RoundTripFloor], periods_ns: list[int], phases_ns: list[int], inputs: list[list[np.ndarray]],
+# admission's rehearsal (and the capacity study); an engine or an instrument.RoundTripFloor per stream
+def run_paced(engines: list[StreamEngine | instrument.RoundTripFloor], periods_ns: list[int], phases_ns: list[int], inputs: list[list[np.ndarray]],
               warmup_s: float, seconds: float, threads: int = 2, spin_us: int = 100,
               watch_gap_us: float = 0.0) -> dict[str, Any]: ...
-
-class OffCpuMeter:  # where the ticking thread's time went while it made no progress (off_cpu.h)
-    def __init__(self) -> None: ...
-    @staticmethod
-    def available() -> bool: ...
-    def start(self, gap_us: float, sample_us: float = 100.0) -> None: ...
-    def tick(self) -> None: ...
-    def rest(self) -> None: ...  # about to sleep on purpose: the next tick starts afresh
-    def gaps(self) -> np.ndarray: ...  # int64 (k, 6): at_ns, gap_ns, window_ns, ran_ns, queued_ns, switches
-
-class StallProbe:  # a thread that only reads the clock: host stalls beside a benchmark
-    def __init__(self, threshold_us: float = 50.0, cpu: int = -1) -> None: ...
-    def start(self) -> None: ...
-    def stop(self) -> tuple[np.ndarray, np.ndarray]: ...  # (starts, lengths) of the gaps, ns
-
-class RoundTripFloor:  # benchmarks: the least a block needs with no pipeline (floor.h)
-    def __init__(self, device: Device, in_bytes: int, out_bytes: int) -> None: ...
-    @property
-    def in_bytes(self) -> int: ...
-    @property
-    def out_bytes(self) -> int: ...
-    def run(self, src: np.ndarray, dst: np.ndarray, release_ns: int = 0, spin_us: int = 0,
-            prewarm: bool = False) -> None: ...
 
 class Device:
     """One GPU with its primary context (refused below SM 8.0)."""
@@ -245,7 +226,8 @@ class StreamEngine:
 
     # ops: [{'kind', 'name', 'in': _Layout, 'out': _Layout, 'params': {...}}]; inline_submit:
     # process() runs an idle engine's block on the calling thread; mapped_io (single_stream only):
-    # kernels move blocks through device-mapped pinned slots; flag_wait (mapped_io only).
+    # kernels move blocks through device-mapped pinned slots; direct_output: the last op writes the
+    # mapped output itself; zero_nonfinite: NaN/Inf input samples become 0 on the GPU.
     def __init__(
         self,
         device: Device,
@@ -257,9 +239,8 @@ class StreamEngine:
         single_stream: bool = False,
         inline_submit: bool = False,
         mapped_io: bool = False,
-        flag_wait: bool = False,
         direct_output: bool = True,
-        overlap_fill: bool = False,
+        zero_nonfinite: bool = False,
     ) -> None: ...
     @property
     def slots(self) -> int: ...
@@ -276,11 +257,7 @@ class StreamEngine:
     @property
     def mapped_io(self) -> bool: ...
     @property
-    def overlap_fill(self) -> bool: ...  # effective: mapped_io and inline_submit and overlap_fill
-    @property
     def direct_output(self) -> bool: ...  # the last op writes the mapped output (no push kernel)
-    @property
-    def flag_wait(self) -> bool: ...
     @property
     def single_stream(self) -> bool: ...
     @property
@@ -294,21 +271,17 @@ class StreamEngine:
     @property
     def units_per_block(self) -> int: ...  # the scheduler's units_per_block
     @property
-    def resident(self) -> bool: ...  # blocks skip the H2D/D2H copies (benchmarks)
-    @resident.setter
-    def resident(self, value: bool) -> None: ...
-    @property
     def attached(self) -> bool: ...
     def input_slot(self, slot: int) -> _Block: ...  # writable view of the slot's pinned input
     def output_slot(self, slot: int) -> _Block: ...  # view of the slot's pinned output
+    # uint32, one word per slot (64-byte stride): non-zero once a block in it held NaN/Inf input
+    @property
+    def nonfinite_flags(self) -> npt.NDArray[np.uint32]: ...
+    def take_nonfinite(self, slot: int) -> tuple[int, int]: ...  # (count, first float32 word); clears it
     def submit(self, slot: int, n_valid: int, final: bool = False) -> None: ...  # non-blocking
-    # a new array, or `out` (the full output block's shape) filled; release_ns > 0: wait for it first
-    # (sleep, prewarm, spin; prewarm_lines: the host reads every line of the input, not one word a page)
-    def process(self, slot: int, block: _Block, final: bool = False, out: _Block | None = None,
-                release_ns: int = 0, spin_us: int = 0, prewarm: bool = False, prewarm_lines: bool = False) -> _Block: ...
-    # the first half of a paced wait: up to return_at_ns, without the GIL
-    def wait_release(self, slot: int, release_ns: int, spin_us: int, prewarm: bool, return_at_ns: int,
-                     prewarm_lines: bool = False) -> None: ...
+    # a new array, or `out` (the full output block's shape) filled (a view of its valid items)
+    def process(self, slot: int, block: _Block, final: bool = False, out: _Block | None = None) -> _Block: ...
+    def try_wait(self, slot: int) -> int | None: ...  # valid output items once done, else None
     def fill(self, slot: int, block: _Block) -> None: ...  # copy in and zero the tail
     def wait(self, slot: int) -> int: ...  # valid output items of the slot's block
     def reset(self) -> None: ...
@@ -327,12 +300,6 @@ class StreamEngine:
     def process_split(self, slot: int, block: _Block, final: bool, cuts: Sequence[int]) -> _Block: ...
     def attach(self, dispatcher: Dispatcher, sched_stream: int) -> None: ...
     def detach(self) -> None: ...  # back to the engine's own worker
-    def pump_resident(self, seconds: float) -> list[int]: ...  # completion times (ns)
-    def stop_pump(self) -> None: ...
-    def time_resident(self, iterations: int) -> list[float]: ...  # seconds per replay
-    # (wall seconds, bytes host->device); slots None: all of the engine's slots.
-    def time_streamed(self, blocks: int, slots: int | None = None) -> tuple[float, float]: ...
-    def measure_h2d_bandwidth(self, nbytes: int, repeats: int = 20) -> float: ...  # bytes/s
     def __enter__(self) -> Self: ...
     def __exit__(self, *args: object) -> None: ...  # close()
 
