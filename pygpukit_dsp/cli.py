@@ -330,21 +330,22 @@ def _device_auto_line(caps: dict, usable: list[int]) -> str:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import run_bench
+    from .bench.bench_file import load_bench_file
     from .bench.contention import load_contention
     from .errors import ConfigError
-    from .pipeline import Pipeline
 
-    loaded = Pipeline.load_all(args.file)
+    bench_file = load_bench_file(args.file)  # its pipelines, and its 'bench:' mapping if it has one
+    loaded = bench_file.pipelines
     if args.soak is not None:
         return _bench_soak(args, loaded)
     if args.interval is not None:
         raise ConfigError("--interval applies to a soak only", hint="add --soak MINUTES")
     from .bench.link import load_link
 
-    link = load_link(args.file, loaded)  # a file with 'bench: {kind: link}': two processes over zmq
+    link = load_link(bench_file)  # a file with 'bench: {kind: link}': two processes over zmq
     if link is not None:
         return _bench_link(args, link)
-    contention = load_contention(args.file, loaded)  # a file with 'bench: {kind: contention}' (W3)
+    contention = load_contention(bench_file)  # a file with 'bench: {kind: contention}' (W3)
     if contention is not None:
         return _bench_contention(args, contention)
     if args.period_ms is not None:

@@ -50,7 +50,7 @@ from pydantic import Field, field_validator
 from ..affinity import resolve_cpu
 from ..errors import ConfigError, DeviceError
 from ..stages.base import StageParams
-from .bench_file import pick_pipeline, validate_bench
+from .bench_file import BenchFile, load_bench_file, pick_pipeline, validate_bench
 from .latency import LatencyFigures
 from .stall_probe import HOST_STALL_US
 from .w3_pacing import W1_CHECK_BLOCKS, split_blocks
@@ -105,20 +105,15 @@ class ContentionBench:
     path: str = "<python>"
 
 
-def load_contention(path: str | Path, pipelines: list["Pipeline"] | None = None) -> ContentionBench | None:
-    """The contention bench in ``path``; None when the file has no top-level ``bench:`` (a plain
-    pipeline file). ``pipelines``: the file's pipelines if already loaded. ConfigError (with
-    FILE:LINE:COL) for a bad ``bench:`` mapping or pipelines that do not fit it."""
-    from ..pipeline import Pipeline
-    from ..spec.loader import load_marked
-
-    if pipelines is None:
-        pipelines = Pipeline.load_all(path)  # the file's own errors first (missing, YAML, pipelines)
-    text = Path(path).read_text(encoding="utf-8-sig")
-    doc, marks = load_marked(text, str(path))
-    if not isinstance(doc, dict) or "bench" not in doc or marks is None:
+def load_contention(source: str | Path | BenchFile) -> ContentionBench | None:
+    """The contention bench of a bench file (a path, or one :func:`~.bench_file.load_bench_file`
+    loaded); None when the file has no top-level ``bench:`` (a plain pipeline file). ConfigError
+    (with FILE:LINE:COL) for the file's pipelines, a bad ``bench:`` mapping or pipelines that do not
+    fit it."""
+    bf = source if isinstance(source, BenchFile) else load_bench_file(source)
+    if bf.marks is None:
         return None
-    return contention_from_document(doc["bench"], marks.child("bench") or marks, pipelines, str(path))
+    return contention_from_document(bf.section, bf.marks, bf.pipelines, bf.path)
 
 
 def contention_from_document(section: Any, bm: "Marks", pipelines: list["Pipeline"],

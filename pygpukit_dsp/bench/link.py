@@ -45,7 +45,7 @@ from pydantic import Field
 
 from ..errors import ConfigError, StreamFault
 from ..stages.base import StageParams
-from .bench_file import pick_pipeline, validate_bench
+from .bench_file import BenchFile, load_bench_file, pick_pipeline, validate_bench
 
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
@@ -76,17 +76,13 @@ class LinkBench:
     path: str = "<python>"
 
 
-def load_link(path: str | Path, pipelines: list["Pipeline"]) -> LinkBench | None:
-    """The link bench in ``path``; None when the file has no ``bench:`` of kind link."""
-    from ..spec.loader import load_marked
-
-    text = Path(path).read_text(encoding="utf-8-sig")
-    doc, marks = load_marked(text, str(path))
-    if not isinstance(doc, dict) or not isinstance(doc.get("bench"), dict) or marks is None:
+def load_link(source: str | Path | BenchFile) -> LinkBench | None:
+    """The link bench of a bench file (a path, or one :func:`~.bench_file.load_bench_file` loaded);
+    None when the file has no ``bench:`` of kind link."""
+    bf = source if isinstance(source, BenchFile) else load_bench_file(source)
+    if bf.marks is None or bf.kind != "link":
         return None
-    if doc["bench"].get("kind") != "link":
-        return None
-    return link_from_document(doc["bench"], marks.child("bench") or marks, pipelines, str(path))
+    return link_from_document(bf.section, bf.marks, bf.pipelines, bf.path)
 
 
 def link_from_document(section: Any, bm: "Marks", pipelines: list["Pipeline"], path: str = "<string>") -> LinkBench:
@@ -416,10 +412,8 @@ def run_link(bench: LinkBench, *, blocks: int | None = None, warmup: int | None 
 def _send_main(argv: list[str]) -> int:
     """``python -m pygpukit_dsp.bench.link send FILE PIPELINE ENDPOINT BLOCKS STATS_JSON``: run the file's
     sending pipeline with its zmq sink on ENDPOINT for BLOCKS blocks (as gk-stream run does)."""
-    from ..pipeline import Pipeline
-
     path, name, endpoint, blocks, stats = argv[0], argv[1], argv[2], int(argv[3]), argv[4]
-    p = Pipeline.from_yaml(path, name=name)
+    p = next(p for p in load_bench_file(path).pipelines if p.name == name)  # the bench checked the name
     p.sink = _with_endpoint(p.sink, endpoint)
     summary = p.run(blocks=blocks)
     Path(stats).write_text(json.dumps(summary.to_dict(), default=str))

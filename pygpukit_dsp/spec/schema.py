@@ -32,10 +32,11 @@ PIPELINE_KEYS = ("name", "sample_rate", "block_size", "channels", "dtype", "back
                  "qos", "source", "stages", "sink")
 # top-level keys of the multi form that act as defaults for every pipeline
 DEFAULT_KEYS = ("sample_rate", "block_size", "channels", "dtype", "backend", "device", "nonfinite")
-# 'bench': settings read by `gk-stream bench` (e.g. benchmarks/w3.yaml, pygpukit_dsp/bench/
-# contention.py validates them); the pipeline loader, run and validate pass over it.
-TOP_SINGLE_KEYS = ("version",) + PIPELINE_KEYS + ("bench",)
-TOP_MULTI_KEYS = ("version", "pipelines") + DEFAULT_KEYS + ("bench",)
+TOP_SINGLE_KEYS = ("version",) + PIPELINE_KEYS
+TOP_MULTI_KEYS = ("version", "pipelines") + DEFAULT_KEYS
+# A bench file's own key (benchmarks/w3.yaml): `gk-stream bench` reads it (pygpukit_dsp/bench/
+# bench_file.py strips it and hands the rest here); in a pipeline file it is refused by name.
+BENCH_KEY = "bench"
 
 
 @dataclass(eq=False)
@@ -143,6 +144,10 @@ class _DocBuilder:
                                            hint=e.hint, path=e.path))
 
     def unknown_key(self, key: Any, marks: Marks, allowed: tuple[str, ...], context: str) -> None:
+        if key == BENCH_KEY and context == "at the top level":
+            self.err(f"{self.filename} is a bench file: its '{BENCH_KEY}:' mapping sets up a benchmark, which "
+                     "`gk-stream bench` runs", marks.key_where(key), f"use gk-stream bench {self.filename}")
+            return
         hint = did_you_mean(str(key), allowed) or f"allowed keys: {', '.join(allowed)}"
         self.err(f"unknown key '{key}' {context}", marks.key_where(key), hint)
 
@@ -481,20 +486,29 @@ def _example(kind: str) -> str:
     return {"source": "synth", "sink": "'null'", "stage": "fir"}[kind]
 
 
-def load_text(text: str, filename: str = "<string>", base_dir: str | Path | None = None, *,
-              path: Path | None = None) -> list[PipelineConfig]:
-    """Parse and validate a pipeline document; relative paths resolve against ``base_dir`` (default: cwd)."""
+def load_document(value: Any, marks: Marks | None, filename: str = "<string>", base_dir: str | Path | None = None,
+                  *, path: Path | None = None) -> list[PipelineConfig]:
+    """Validate a pipeline document already parsed with :func:`~pygpukit_dsp.spec.loader.load_marked`
+    (``value`` and its ``marks``, so errors keep their FILE:LINE:COL); relative paths resolve against
+    ``base_dir`` (default: cwd). A bench file's loader (pygpukit_dsp/bench/bench_file.py) hands its
+    document here without its ``bench:`` mapping."""
     _registries()
-    value, marks = load_marked(text, filename)
     builder = _DocBuilder(filename, Path(base_dir) if base_dir is not None else Path.cwd(), path)
     return builder.document(value, marks)
 
 
-def load_file(path: str | Path) -> list[PipelineConfig]:
-    """Load a pipeline file; errors point at ``path:LINE:COL`` as the path was given."""
+def load_text(text: str, filename: str = "<string>", base_dir: str | Path | None = None, *,
+              path: Path | None = None) -> list[PipelineConfig]:
+    """Parse and validate a pipeline document; relative paths resolve against ``base_dir`` (default: cwd)."""
+    value, marks = load_marked(text, filename)
+    return load_document(value, marks, filename, base_dir, path=path)
+
+
+def read_file(path: str | Path) -> str:
+    """A pipeline file's text; ConfigError (where the fault lies) when it is missing or not UTF-8."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")  # a BOM is not part of the text
+        return p.read_text(encoding="utf-8-sig")  # a BOM is not part of the text
     except FileNotFoundError:
         raise ConfigError(f"pipeline file {p} does not exist", hint="check the path") from None
     except UnicodeDecodeError as exc:
@@ -502,4 +516,9 @@ def load_file(path: str | Path) -> list[PipelineConfig]:
                           where=f"{p}:1:1", hint="save the file as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"cannot read pipeline file {p}: {exc.strerror or exc}") from None
-    return load_text(text, filename=str(path), base_dir=p.resolve().parent, path=p)
+
+
+def load_file(path: str | Path) -> list[PipelineConfig]:
+    """Load a pipeline file; errors point at ``path:LINE:COL`` as the path was given."""
+    p = Path(path)
+    return load_text(read_file(p), filename=str(path), base_dir=p.resolve().parent, path=p)

@@ -16,7 +16,6 @@ import pytest
 
 import pygpukit_dsp
 from pygpukit_dsp.errors import ConfigError
-from pygpukit_dsp.pipeline import Pipeline
 
 pytest.importorskip("zmq")
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,15 +63,15 @@ def test_the_w2_link_file_loads_and_bad_settings_are_located(tmp_path):
     from pygpukit_dsp.bench.link import load_link
 
     path = ROOT / "benchmarks" / "w2_zmq.yaml"
-    bench = load_link(path, Pipeline.load_all(path))
+    bench = load_link(path)
     assert (bench.sender.name, bench.receiver.name, bench.settings.blocks) == ("w2_send", "w2_recv", 20)
     bad = tmp_path / "bad.yaml"
     bad.write_text(path.read_text().replace("receiver: w2_recv", "receiver: w2_send").replace("rounds: 4", "rounds: 0"))
     shutil.copy(ROOT / "benchmarks" / "w2_link.py", tmp_path)
     with pytest.raises(ConfigError, match=r"bad.yaml:\d+:\d+: bench: rounds: .*greater than or equal to 1"):
-        load_link(bad, Pipeline.load_all(bad))
+        load_link(bad)
     bad.write_text(path.read_text().replace("receiver: w2_recv", "receiver: w2_send"))
     with pytest.raises(ConfigError, match="the receiver 'w2_send' has no zmq source"):
-        load_link(bad, Pipeline.load_all(bad))
+        load_link(bad)
     r = gk("bench", path, "--compare", "numpy")
     assert r.returncode == 2 and "--compare does not apply to a link bench file" in r.stderr
