@@ -79,10 +79,10 @@ def measure(identity: GpuIdentity, policy: AdmissionPolicy = DEFAULT_POLICY) -> 
     phases = [k * period // n for k in range(n)]  # staggered, as a Session paces its own clocks
     runs = []
     try:
-        for _ in range(policy.machine_windows):
+        for k in range(policy.machine_windows):  # the warm-up once: the engines stay warm between windows
             runs.append(rehearse(engines, [spec] * n, [period] * n, device=identity.index, phases_ns=phases,
-                                 seconds=policy.machine_window_s, warmup_s=policy.machine_warmup_s,
-                                 tail_s=policy.machine_window_s, policy=policy))
+                                 seconds=policy.machine_window_s, tail_s=policy.machine_window_s, policy=policy,
+                                 warmup_s=policy.machine_warmup_s if k == 0 else 0.05))
     finally:
         for e in engines:
             e.close()
@@ -92,7 +92,8 @@ def measure(identity: GpuIdentity, policy: AdmissionPolicy = DEFAULT_POLICY) -> 
                        dispatch_ns=int(np.median([r.dispatch_ns for r in runs])),
                        hold_ns=int(np.median([r.hold_ns for r in runs])),
                        overlap=round(float(np.median([r.overlap for r in runs])), 3), streams=n, period_ns=period,
-                       windows=len(runs), blocks=int(sum(r.blocks for r in runs)), measured_at=stamp)
+                       windows=len(runs), blocks=int(sum(r.blocks for r in runs)), measured_at=stamp,
+                       hold_windows_ns=tuple(int(r.hold_ns) for r in runs))
 
 
 def admission_report(gpus: list[int], *, remeasure: bool = False, policy: AdmissionPolicy = DEFAULT_POLICY,

@@ -68,15 +68,18 @@ class Calibration:
     windows: int             # timed windows
     blocks: int              # blocks launched in the windows that measured the dispatcher's work
     measured_at: str         # when (UTC, ISO 8601)
+    hold_windows_ns: tuple[int, ...] = ()  # each window's longest lock step (hold_ns is their median)
     path: str | None = None  # where it is cached (None: not cached)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "hold_windows_ns": list(self.hold_windows_ns)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Calibration":
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        values["hold_windows_ns"] = tuple(int(v) for v in values.get("hold_windows_ns", ()))
+        return cls(**values)
 
     @property
     def identity(self) -> GpuIdentity:

@@ -69,9 +69,9 @@ class AdmissionPolicy:
     """Their channels, a gain on each: the dispatcher's work per block hardly depends on the pipeline (channels)."""
     machine_warmup_s: float = 0.2
     """The machine calibration's warm-up (s)."""
-    machine_window_s: float = 0.5
+    machine_window_s: float = 0.4
     """Each of its timed windows (s)."""
-    machine_windows: int = 3
+    machine_windows: int = 5
     """Its timed windows: the dispatcher's work and its lock's longest hold are the median over them (windows)."""
 
     def __post_init__(self) -> None:
