@@ -117,12 +117,12 @@ def run_w1(w1_path: Path, streams: int, seconds: float, source: str, gpus: list[
 def _w2_engine(w2_path: Path, gpu: int):
     from pygpukit_dsp import Pipeline
     from pygpukit_dsp.backends import open_backend
-    from pygpukit_dsp.bench.harness import _input_blocks, _source_format
+    from pygpukit_dsp.bench.inputs import input_blocks, source_format
 
     p = Pipeline.from_yaml(w2_path)
-    chain = p.specs(_source_format(p))
+    chain = p.specs(source_format(p))
     engine = open_backend(p, chain, "cuda", device=gpu)
-    block = _input_blocks(p, chain, 1)[0]
+    block = input_blocks(p, chain, 1)[0]
     engine.process(block)  # the first block through the whole path (plans, graphs, pinned slots)
     return engine, block, int(np.prod(chain.input.block_shape))
 
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="folder for multi_gpu.json and multi_gpu.md")
     args = ap.parse_args(argv)
 
-    from pygpukit_dsp.bench.harness import machine_description
+    from pygpukit_dsp.bench.inputs import machine_description
     from pygpukit_dsp.capabilities import capabilities, usable_gpus
     from pygpukit_dsp.errors import GkError
 

@@ -5,7 +5,8 @@ blocks, in the same process, interleaved in rounds so that machine noise falls o
 of them alike. Outputs are checked against the project's before any timing counts.
 """
 
-from .harness import BenchReport, ImplResult, run_bench
+from .harness import run_bench
+from .report import BenchReport, ImplResult
 from .soak import SoakReport, run_soak
 
 __all__ = ["BenchReport", "ImplResult", "SoakReport", "run_bench", "run_soak"]

@@ -512,7 +512,9 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
     (:class:`_Arrival`); False: read from the input pool as it is."""
     from ..backends import choose_backend, open_backend
     from .baselines import BASELINES, BaselineSkipped, build_baseline
-    from .harness import ImplResult, _check_outputs, _input_blocks, _source_format, machine_description
+    from .harness import check_outputs
+    from .inputs import input_blocks, machine_description, source_format
+    from .report import ImplResult
 
     compare = list(compare or [])
     unknown = [c for c in compare if c not in BASELINES]
@@ -531,12 +533,12 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
     p = with_block_size(pipeline, block_size)
     pin = resolve_cpu(p.qos.cpu if cpu is None else None if cpu == "none" else cpu,
                       "--cpu" if cpu is not None else p.qos.where_of("cpu") or p.where)
-    chain = p.specs(_source_format(p))
+    chain = p.specs(source_format(p))
     choice = choose_backend(p, chain, backend or p.backend)
     spec = chain.input
     period_ns = int(round(spec.block_period * 1e9))
     deadline_ns = max(1, int(round(p.qos.deadline_s(spec.block_period) * 1e9)))
-    inputs = _input_blocks(p, chain, min(POOL, max(1, blocks)))
+    inputs = input_blocks(p, chain, min(POOL, max(1, blocks)))
     report = CadenceReport(pipeline=p.name, spec=f"{spec.describe()} -> {chain.output.describe()}", backend=choice.name,
                            period_us=period_ns / 1e3, deadline_us=deadline_ns / 1e3, blocks=blocks, warmup=warmup,
                            spin_us=spin_us, prewarm=prewarm and choice.name == "cuda", machine=machine_description(),
@@ -579,7 +581,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             checked.append((res, base))
             impls.append(_Impl(row, _baseline_call(base, _waiter(spin_us, warm_us))))
         say(f"cadence: {p.name} every {period_ns / 1e3:.1f} us; checking outputs")
-        _check_outputs(checked, inputs)
+        check_outputs(checked, inputs)
         for res, _ in checked[1:]:
             row = next(r for r in report.rows if r.key == res.name)
             row.max_rel_err = res.max_rel_err

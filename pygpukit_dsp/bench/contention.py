@@ -184,7 +184,7 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
     ``wait``: how W1's blocks wait for their release (natively, spin window, prewarm, and the
     latency from the release; None: a Python sleep-then-spin and the latency from the hand-over).
     """
-    from .harness import _input_blocks, _source_format, machine_description
+    from .inputs import input_blocks, machine_description, source_format
 
     if not isinstance(bench, ContentionBench):
         loaded = load_contention(bench)
@@ -202,7 +202,7 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
                           hint="--blocks N with N >= 6")
     say = progress or (lambda _line: None)
     w1p, w2p = bench.realtime, bench.throughput
-    c1, c2 = w1p.specs(_source_format(w1p)), w2p.specs(_source_format(w2p))
+    c1, c2 = w1p.specs(source_format(w1p)), w2p.specs(source_format(w2p))
     _require_cuda(w1p, c1, backend)
     _require_cuda(w2p, c2, backend)
     period_ms = period_ms if period_ms is not None else st.period_ms
@@ -223,8 +223,8 @@ def run_w3(bench: ContentionBench | str | Path, *, backend: str | None = None, b
         machine=machine_description(), rows=[])
     say(f"w3: {w1p.name} every {period_ns / 1e3:.1f} us, {warmup}+{blocks} blocks per W1 run "
         f"(~{w1_total_s:.0f} s each); {w2p.name} solo window {seconds:g} s; preparing inputs")
-    w1_inputs = _input_blocks(w1p, c1, W1_POOL)
-    w2_blocks = _input_blocks(w2p, c2, W2_CHECK_BLOCKS)
+    w1_inputs = input_blocks(w1p, c1, W1_POOL)
+    w2_blocks = input_blocks(w2p, c2, W2_CHECK_BLOCKS)
 
     proj = ProjectRun(bench, c1, c2, period_ns=period_ns, deadline_ns=deadline_ns, quantum_ns=quantum,
                        spin_us=spin_us, wait=wait)

@@ -342,7 +342,7 @@ def _bare_round(endpoint: str, nbytes: int, samples_per_block: int, blocks: int,
 def run_link(bench: LinkBench, *, blocks: int | None = None, warmup: int | None = None,
              progress: Progress | None = None) -> LinkReport:
     from ..io.base import StreamFormat
-    from .harness import machine_description
+    from .inputs import machine_description
 
     s = bench.settings
     blocks = s.blocks if blocks is None else max(2, blocks)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .harness import BenchReport
+    from .report import BenchReport
 
 
 def plot_latency(report: "BenchReport", path: str | Path) -> None:

@@ -445,7 +445,7 @@ def resolve_backend(pipeline: "Pipeline", chain: "SpecChain", backend: str | Non
 
 def _machine(backend: str) -> str:
     if backend == "cuda":
-        from .harness import machine_description
+        from .inputs import machine_description
 
         return machine_description()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0

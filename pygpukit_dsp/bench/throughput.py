@@ -21,8 +21,8 @@ from ..errors import UnsupportedError
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
 
-from .harness import (BenchReport, ImplResult, _input_blocks, _percentiles, _source_format, first_block_note,
-                      first_block_times, machine_description)
+from .inputs import first_block_note, first_block_times, input_blocks, machine_description, source_format
+from .report import BenchReport, ImplResult, percentiles
 
 STREAMED_SLOTS = 2  # the engine's slots: block n+1 uploads while block n computes
 
@@ -32,13 +32,13 @@ def run_throughput_bench(pipeline: "Pipeline", *, backend: str | None, blocks: i
     from ..backends import choose_backend, open_backend
     from .baselines import BaselineSkipped, build_baseline
 
-    chain = pipeline.specs(_source_format(pipeline))
+    chain = pipeline.specs(source_format(pipeline))
     choice = choose_backend(pipeline, chain, backend or pipeline.backend)
     if choice.name != "cuda":
         raise UnsupportedError(pipeline.name, choice.name,
                                f"bench mode '{mode}' times the GPU engine; use --backend cuda on a GPU "
                                f"machine, or --mode latency ({choice.reason})")
-    block = _input_blocks(pipeline, chain, 1)[0]
+    block = input_blocks(pipeline, chain, 1)[0]
     spb = int(np.prod(chain.input.block_shape))
     bytes_per_sample = chain.input.np_dtype.itemsize
     results: list[ImplResult] = []
@@ -54,7 +54,7 @@ def run_throughput_bench(pipeline: "Pipeline", *, backend: str | None, blocks: i
         if mode == "resident":
             inst.time_resident(max(1, warmup))
             per_block = np.asarray(inst.time_resident(blocks), dtype=np.float64)
-            proj.latency_us = _percentiles(per_block * 1e6)
+            proj.latency_us = percentiles(per_block * 1e6)
             proj.samples_per_s = spb / per_block.mean()
         else:
             bw = inst.measure_h2d_bandwidth(chain.input.block_nbytes, 10)
@@ -84,7 +84,7 @@ def run_throughput_bench(pipeline: "Pipeline", *, backend: str | None, blocks: i
                     raise BaselineSkipped(f"{name} has no GPU-resident mode")
                 impl.time_resident(block, max(1, min(warmup, 20)))
                 per_block = np.asarray(impl.time_resident(block, blocks), dtype=np.float64)
-                r.latency_us = _percentiles(per_block * 1e6)
+                r.latency_us = percentiles(per_block * 1e6)
                 r.samples_per_s = spb / per_block.mean()
             else:
                 if not hasattr(impl, "time_streamed"):

@@ -18,7 +18,6 @@ from pygpukit_dsp.bench.latency import LatencyFigures
 from pygpukit_dsp.bench.w3_project import SETTLE_BLOCKS
 from pygpukit_dsp.bench.w3_report import ContentionReport, ContentionRow, OutputCheck
 from pygpukit_dsp.errors import ConfigError, ConfigErrors
-from pygpukit_dsp.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 W3 = ROOT / "benchmarks" / "w3.yaml"

@@ -55,7 +55,8 @@ class _Recorder:
 
 
 def test_each_round_starts_after_untimed_blocks_that_run_for_the_warm_time():
-    from pygpukit_dsp.bench.harness import ROUND_BLOCKS, _timed_rounds
+    from pygpukit_dsp.bench.harness import _timed_rounds
+    from pygpukit_dsp.bench.report import ROUND_BLOCKS
 
     log = []
     a, b = _Recorder(log, "a", traceable=True), _Recorder(log, "b")
@@ -151,7 +152,7 @@ def test_missing_baseline_library_is_reported_as_skipped():
 
 @pytest.mark.gpu
 def test_first_block_times_cold_and_warm():
-    from pygpukit_dsp.bench.harness import first_block_times
+    from pygpukit_dsp.bench.inputs import first_block_times
 
     p = _small()
     t = first_block_times(p, p.specs(), np.ones((4, 64), np.float32))

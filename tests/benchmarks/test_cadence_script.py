@@ -139,11 +139,11 @@ from pygpukit_dsp import Pipeline
 sys.path.insert(0, sys.argv[2])  # benchmarks/: the studies package
 from studies import capacity as cap
 from studies.capacity.streams import ProjectStreams
-from pygpukit_dsp.bench.harness import _input_blocks, _source_format
+from pygpukit_dsp.bench.inputs import input_blocks, source_format
 
 p = cap.w1_shaped(Pipeline.from_yaml(sys.argv[1]))
-chain = p.specs(_source_format(p))
-proj = ProjectStreams(p, _input_blocks(p, chain, cap.POOL), threads=1, spin_us=100, dispatcher_spin_us=200)
+chain = p.specs(source_format(p))
+proj = ProjectStreams(p, input_blocks(p, chain, cap.POOL), threads=1, spin_us=100, dispatcher_spin_us=200)
 costs = [proj.rehearsed_ns(3), proj.rehearsed_ns(3, aligned=True)]
 at_2ms = proj.rehearsed_ns(3, deadline_ns=2_000_000)  # the same rehearsal, counted for a 2 ms deadline
 run = proj.rehearsed[3, False][0]

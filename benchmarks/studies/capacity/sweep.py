@@ -112,7 +112,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     ``baseline``, PyTorch + graph. ``time_every``: the dispatcher's (CudaDispatch; None: its
     default)."""
     from pygpukit_dsp.errors import ConfigError
-    from pygpukit_dsp.bench.harness import _input_blocks, _source_format, machine_description
+    from pygpukit_dsp.bench.inputs import input_blocks, machine_description, source_format
 
     if not ladder:
         raise ConfigError("the capacity ladder is empty")
@@ -127,8 +127,8 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
         raise ConfigError("the capacity ladders must increase")
     say = progress or (lambda _line: None)
     p = w1_shaped(pipeline)
-    chain = p.specs(_source_format(p))
-    inputs = _input_blocks(p, chain, POOL)
+    chain = p.specs(source_format(p))
+    inputs = input_blocks(p, chain, POOL)
     period_ns = int(round(chain.input.block_period * 1e9))
     if threads is None:
         threads = max(1, min(4, len(os.sched_getaffinity(0)) // 4))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import BaselineSkipped
+from .ops import BaselineSkipped
 from .numpy_impl import ArrayBaseline
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import Op, resolve_ops
+from .ops import Op, resolve_ops
 
 SUPPORTED = {"gain", "fir", "mix", "stft", "fft", "rfft", "power", "magnitude", "db", "average"}
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import BaselineSkipped, Op, resolve_ops
+from .ops import BaselineSkipped, Op, resolve_ops
 from .numpy_impl import next_pow2
 
 SUPPORTED = {"gain", "fir", "mix", "stft", "fft", "rfft", "power", "magnitude", "db", "average"}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import numpy as np
 
 from ..w3_pumps import W2_IN_FLIGHT
-from . import BaselineSkipped
+from .ops import BaselineSkipped
 from .torch_impl import TorchBaseline, import_torch
 
 if TYPE_CHECKING:
