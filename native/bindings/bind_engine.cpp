@@ -496,7 +496,7 @@ void bind_engine(py::module_& m) {
                 return copy_output(e, slot, n_out);
             },
             py::arg("slot"), py::arg("block"), py::arg("final"), py::arg("cuts"),
-            "Run a block as the chunks between `cuts` (unit indices) on the calling thread; a new output array.")
+            "Process a block as the chunks between `cuts` (unit indices) on the calling thread; a new output array.")
         .def("attach", &gk::StreamEngine::attach, py::arg("dispatcher"), py::arg("sched_stream"),
              py::call_guard<py::gil_scoped_release>(),
              "Hand every block to the dispatcher as a task of scheduler stream `sched_stream`.")

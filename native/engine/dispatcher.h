@@ -15,7 +15,7 @@
 // So no Python runs per block or chunk, the scheduler sees every launch (EDF among realtime
 // blocks, throughput chunks paced under the quantum) and accounts every block's latency.
 //
-// Helping: a realtime stream's caller may run a turn of that loop with help() when no other
+// Helping: a realtime stream's caller may take a turn of that loop with help() when no other
 // thread is in one (a try-lock): right after handing a block over (a turn that stops once it has
 // launched a chunk of the caller's own engine) and while it waits (turns that only take posts and
 // poll; the decisions they make necessary are left to the worker). Its launch and its hand-back

@@ -1,7 +1,7 @@
 """The PyTorch two-stream baseline of W3 (the contention bench, pygpukit_dsp/bench/contention.py;
 its rows in the report: bench/w3_torch.py).
 
-What a PyTorch user would write to run a latency-critical pipeline beside a heavy one on one
+What a PyTorch user would write to serve a latency-critical pipeline beside a heavy one on one
 GPU: each on its own ``torch.cuda.Stream``, the heavy one in a background thread, the
 latency-critical one at a higher stream priority if they know about priorities.
 
