@@ -70,7 +70,7 @@ def test_the_session_s_prediction_refuses_n_whose_rehearsed_latency_tail_passes_
     pytest.importorskip("pygpukit_dsp_core")
     import numpy as np
 
-    from pygpukit_dsp.admission import TAIL_HORIZON_S, BlockCost, LatencyTail, horizon_blocks
+    from pygpukit_dsp.admission import DEFAULT_POLICY, BlockCost, LatencyTail, horizon_blocks
 
     # 12 us a block among any N (the utilisation bound: 399 at 5.33 and 2 ms), but the queue's
     # exponential tail deepens with N: 40 us more on average beyond its p90 per 100 streams
@@ -89,7 +89,7 @@ def test_the_session_s_prediction_refuses_n_whose_rehearsed_latency_tail_passes_
     assert pred.reason["2.00"] == "latency_tail (rehearsed)" and 100 < n < int(0.9 * P // 12_000)
 
     def reach(m):
-        return tail(m).reach_ns(horizon_blocks([P] * m, TAIL_HORIZON_S))
+        return tail(m).reach_ns(horizon_blocks([P] * m, DEFAULT_POLICY.tail_horizon_s))
 
     assert reach(n) <= 2_000_000 < reach(n + 1)  # where the tail crosses the deadline
     assert pred.reach_us[str(n)] == reach(n) / 1e3

@@ -119,9 +119,9 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
     ``phased``: the streams declare the sweep's staggered phases (a Session's own clocks,
     :func:`admission.assign_phases`); else no phase (every block may come at once).
     ``tail(N)``: that rehearsal's latency tail (an admission.LatencyTail, or None); admission refuses
-    N whose tail reaches past the deadline within TAIL_HORIZON_S ("latency_tail", as
+    N whose tail reaches past the deadline within the policy's tail_horizon_s ("latency_tail", as
     ``admission._check_tails``)."""
-    from pygpukit_dsp.admission import TAIL_HORIZON_S, crowded, horizon_blocks
+    from pygpukit_dsp.admission import DEFAULT_POLICY, crowded, horizon_blocks
 
     c0, lat = int(cost.device_ns), int(cost.latency_ns)
     pred = Prediction(cost_us=c0 / 1e3, how=how, latency_us=lat / 1e3 if lat > c0 else None)
@@ -146,7 +146,7 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
                 say(f"capacity: admission's rehearsal of {n} streams ({how}): {cache[n, deadline_ns] / 1e3:.1f} us "
                     f"per block among them at {d:.2f} ms" + (
                         f"; {t.describe()}, reaching {pred.reach_us[str(n)] / 1e3:.2f} ms within "
-                        f"{TAIL_HORIZON_S:g} s" if t is not None else ""))
+                        f"{DEFAULT_POLICY.tail_horizon_s:g} s" if t is not None else ""))
             ok, why = fits(n, d, max(c0, cache[n, deadline_ns]))
             if ok and reach_ns is not None and reach_ns > deadline_ns:
                 return False, "latency_tail"

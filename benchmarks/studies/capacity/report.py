@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pygpukit_dsp.admission import TAIL_HORIZON_S, dispatch_busy_max
+from pygpukit_dsp.admission import DEFAULT_POLICY, dispatch_busy_max
 from pygpukit_dsp.bench.stall_probe import EPISODE_GAP_NS
 
 from .. import off_cpu
@@ -74,7 +74,7 @@ class Prediction:
     rehearsed_us: dict[str, dict[str, float]] = field(default_factory=dict)
     dispatch_us: dict[str, float] = field(default_factory=dict)   # N -> the dispatcher's serial work per block there
     overlap: dict[str, float] = field(default_factory=dict)       # N -> blocks on the GPU at once there (RehearsalRun.overlap)
-    reach_us: dict[str, float] = field(default_factory=dict)      # N -> the rehearsal's latency tail within TAIL_HORIZON_S
+    reach_us: dict[str, float] = field(default_factory=dict)      # N -> the rehearsal's latency tail within the policy's tail_horizon_s
 
 
 @dataclass
@@ -430,7 +430,7 @@ class CapacityReport:
                       "work counted so that its lock is held at most " + ", ".join(
                           f"{dispatch_busy_max(int(d * 1e6)):.0%} of the time at {d:.2f} ms" for d in self.deadlines_ms)
                       + " (admission.dispatch_busy_max, dispatch_cost_ns); \"tail reaches\": how far the "
-                      f"rehearsal's latency from release reaches within {TAIL_HORIZON_S:g} s (admission.LatencyTail)."]
+                      f"rehearsal's latency from release reaches within {DEFAULT_POLICY.tail_horizon_s:g} s (admission.LatencyTail)."]
         lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines)
 

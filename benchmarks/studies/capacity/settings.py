@@ -3,7 +3,7 @@ kinds of run, and the causes an episode of misses can have."""
 
 from __future__ import annotations
 
-from pygpukit_dsp.admission import DISPATCH_BUSY_MAX
+from pygpukit_dsp.admission import DEFAULT_POLICY
 
 PROJECT_LADDER = (16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 512)
 TORCH_LADDER = (4, 8, 16, 24, 32, 48, 64, 96, 128)
@@ -28,7 +28,7 @@ CAUSE_WORDS = {"host_slow": "host slowdown", "host_stall": "host stall", "proces
 
 GPU_FULL = 0.9                # a run whose GPU was this busy missed under its own load, whatever the fills did
 CPU_FULL = 0.9                # ... and a run whose process used this share of its CPUs
-DISPATCHER_FULL = DISPATCH_BUSY_MAX  # ... and a run whose dispatcher's lock was held this share of the time
+DISPATCHER_FULL = DEFAULT_POLICY.dispatcher_busy_cap  # ... and a run whose dispatcher's lock was held this share of the time
                               # (admission's own bound on it: past it the lock's queue is the process's load)
 
 
