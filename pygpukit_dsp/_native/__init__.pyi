@@ -324,6 +324,6 @@ class Dispatcher:
     def start_timeline(self) -> None: ...  # record each timed chunk's (start, stop) on the GPU from now
     def stop_timeline(self) -> np.ndarray: ...  # int64 (k, 2): ns after start_timeline's reference event
     def watch_off_cpu(self, gap_us: float) -> None: ...
-    def off_cpu_gaps(self) -> np.ndarray: ...  # int64 (k, 6), OffCpuMeter.gaps' columns
+    def off_cpu_gaps(self) -> np.ndarray: ...  # int64 (k, 6), instrument.OffCpuMeter.gaps' columns
     @staticmethod
     def now_ns() -> int: ...  # the scheduler's clock (CLOCK_MONOTONIC), ns
