@@ -1,6 +1,6 @@
 """A Session's dispatch: every block of every stream goes through its device's scheduler.
 
-After admission (admission.py registered each stream with the scheduler of its device),
+After admission (pygpukit_dsp/admission/ registered each stream with the scheduler of its device),
 :func:`start_dispatch` attaches each runner's engine to that device's dispatcher:
 
 * CPU streams: :class:`~pygpukit_dsp.backends.cpu_dispatch.CpuDispatcher`, one Python thread
