@@ -383,6 +383,27 @@ def test_streams_that_fill_less_than_half_a_bound_are_not_rehearsed(monkeypatch)
     assert calls == [] and len(sched.stats()["streams"]) == 4
 
 
+def test_a_gpu_s_calibration_is_read_where_its_measured_realtime_streams_could_crowd_it(monkeypatch):
+    # the machine's figures are needed to judge whether two or more realtime streams of a GPU, one
+    # of them measured, are crowded (the dispatcher's work per block, its lock's hold): read then,
+    # and kept in the streams' results; one stream, or declared costs, or the CPU: never
+    from pygpukit_dsp.admission import admit
+
+    calls = _scripted_rehearsal(monkeypatch, 1_000_000)
+    looked = []
+
+    def lookup(gpu):
+        looked.append(gpu)
+        return REFERENCE_CALIBRATION
+
+    adm = admit(_gpu_runners(monkeypatch, 2, 1_000_000), calibration=lookup)
+    assert looked == [0] and calls == [] and adm.results["s1"].calibration is REFERENCE_CALIBRATION
+    admit(_gpu_runners(monkeypatch, 1, 1_000_000), calibration=lookup)
+    admit(_gpu_runners(monkeypatch, 3, 0, cost_us=100), calibration=lookup)
+    admit([_fake_runner(f"c{i}", "cpu", {"class": "realtime", "cost_us": 100}) for i in range(3)], calibration=lookup)
+    assert looked == [0]
+
+
 def test_crowded_realtime_streams_are_admitted_by_their_device_time_among_each_other(monkeypatch):
     from pygpukit_dsp.admission import admit
 

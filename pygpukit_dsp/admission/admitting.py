@@ -156,12 +156,11 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", here: list[StreamReque
     if len(rt) < 2 or all(q.declared for q in rt):
         return sched
     gpu = gpu_of(device) or 0
-    calibration = lookup(gpu)
+    calibration = calibrations[device] = lookup(gpu)
     deadlines = [int(q.kw["deadline_ns"]) for q in rt]
     if not crowded([q.kw["cost_ns"] for q in rt], [q.kw["period_ns"] for q in rt], deadlines, policy.u_max,
                    calibration=calibration, policy=policy):
         return sched
-    calibrations[device] = calibration
     _check_hold(device, here, rt, policy, calibration)
     run = rehearse([q.runner.engine for q in rt], [q.runner.chain.input for q in rt], deadlines, device=gpu,
                    phases_ns=[q.kw.get("phase_ns") for q in rt], policy=policy)
