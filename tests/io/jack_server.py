@@ -1,9 +1,13 @@
 """A JACK audio server for the live tests: a real audio server with a dummy backend, no sound card.
 
-``JackServer.start(name)`` runs ``jackd -n NAME -d dummy -r 48000 -p 256`` in its own process
-group and waits until a client can connect; ``stop()`` ends it by its PID (TERM, then KILL).
-Clients (PortAudio in gk-stream, the JACK-Client package here) reach a named server through
-the ``JACK_DEFAULT_SERVER`` environment variable.
+``JackServer.start(name)`` runs ``jackd -n NAME -d dummy -r 48000 -p 256`` (``period=`` another
+period) in its own process group and waits until a client can connect; ``stop()`` ends it by its
+PID (TERM, then KILL). Clients (PortAudio in gk-stream, the JACK-Client package here) reach a named
+server through the ``JACK_DEFAULT_SERVER`` environment variable.
+
+``LoopProcess`` runs a ``LoopClient`` in a process of its own (``python jack_server.py loop ...``):
+its Python process callback then never waits for the GIL of the test process, and the test process
+keeps talking to one JACK server only (libjack keeps one server's state per process).
 """
 
 from __future__ import annotations
@@ -72,8 +76,10 @@ def wait_for_ports(name: str | None, prefix: str = "PortAudio", timeout_s: float
 
 
 class JackServer:
-    def __init__(self, name: str | None, proc: subprocess.Popen | None, log_path: str | None = None):
+    def __init__(self, name: str | None, proc: subprocess.Popen | None, log_path: str | None = None,
+                 period: int | None = None):
         self.name, self.proc, self.log_path = name, proc, log_path
+        self.period = period  # frames, for a server started here
 
     @property
     def owned(self) -> bool:
@@ -94,7 +100,7 @@ class JackServer:
         with os.fdopen(fd, "w") as log:
             proc = subprocess.Popen([jackd, "-n", name, "-d", "dummy", "-r", str(rate), "-p", str(period)],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        server = cls(name, proc, log_path)
+        server = cls(name, proc, log_path, period)
         deadline = time.monotonic() + timeout_s
         time.sleep(0.2)
         while not server_running(name):
@@ -145,13 +151,30 @@ class XrunMonitor:
 
         self.xruns = 0
         self.delays_us: list[float] = []
+        self.gone: list[str] = []  # clients that left the server, in the order it told us
         self.client = jack.Client(name, no_start_server=True)
         self.client.set_xrun_callback(self._xrun)
+        self.client.set_client_registration_callback(self._registration)
         self.client.activate()
 
     def _xrun(self, delay: float) -> None:
         self.xruns += 1
         self.delays_us.append(delay)
+
+    def _registration(self, name: str, register: bool) -> None:
+        if not register:
+            self.gone.append(name)
+
+    def wait_until_gone(self, prefix: str, timeout_s: float = 10.0) -> bool:
+        """Wait until a client whose name starts with ``prefix`` has left. The server tells each
+        client of xruns and departures in order, so every xrun that client could have been told
+        of has then reached this monitor too."""
+        deadline = time.monotonic() + timeout_s
+        while not any(n.startswith(prefix) for n in self.gone):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def close(self) -> None:
         self.client.deactivate()
@@ -186,12 +209,6 @@ class LoopClient:
     def _xrun(self, delay: float) -> None:
         self.xruns += 1
         self.xrun_frames.append(self.client.frame_time)
-
-    def xruns_between(self, first: int, last: int) -> int:
-        """Xruns the server counted from frame time ``first`` to ``last`` (a client joining or
-        leaving can make one on a server that cannot run realtime; only those while the signal
-        travels could change the recording)."""
-        return sum(first <= f <= last for f in self.xrun_frames)
 
     def _process(self, frames: int) -> None:
         t = self.client.last_frame_time
@@ -246,6 +263,93 @@ class LoopClient:
             out[:, t - t0:t - t0 + block.shape[1]] = block
         return out, (None if self.play_from is None else self.play_from - t0)
 
+    def recorded_frames(self):
+        """Per frame of recording(): True where exactly one cycle recorded it. A cycle this client
+        missed (it ran late: a server xrun) leaves a hole; one it ran twice, catching up, carries
+        the same frame time twice, and which buffers it read then is unknown."""
+        np = self.np
+        stamps = np.array([t for t, _ in self._rec], np.int64)
+        t0 = int(stamps[0])
+        seen = np.zeros(int(stamps[-1]) - t0 + self.period, np.int32)
+        for t in stamps:
+            seen[t - t0:t - t0 + self.period] += 1
+        return seen == 1
+
     def close(self) -> None:
         self.client.deactivate()
         self.client.close()
+
+
+class LoopProcess:
+    """A LoopClient in a process of its own: ``start()`` it once the pipeline runs (it waits for the
+    pipeline's ports, loops through and plays ``signal`` 0.2 s later); ``finish()`` after the
+    pipeline ended returns what it recorded (a LoopRecording)."""
+
+    def __init__(self, signal, workdir, env: dict[str, str], prefix: str = "PortAudio"):
+        import numpy as np
+
+        self.workdir, self.env, self.prefix = workdir, env, prefix
+        self.signal_path = os.path.join(workdir, "loop_signal.npy")
+        self.out_path = os.path.join(workdir, "loop_recording.npz")
+        np.save(self.signal_path, np.ascontiguousarray(signal, dtype=np.float32))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "loop", self.signal_path, self.out_path, self.prefix, str(timeout_s)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **self.env})
+
+    def finish(self, timeout_s: float = 30.0) -> "LoopRecording":
+        """Stop recording and return it (an AssertionError with the client's stderr if it failed)."""
+        import numpy as np
+
+        out, err = self.proc.communicate("stop\n", timeout=timeout_s)
+        assert self.proc.returncode == 0, f"the loop-through client failed: {err}"
+        with np.load(self.out_path) as f:
+            return LoopRecording(rec=f["rec"], recorded=f["recorded"], start=int(f["start"]),
+                                 period=int(f["period"]), played_all=bool(f["played_all"]),
+                                 xruns=int(f["xruns"]))
+
+    def kill(self) -> None:
+        """Stop the client process by its PID if it still runs (a failed test)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+class LoopRecording:
+    """What a LoopProcess recorded: ``rec`` (channels, frames) from its first cycle, ``recorded``
+    (per frame: recorded exactly once), ``start`` (the signal's first frame), the server's
+    ``period``, whether it ``played_all`` of the signal and the server ``xruns`` it was told of."""
+
+    def __init__(self, *, rec, recorded, start: int, period: int, played_all: bool, xruns: int):
+        self.rec, self.recorded, self.start = rec, recorded, start
+        self.period, self.played_all, self.xruns = period, played_all, xruns
+
+
+def _loop_main(signal_path: str, out_path: str, prefix: str, timeout_s: str) -> int:
+    import numpy as np
+
+    loop = LoopClient(np.load(signal_path))
+    try:
+        loop.wait_for_client(prefix, timeout_s=float(timeout_s), channels=len(loop.outs))
+        loop.loop_through(prefix)
+        time.sleep(0.2)
+        loop.play()
+        sys.stdin.readline()  # the test says "stop" once the pipeline ended
+    finally:
+        loop.close()
+    rec, start = loop.recording()
+    if start is None:
+        print("the signal never started playing", file=sys.stderr)
+        return 1
+    np.savez(out_path, rec=rec, recorded=loop.recorded_frames(), start=start, period=loop.period,
+             played_all=loop.played_all, xruns=loop.xruns)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "loop":
+        sys.exit(_loop_main(*sys.argv[2:]))
+    sys.exit(f"usage: {sys.argv[0]} loop SIGNAL.npy OUT.npz CLIENT_PREFIX TIMEOUT_S")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+import yaml
 
 from pygpukit_dsp import Pipeline
 
@@ -36,11 +37,6 @@ def start_gk(*args, env=None):
                             text=True, env={**os.environ, **(env or {})}, cwd=ROOT.anchor)
 
 
-def _no_xruns(audio):
-    return {k: audio[k] for k in ("input_overflows", "output_underflows", "ring_overruns", "ring_underruns",
-                                  "late_blocks")}
-
-
 def test_devices_lists_the_jack_server(jack):
     r = gk("devices")
     assert r.returncode == 0, r.stderr
@@ -50,81 +46,109 @@ def test_devices_lists_the_jack_server(jack):
 
 
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-ATTEMPTS = 2  # a run with an xrun is run once more: the second must be clean (below)
-
-
-def _clean(audio: dict) -> bool:
-    return not any(_no_xruns(audio).values())
-
-
-def _say_xrun(what: str, attempt: int, detail: object) -> None:
-    # A 2-core CI VM, or a GPU VM whose jackd may not run realtime, stalls now and then for longer
-    # than a JACK period. The stream counts and reports the xrun (what the first attempt shows);
-    # one such run is retried, and the retry must have none: a real regression shows in both.
-    print(f"{what}: attempt {attempt} had an xrun ({detail}); running it again", file=sys.stderr)
+SUMMARY_XRUNS = re.compile(r"xruns: input overflows (\d+), output underflows (\d+); ring overruns (\d+) "
+                           r"\((\d+) frames\), underruns (\d+) \((\d+) frames\); late blocks (\d+)")
+SUMMARY_KEYS = ("input_overflows", "output_underflows", "ring_overruns", "ring_overrun_frames", "ring_underruns",
+                "ring_underrun_frames", "late_blocks")
+# live_eq sized for a loaded machine, on the `jack_1024` server: one block a period, a pre-roll of
+# 85 ms, which the pipeline's thread (not realtime) may wait without an underrun, a ring of 0.68 s.
+LOADED_PREROLL_BLOCKS = 4
+LOADED_RING_BLOCKS = 32
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_live_duplex_runs_ten_seconds_without_an_xrun(jack, tmp_path, jack_helpers, backend):
-    for attempt in range(1, ATTEMPTS + 1):
-        monitor = jack_helpers.XrunMonitor()  # counts the server's xruns
-        try:
-            r = gk("run", LIVE_EQ, "--backend", backend, "--duration", 10.5, "--stats-json", tmp_path / "s.json",
-                   "--quiet")
-        finally:
-            monitor.close()
-        assert r.returncode == 0, r.stderr
-        s = json.loads((tmp_path / "s.json").read_text())
-        if (_clean(s["audio"]) and monitor.xruns == 0) or attempt == ATTEMPTS:
-            break
-        _say_xrun("duplex run", attempt, {**_no_xruns(s["audio"]), "server_xruns": monitor.xruns})
+def test_live_duplex_runs_ten_seconds_and_counts_the_servers_xruns(jack, tmp_path, jack_helpers, backend):
+    # The documented set-up (live_eq.yaml on a 256-frame server). A loaded machine makes xruns, so
+    # the figures are checked against what the server itself counted, not against zero.
+    monitor = jack_helpers.XrunMonitor()  # counts the server's xruns
+    try:
+        r = gk("run", LIVE_EQ, "--backend", backend, "--duration", 10.5, "--stats-json", tmp_path / "s.json",
+               "--quiet")
+        monitor.wait_until_gone("PortAudio")  # the xruns the stream could have been told of reached it
+    finally:
+        monitor.close()
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "s.json").read_text())
     assert s["backend"] == backend
     assert s["blocks"] == -(-int(10.5 * 48000) // 256) == 1969 and s["ended_by"] == "duration limit"
     a = s["audio"]
     assert a["kind"] == "duplex" and a["device"] == "'system' (JACK Audio Connection Kit)"
-    assert _no_xruns(a) == dict.fromkeys(_no_xruns(a), 0), a
-    assert monitor.xruns == 0, f"the JACK server counted xruns (delays {monitor.delays_us} us)"
+    # PortAudio's JACK host API flags input and output of the callback after each xrun the server
+    # reports: no flag without one of the server's xruns
+    assert a["input_overflows"] == a["output_underflows"] <= monitor.xruns, ({k: a[k] for k in SUMMARY_KEYS},
+                                                                             monitor.xruns)
+    assert a["ring_overruns"] <= a["ring_overrun_frames"] and a["ring_underruns"] <= a["ring_underrun_frames"]
+    assert bool(a["ring_overruns"]) == bool(a["ring_overrun_frames"])
+    assert bool(a["ring_underruns"]) == bool(a["ring_underrun_frames"])
+    m = SUMMARY_XRUNS.search(r.stdout)
+    assert m and [int(v) for v in m.groups()] == [a[k] for k in SUMMARY_KEYS], r.stdout  # the summary says it
+    # every block's first played sample is measured (an underrun only delays it)
     assert a["adc_to_dac_ms"]["count"] >= 1900
     assert a["adc_to_dac_ms"]["p50"] >= a["preroll_ms"]  # the ring's delay plus the server's own
     assert "ADC-to-DAC p50" in r.stdout and "ended by duration limit" in r.stdout
 
 
+def _live_eq_for_load(tmp_path: Path, period: int) -> Path:
+    doc = yaml.safe_load(LIVE_EQ.read_text())
+    doc["block_size"] = period
+    doc["source"].update(preroll_blocks=LOADED_PREROLL_BLOCKS, ring_blocks=LOADED_RING_BLOCKS)
+    path = tmp_path / "live_eq_loaded.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_recording_equals_process_of_the_played_signal(jack, tmp_path, jack_helpers, backend):
+def test_recording_equals_process_of_the_played_signal(jack_1024, tmp_path, jack_helpers, loop_check, backend):
+    # Loop-through on a server and pipeline sized for a loaded machine (a 1024-frame period): the
+    # recording is process() of the played signal, exactly, except where the stream counted an
+    # xrun, and only as far as those counts reach (loop_check.py).
+    eq = _live_eq_for_load(tmp_path, jack_1024.period)
     rng = np.random.default_rng(2024)
     x = (0.1 * rng.standard_normal((2, 3 * 48000))).astype(np.float32)
-    for attempt in range(1, ATTEMPTS + 1):
-        loop = jack_helpers.LoopClient(x)
-        try:
-            proc = start_gk("run", LIVE_EQ, "--backend", backend, "--duration", 6, "--stats-json",
-                            tmp_path / "s.json", "--quiet")
-            loop.loop_through("PortAudio")
-            time.sleep(0.2)
-            loop.play()
-            out, err = proc.communicate(timeout=60)
-        finally:
-            loop.close()
+    loop = jack_helpers.LoopProcess(x, tmp_path, jack_1024.env)
+    proc = None
+    try:
+        proc = start_gk("run", eq, "--backend", backend, "--duration", 10, "--stats-json", tmp_path / "s.json",
+                        "--quiet", env=jack_1024.env)
+        loop.start()  # it waits for the stream's ports, then plays
+        out, err = proc.communicate(timeout=90)
         assert proc.returncode == 0, err
-        s = json.loads((tmp_path / "s.json").read_text())
-        if _clean(s["audio"]) or attempt == ATTEMPTS:
-            break
-        _say_xrun("loop-through run", attempt, _no_xruns(s["audio"]))
-    assert loop.played_all
-    rec, start = loop.recording()
-    ref = Pipeline.from_yaml(LIVE_EQ)
+        got = loop.finish()
+    finally:
+        loop.kill()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    a = json.loads((tmp_path / "s.json").read_text())["audio"]
+    assert got.played_all and got.period == jack_1024.period
+    ref = Pipeline.from_yaml(eq)
     ref.sample_rate = 48000.0
     y = ref.process(x, backend="cpu")  # the reference is always the CPU backend (SciPy-checked)
+    atol = 1e-6 if backend == "cpu" else 2e-5
     # The reported latency: the pre-roll; JACK adds one period on the connection that closes the
     # loop (our client feeds the pipeline and hears it back: a feedback connection).
-    lag = s["audio"]["preroll_frames"] + loop.period
-    got = rec[:, start + lag:start + lag + x.shape[1]]
-    assert got.shape == y.shape
-    assert _no_xruns(s["audio"]) == dict.fromkeys(_no_xruns(s["audio"]), 0), s["audio"]
-    first = loop.play_from
-    assert loop.xruns_between(first, first + lag + x.shape[1]) == 0, loop.xrun_frames
-    np.testing.assert_allclose(got, y, rtol=0, atol=1e-6 if backend == "cpu" else 2e-5)
-    assert np.all(rec[:, start:start + lag] == 0)  # nothing of it arrives earlier
-    assert _no_xruns(s["audio"]) == dict.fromkeys(_no_xruns(s["audio"]), 0)
+    lag = a["preroll_frames"] + got.period
+    n = x.shape[1]
+    counted = loop_check.Counted.from_audio(a, server_xruns=got.xruns)
+    xrun_frames = loop_check.XRUN_PERIODS * got.period * counted.xruns
+    stretches = loop_check.align(got.rec, got.recorded, y, got.start, atol, back=xrun_frames)
+    spans = loop_check.spans(stretches, got.rec, got.recorded, n, got.start, lag)
+    assert loop_check.unaccounted(spans, counted, got.period, _settle(loop_check, eq, x, atol)) == []
+    if counted.nothing:  # then all of it, at the nominal lag
+        assert stretches == [loop_check.Stretch(got.start + lag, got.start + lag + n, lag)]
+    # nothing of it arrives earlier (a server xrun may drop a period of output before it)
+    early = slice(got.start, got.start + max(0, lag - xrun_frames))
+    assert not np.any(got.rec[:, early][:, got.recorded[early]])
+
+
+def _settle(loop_check, eq: Path, x: np.ndarray, atol: float) -> int:
+    """How long the pipeline remembers a disturbed input, in frames (loop_check.settle_frames)."""
+    p = Pipeline.from_yaml(eq)
+    p.sample_rate = 48000.0
+    impulse = np.zeros((x.shape[0], 48000), np.float32)
+    impulse[:, 0] = 1.0
+    h = p.process(impulse, backend="cpu")
+    return max(loop_check.settle_frames(h[c], float(np.abs(x).max()), atol) for c in range(x.shape[0]))
 
 
 def test_a_jack_server_that_goes_away_is_a_stream_fault(jack, tmp_path, jack_helpers):
@@ -162,13 +186,24 @@ def test_live_spectrum_runs_for_a_bounded_time(jack, backend):
 def test_python_api_runs_a_live_duplex_stream(jack, portaudio):
     p = Pipeline.from_yaml(LIVE_EQ)
     with p.start(backend="cpu") as run:
-        time.sleep(1.0)
-        st = run.stats()
-    assert st["blocks"] > 100 and st["audio"]["kind"] == "duplex" and st["audio"]["callbacks"] >= st["blocks"]
+        deadline = time.monotonic() + 30  # a loaded machine may start it late: wait for 1.1 s of blocks
+        while (st := run.stats()).get("blocks", 0) < 200:  # {} while the stream opens
+            assert time.monotonic() < deadline, st
+            time.sleep(0.05)
+    assert st["audio"]["kind"] == "duplex" and st["audio"]["callbacks"] >= st["blocks"]
     s = run.summary
     assert s.ended_by == "stop" and s.blocks >= st["blocks"]
     assert s.audio["adc_to_dac_ms"]["count"] > 100
-    assert _no_xruns(s.audio) == dict.fromkeys(_no_xruns(s.audio), 0)
+    # Every xrun is counted once and reported alike: the summary has the stream's final counts (none
+    # below what stats() showed while it ran), the source's and sink's figures are the stream's, and
+    # JACK's xrun flags come in pairs (input and output of one callback).
+    a = s.audio
+    assert all(a[k] >= st["audio"][k] for k in SUMMARY_KEYS), (st["audio"], a)
+    assert a["input_overflows"] == a["output_underflows"]
+    assert (s.source_stats["overflows"], s.source_stats["dropped"]) == (a["input_overflows"], a["ring_overrun_frames"])
+    assert (s.sink_stats["underflows"], s.sink_stats["ring_underruns"]) == (a["output_underflows"],
+                                                                            a["ring_underrun_frames"])
+    assert s.source_stats["late_blocks"] + s.sink_stats["late_blocks"] == a["late_blocks"]
 
 
 def test_a_second_ctrl_c_aborts_the_drain_and_files_stay_valid(jack, tmp_path, jack_helpers):
