@@ -32,7 +32,7 @@ class _LiveLine:
         self._last_len = 0
         self._latest: dict[str, str] = {}
 
-    def __call__(self, p) -> None:  # p: runner.Progress
+    def __call__(self, p) -> None:  # p: summary.Progress
         if not self.enabled:
             return
         total = f"/{p.total_blocks}" if p.total_blocks else ""
