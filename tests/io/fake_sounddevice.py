@@ -87,7 +87,7 @@ class FakeStream:
             if self.ichannels:
                 indata = np.stack([device_input(c, pos, frames) for c in range(self.ichannels)], axis=1)
             outdata = np.full((frames, self.ochannels), np.nan, np.float32) if self.ochannels else None
-            now = time.monotonic() - t0
+            now = pos / self.samplerate  # stream times from the device's clock, as a sound card's
             flag = flags[self.callbacks] if self.callbacks < len(flags) else 0
             _native.invoke_audio_callback(self.callback, self.userdata, indata, outdata, frames,
                                           now - 0.002, now, now + 0.003, flag)

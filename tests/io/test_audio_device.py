@@ -47,7 +47,7 @@ def test_devices_are_listed_with_host_api_channels_and_defaults(fake):
     assert devices[3]["host_api"] == "OSS"
 
 
-def test_duplex_plays_the_processed_input_exactly_preroll_blocks_later(fake, device_input):
+def test_duplex_plays_the_processed_input_exactly_preroll_blocks_later(fake, device_input, loop_check):
     sd = fake(frames=64)  # the device's period differs from the block size: the rings re-cut it
     p = _duplex(device="interface", input_channels=[3, 1], preroll_blocks=2)
     p.sink = DuplexSink(output_channels=[2, 0])
@@ -58,18 +58,32 @@ def test_duplex_plays_the_processed_input_exactly_preroll_blocks_later(fake, dev
     played = stream.output()
     preroll = 2 * 256
     n = 40 * 256
-    assert np.all(played[:preroll] == 0)  # the pre-roll: silence, not an underrun
-    # pipeline channel 0 = device input 3 -> device output 2; channel 1 = input 1 -> output 0
-    np.testing.assert_array_equal(played[preroll:preroll + n, 2], 2 * device_input(3, 0, n))
-    np.testing.assert_array_equal(played[preroll:preroll + n, 0], 2 * device_input(1, 0, n))
-    assert np.all(played[:, 1] == 0)  # an unmapped output channel stays silent
     a = s.audio
+    assert np.all(played[:preroll] == 0)  # the pre-roll: silence, not an underrun
+    # pipeline channel 0 = device input 3 -> device output 2; channel 1 = input 1 -> output 0. The
+    # fake device keeps its clock on a loaded machine too, so the pipeline may be late: then the
+    # stream counts underruns (and overruns), and only their silence (and lost input) may differ.
+    counted = loop_check.Counted.from_audio(a)
+    for out_ch, in_ch in ((2, 3), (0, 1)):
+        y, rec = 2 * device_input(in_ch, 0, n)[np.newaxis], played[:, out_ch][np.newaxis]
+        recorded = np.ones(rec.shape[1], bool)
+        stretches = loop_check.align(rec, recorded, y, 0, atol=0.0)
+        spans = loop_check.spans(stretches, rec, recorded, n, 0, preroll)
+        assert loop_check.unaccounted(spans, counted, 64, settle=0) == []  # a gain has no memory
+        if counted.nothing:
+            assert stretches == [loop_check.Stretch(preroll, preroll + n, preroll)]
+    assert np.all(played[:, 1] == 0)  # an unmapped output channel stays silent
     assert a["kind"] == "duplex" and a["preroll_frames"] == preroll and a["preroll_blocks"] == 2
     assert a["input_channels"] == [3, 1] and a["output_channels"] == [2, 0]
-    assert a["ring_overruns"] == a["ring_underruns"] == a["input_overflows"] == a["output_underflows"] == 0
-    # fake stream times: DAC - ADC = 5 ms within a callback, plus the 512-frame pre-roll
+    assert a["input_overflows"] == a["output_underflows"] == 0
+    # stream times from the fake device's clock: DAC - ADC = 5 ms within a callback, plus the
+    # 512-frame pre-roll, plus the silence of any underrun, less any input an overrun dropped
     lat = a["adc_to_dac_ms"]
-    assert lat["count"] >= 30 and lat["p50"] == pytest.approx(5.0 + preroll / 48.0, abs=0.05)
+    assert lat["count"] >= 30
+    assert lat["min"] >= 5.0 + (preroll - a["ring_overrun_frames"]) / 48.0 - 1e-3
+    assert lat["max"] <= 5.0 + (preroll + a["ring_underrun_frames"]) / 48.0 + 1e-3
+    if counted.nothing:
+        assert lat["p50"] == pytest.approx(5.0 + preroll / 48.0, abs=1e-3)
     assert s.source_stats["samples"] == s.sink_stats["samples"] == n
     assert "pre-roll 2 blocks (512 frames, 10.7 ms)" in s.format() and "ADC-to-DAC p50" in s.format()
 
@@ -136,7 +150,8 @@ def test_a_device_that_stops_calling_back_times_out(fake):
     fake(frames=256, die_after=5, finish_on_death=False)
     p = Pipeline([stages.Gain(linear=1.0)], name="hung", block_size=256, backend="cpu",
                  source=AudioDeviceSource(input_channels=[0], device_timeout_s=0.3), sink=NumpySink())
-    with pytest.raises(StreamFault, match=r"failed at block 5: .*no callback for 0\.[3-9] s"):
+    # (how long it waited: 0.3 s and a slice, or more where the machine is loaded)
+    with pytest.raises(StreamFault, match=r"failed at block 5: .*no callback for (0\.[3-9]|[1-9]\d*\.\d) s"):
         p.run(blocks=100)
 
 
@@ -145,7 +160,15 @@ def test_a_stopped_run_returns_from_a_waiting_read(fake):
     p = Pipeline([stages.Gain(linear=1.0)], name="stop", block_size=256, backend="cpu",
                  source=AudioDeviceSource(input_channels=[0], device_timeout_s=60), sink=NumpySink())
     session = Session([p])
-    threading.Timer(0.3, session.stop, args=("SIGINT",)).start()
+
+    def stop_once_the_read_waits():  # the three blocks are in: the next read waits for the device
+        deadline = time.monotonic() + 30
+        while session.live_stats().get("stop", {}).get("blocks", 0) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        session.stop("SIGINT")
+
+    threading.Thread(target=stop_once_the_read_waits, daemon=True).start()
     (s,) = session.run()  # without the interrupt this read would wait 60 s for the device
     assert s.ended_by == "SIGINT" and s.blocks == 3
 
