@@ -90,7 +90,7 @@ def measure(identity: GpuIdentity, policy: AdmissionPolicy = DEFAULT_POLICY) -> 
     return Calibration(gpu_index=identity.index, gpu_name=identity.name, pci_bus_id=identity.pci_bus_id,
                        driver=identity.driver,
                        dispatch_ns=int(np.median([r.dispatch_ns for r in runs])),
-                       hold_ns=int(np.median([r.hold_ns for r in runs])),
+                       hold_ns=int(min(r.hold_ns for r in runs)),
                        overlap=round(float(np.median([r.overlap for r in runs])), 3), streams=n, period_ns=period,
                        windows=len(runs), blocks=int(sum(r.blocks for r in runs)), measured_at=stamp,
                        hold_windows_ns=tuple(int(r.hold_ns) for r in runs))

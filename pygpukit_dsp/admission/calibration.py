@@ -9,8 +9,10 @@ Three figures of one GPU under one driver (:class:`Calibration`):
   held its lock over the blocks it launched). Before a rehearsal measures a session's own
   streams, admission reads it to judge whether light streams would fill the lock (``crowded``).
 * ``hold_ns``: how long a block may find the dispatcher's lock held under load: the longest lock
-  step of each timed window, the median over the windows (a window that met a host hiccup does
-  not set it). The Rust scheduler's device model bounds the lock's share with it:
+  step of each timed window, the least over the windows: a hold the load itself makes in every
+  fraction of a second. A window's longer steps are the host's (a thread descheduled while it
+  held the lock, which a 2-core or virtualised host does at any load), and no share of the lock
+  keeps such a stall off a block's latency. The Rust scheduler's device model bounds the lock's share with it:
   ``min(dispatcher_busy_cap, 1 - hold / shortest deadline)``.
 * ``overlap``: how many blocks ran on the GPU at once while it was busy (reported; a session's
   rehearsal measures its own streams' overlap).
@@ -61,14 +63,14 @@ class Calibration:
     pci_bus_id: str
     driver: str
     dispatch_ns: int         # the dispatcher's serial work per block among the reference streams
-    hold_ns: int             # the longest lock step a window met, the median over the windows
+    hold_ns: int             # the longest lock step a window met, the least over the windows
     overlap: float           # blocks on the GPU at once while it was busy, among them
     streams: int             # the reference streams
     period_ns: int           # their block period
     windows: int             # timed windows
     blocks: int              # blocks launched in the windows that measured the dispatcher's work
     measured_at: str         # when (UTC, ISO 8601)
-    hold_windows_ns: tuple[int, ...] = ()  # each window's longest lock step (hold_ns is their median)
+    hold_windows_ns: tuple[int, ...] = ()  # each window's longest lock step (hold_ns is the least)
     path: str | None = None  # where it is cached (None: not cached)
 
     def to_dict(self) -> dict[str, Any]:

@@ -72,7 +72,8 @@ class AdmissionPolicy:
     machine_window_s: float = 0.4
     """Each of its timed windows (s)."""
     machine_windows: int = 5
-    """Its timed windows: the dispatcher's work and its lock's longest hold are the median over them (windows)."""
+    """Its timed windows: the dispatcher's work is their median, its lock's hold the least of
+    their longest steps (windows)."""
 
     def __post_init__(self) -> None:
         check_u_max(self.u_max, "AdmissionPolicy.u_max")

@@ -107,7 +107,8 @@ def admits_all(n: int, cost_ns: int, period_ns: int, deadline_ns: int, *, u_max:
 def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...] | list[float],
                        loaded_ns: Callable[[int, int], int], n_max: int, u_max: float = 0.9,
                        say: Callable[[str], None] = lambda _line: None, phased: bool = False,
-                       how: str = "session", tail: Callable[[int], Any] | None = None) -> Prediction:
+                       how: str = "session", tail: Callable[[int], Any] | None = None,
+                       calibration: Any = None) -> Prediction:
     """What a Session admits of these streams (its calibration ``cost``, a BlockCost, alone),
     at each deadline: the largest N (up to ``n_max``, the most streams there are engines for) for
     which admission, as ``admission.admit`` does it, admits all N. Up to where N streams costed
@@ -120,7 +121,8 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
     :func:`admission.assign_phases`); else no phase (every block may come at once).
     ``tail(N)``: that rehearsal's latency tail (an admission.LatencyTail, or None); admission refuses
     N whose tail reaches past the deadline within the policy's tail_horizon_s ("latency_tail", as
-    ``admission._check_tails``)."""
+    ``Scheduler.check_latency_tails``). ``calibration``: the GPU's figures as admission reads them
+    (None: the reference figures)."""
     from pygpukit_dsp.admission import DEFAULT_POLICY, crowded, horizon_blocks
 
     c0, lat = int(cost.device_ns), int(cost.latency_ns)
@@ -133,7 +135,7 @@ def session_prediction(cost: Any, period_ns: int, deadlines_ms: tuple[float, ...
 
     def admits(n: int, d: float) -> tuple[bool, str]:
         deadline_ns = int(d * 1e6)
-        if crowded([c0] * n, [period_ns] * n, [deadline_ns] * n, u_max):
+        if crowded([c0] * n, [period_ns] * n, [deadline_ns] * n, u_max, calibration=calibration):
             if (n, deadline_ns) not in cache:
                 cache[n, deadline_ns] = int(loaded_ns(n, deadline_ns))
                 pred.rehearsed_us.setdefault(deadline_key(d), {})[str(n)] = cache[n, deadline_ns] / 1e3

@@ -101,6 +101,9 @@ class ProjectStreams:
         self.pipeline, self.inputs, self.threads, self.spin_us = pipeline, inputs, threads, spin_us
         self.dispatcher_spin_us, self.device = dispatcher_spin_us, device
         self.time_every = time_every or DEFAULT_TIME_EVERY  # CudaDispatch.time_every
+        # the GPU's calibration (its dispatcher's work per block and lock hold), as a Session's
+        # admission reads it; set by the sweep (None: the reference figures)
+        self.calibration: Any = None
         self.chain = pipeline.specs()
         self.period_ns = int(round(self.chain.input.block_period * 1e9))
         self.engines: list[Any] = []
@@ -143,7 +146,8 @@ class ProjectStreams:
             run.latency_ns = []  # the tail is fitted: the latencies are not kept
             self.rehearsed[n, aligned] = (run, tail)
         run = self.rehearsed[n, aligned][0]
-        return int(np.median(run.costs(deadline_ns=self.period_ns if deadline_ns is None else deadline_ns)))
+        return int(np.median(run.costs(deadline_ns=self.period_ns if deadline_ns is None else deadline_ns,
+                                       calibration=self.calibration)))
 
     def tail(self, n: int, aligned: bool = False) -> Any:
         """The latency tail of the rehearsal of n streams (admission.LatencyTail; None: not rehearsed)."""

@@ -104,13 +104,15 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
                  deadlines_ms: tuple[float, ...] | list[float] = DEADLINES_MS, threads: int | None = None,
                  spin_us: int = 100, dispatcher_spin_us: int = 200, baseline: bool = True, floor: bool = True,
                  aligned: bool = True, engine_kwargs: dict[str, Any] | None = None, budget_s: float | None = None,
-                 time_every: int | None = None, progress: Callable[[str], None] | None = None) -> CapacityReport:
+                 time_every: int | None = None, progress: Callable[[str], None] | None = None,
+                 calibration: Any = None) -> CapacityReport:
     """The capacity sweep (module doc) of ``pipeline`` (W1); with ``floor``, the floor's runs
     (:func:`floor_plan`); with ``aligned``, the project's streams again with every phase 0 (all
     released at once) up the ladder to the first N at which the process is blamed for misses at the
     shortest deadline, where admission's response bound is judged (:data:`ALIGNED`); with
     ``baseline``, PyTorch + graph. ``time_every``: the dispatcher's (CudaDispatch; None: its
-    default)."""
+    default). ``calibration``: the GPU's figures admission's prediction uses (None: this GPU's own,
+    measured or cached as a Session's admission reads them; the reference figures on a fake driver)."""
     from pygpukit_dsp.errors import ConfigError
     from pygpukit_dsp.bench.inputs import input_blocks, machine_description, source_format
 
@@ -144,9 +146,20 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
     try:
         cost = proj.session_cost()
         report.settings["session_cost"] = asdict(cost)
+        if calibration is None and not engine_kwargs:  # a real GPU: its own figures, as a Session admits
+            from pygpukit_dsp.admission import calibration_for
+
+            calibration = calibration_for(proj.device)
+        proj.calibration = calibration
+        report.settings["calibration"] = calibration.to_dict() if calibration is not None else None
+        if calibration is not None:
+            say(f"capacity: this GPU's calibration: dispatcher work {calibration.dispatch_ns / 1e3:.1f} us per block, "
+                f"lock hold {calibration.hold_ns / 1e3:.0f} us (windows: "
+                f"{', '.join(f'{h / 1e3:.0f}' for h in calibration.hold_windows_ns)} us), overlap {calibration.overlap}")
         report.predictions.append(session_prediction(cost, period_ns, deadlines_ms,
                                                      lambda n, d: proj.rehearsed_ns(n, deadline_ns=d),
-                                                     n_max=max(ladder), say=say, phased=True, tail=proj.tail))
+                                                     n_max=max(ladder), say=say, phased=True, tail=proj.tail,
+                                                     calibration=calibration))
         report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=False)
         report.predictions[-1].overlap = proj.overlap(aligned=False)
         say(f"capacity: admission with the Session's calibration ({cost.describe()}), the streams' phases "
@@ -155,7 +168,7 @@ def run_capacity(pipeline: "Pipeline", *, ladder: tuple[int, ...] | list[int] = 
             report.predictions.append(session_prediction(
                 cost, period_ns, deadlines_ms, lambda n, d: proj.rehearsed_ns(n, aligned=True, deadline_ns=d),
                 n_max=max(ladder), say=say, phased=False, how=SESSION_ALIGNED,
-                tail=lambda n: proj.tail(n, aligned=True)))
+                tail=lambda n: proj.tail(n, aligned=True), calibration=calibration))
             report.predictions[-1].dispatch_us = proj.dispatch_us(aligned=True)
             report.predictions[-1].overlap = proj.overlap(aligned=True)
             say(f"capacity: admission with no phase declared (every block may come at once) admits "
