@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                            torch_ladder=env_ints("CAPACITY_TORCH_LADDER", list(TORCH_LADDER)),
                            coarse_s=coarse, confirm_s=confirm, budget_s=max(30.0, left() - w3_reserve()),
                            threads=env_int("CAPACITY_THREADS", 0) or None,  # 0: the default (cores / 4, 1..4)
+                           baseline=env_int("CAPACITY_BASELINE", 1) == 1, floor=env_int("CAPACITY_FLOOR", 1) == 1,
+                           aligned=env_int("CAPACITY_ALIGNED", 1) == 1,  # 0: the project's staggered streams only
                            progress=say)
         results["capacity"] = rep.to_dict()
         sections.append(rep.markdown())
