@@ -373,7 +373,9 @@ class LiveAudio:
         if self._stream is None:
             self.start(n)
         bridge = self.bridge
-        if bridge.in_available >= 2 * n:  # this block was complete a whole block ago
+        # late: this block was complete a whole device period (or block, the longer) ago; a device
+        # whose callbacks bring several blocks at once leaves that many waiting on time
+        if bridge.in_available >= n + max(n, self._device_period()):
             self.late_in += 1
         while True:
             got = bridge.read(out, _WAIT_SLICE_S)
@@ -383,6 +385,13 @@ class LiveAudio:
             if self._stop.is_set():
                 return 0
             self._check_alive("input")
+
+    def _device_period(self) -> int:
+        """Frames per device callback (0 until a callback came): the host's own period."""
+        if not getattr(self, "_period", 0):
+            st = self.bridge.stats()
+            self._period = int(st["device_frames"] // st["callbacks"]) if st["callbacks"] else 0
+        return self._period
 
     def write(self, block: np.ndarray) -> None:
         """Queue ``block`` (channels, n) for the device, waiting for room (the device clock paces)."""

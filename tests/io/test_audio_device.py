@@ -88,6 +88,15 @@ def test_duplex_plays_the_processed_input_exactly_preroll_blocks_later(fake, dev
     assert "pre-roll 2 blocks (512 frames, 10.7 ms)" in s.format() and "ADC-to-DAC p50" in s.format()
 
 
+def test_a_device_period_of_several_blocks_makes_no_late_blocks(fake):
+    fake(frames=1024)  # each callback brings four 256-frame blocks at once: none of them is late
+    p = Pipeline([stages.Gain(linear=1.0)], name="long_period", block_size=256, backend="cpu",
+                 source=AudioDeviceSource(device=0, input_channels=[0]), sink=CallbackSink(fn=lambda b: None))
+    s = p.run(blocks=40)
+    assert s.audio["late_blocks"] == 0 and s.source_stats["late_blocks"] == 0
+    assert s.source_stats["samples"] == 40 * 256
+
+
 def test_status_flags_overruns_and_late_blocks_are_counted(fake):
     sd = fake(frames=256, flags=[0, 2, 0, 4, 6])  # input overflow, output underflow, both
 
