@@ -159,8 +159,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for st, spec in zip(p.stages, chain.specs[1:]):
             print(f"  {st.name:<12} ({st.type}) -> {spec.describe()}")
         snk = p.sink.type if p.sink is not None else "(none)"
+        if p.sink is not None:
+            _check_sink_paths(p)
+            for f in getattr(p.sink, "output_files", lambda: [])():
+                snk += f" -> {f}"
         print(f"  sink   {snk}")
     return 0
+
+
+def _check_sink_paths(p: Any) -> None:
+    """The sink's files as a run checks them before its first block (a ConfigError at the sink):
+    writable, not a folder, not the source's own file; validate creates nothing."""
+    from .io._common import check_sink_not_source, check_sink_path
+
+    what = f"{p.sink.type} sink '{getattr(p.sink.params, 'path', '')}'"
+    for f in getattr(p.sink, "output_files", lambda: [])():
+        check_sink_path(Path(f), what, where=p.sink.where)
+    if p.source is not None:
+        check_sink_not_source(p.sink, p.source)
 
 
 def cmd_stages(args: argparse.Namespace) -> int:

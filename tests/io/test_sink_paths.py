@@ -143,6 +143,17 @@ def test_a_read_only_folder_is_refused_at_the_sink_in_one_phrasing(tmp_path, gk_
         assert what == f"cannot write to {read_only / 'out'}: the folder is read-only (choose a writable folder)"
 
 
+def test_validate_checks_the_sink_paths_as_a_run_does_and_creates_nothing(tmp_path, gk_process, read_only):
+    sink, dtype = FILE_SINKS["file"]
+    yaml = _yaml(tmp_path, sink.format(folder=read_only / "out"), dtype=dtype)
+    r = gk_process.run("validate", yaml)
+    assert _refused(r, yaml) == _refused(gk_process.run("run", yaml), yaml)
+    assert sorted(os.listdir(read_only / "out")) == []
+    ok = _yaml(tmp_path, sink.format(folder=tmp_path / "fine"), dtype=dtype)
+    r = gk_process.run("validate", ok)
+    assert r.returncode == 0 and not (tmp_path / "fine").exists()
+
+
 @pytest.mark.parametrize("kind", sorted(FILE_SINKS))
 def test_a_folder_that_is_a_file_and_a_path_that_is_a_folder_are_refused(tmp_path, gk_process, kind):
     sink, dtype = FILE_SINKS[kind]
