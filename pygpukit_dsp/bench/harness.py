@@ -64,7 +64,8 @@ def run_bench(pipeline: "Pipeline", *, backend: str | None = None, blocks: int =
         try:
             impls.append((ImplResult(name=name, kind="baseline"), build_baseline(name, pipeline, chain)))
         except BaselineSkipped as exc:
-            impls.append((ImplResult(name=name, kind="baseline", status="skipped", reason=str(exc)), None))
+            impls.append((ImplResult(name=name, kind="baseline", status="skipped", reason=str(exc),
+                                      reason_code=exc.code), None))
 
     try:
         check_outputs(impls, inputs)

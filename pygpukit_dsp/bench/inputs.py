@@ -70,7 +70,7 @@ def input_blocks(pipeline: "Pipeline", chain: "SpecChain", n: int) -> list[np.nd
     return blocks
 
 
-def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarray) -> dict[str, float]:
+def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarray) -> dict[str, float | str]:
     """Milliseconds from opening the cuda engine to the first block's output, cold and warm, in
     this process (its CUDA context and libraries already loaded; benchmarks/first_block.py measures
     fresh processes).
@@ -80,7 +80,9 @@ def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarra
     everything with GK_SHIPPED_KERNELS=0). warm: the same again on the disk cache the cold open
     left. Both include the engine's buffers, warm-up block and graph capture; cuFFT plans and
     cuBLAS handles are made once per shape, so the warm open reuses the cold one's.
-    ``kernels_cold``: "<n> shipped, <m> NVRTC" for the cold open.
+    ``kernels_cold``: "<n> shipped, <m> NVRTC" for the cold open; ``kernels_<cold|warm>_<source>``:
+    how many kernel modules each open took from each source (shipped: an image in the wheel;
+    nvrtc: compiled; disk: the kernel disk cache; memory: already loaded in the same open).
     """
     import os
     import tempfile
@@ -88,7 +90,7 @@ def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarra
     from .. import _native
     from ..backends import open_backend
 
-    out: dict[str, float] = {}
+    out: dict[str, float | str] = {}
     old = os.environ.get("GK_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="gk-cold-cache-") as cache:
         os.environ["GK_CACHE_DIR"] = cache
@@ -103,8 +105,11 @@ def first_block_times(pipeline: "Pipeline", chain: "SpecChain", block: np.ndarra
                     out[f"first_block_{label}_ms"] = (time.perf_counter() - t0) * 1e3
                 finally:
                     engine.close()
+                after = dict(_native.jit_stats())
+                for source, key in (("shipped", "shipped_hits"), ("nvrtc", "compiles"), ("disk", "disk_hits"),
+                                    ("memory", "memory_hits")):
+                    out[f"kernels_{label}_{source}"] = after.get(key, 0) - before.get(key, 0)
                 if label == "cold":
-                    after = dict(_native.jit_stats())
                     out["kernels_cold"] = (f"{after.get('shipped_hits', 0) - before.get('shipped_hits', 0)} shipped, "
                                            f"{after['compiles'] - before['compiles']} NVRTC")
         finally:

@@ -37,6 +37,7 @@ class ImplResult:
     kind: str                        # "project" | "baseline"
     status: str = "ok"               # "ok" | "skipped" | "mismatch" | "failed"
     reason: str = ""
+    reason_code: str = ""            # skipped: why, for a program (baselines.ops.SKIP_CODES)
     latency_us: dict[str, float] = field(default_factory=dict)  # p50 p99 p999 max mean min
     samples_per_s: float = 0.0
     max_rel_err: float | None = None
@@ -93,13 +94,21 @@ class BenchReport:
         return {r.name: proj.samples_per_s / r.samples_per_s for r in self.results[1:]
                 if r.status == "ok" and r.samples_per_s > 0 and proj.samples_per_s > 0}
 
+    def timed_in(self) -> dict[str, Any]:
+        """How the latency bench's blocks were timed: paired turns (``turn_blocks`` each, the first
+        ``untimed_per_turn`` untimed) or rounds of ``round_blocks``."""
+        if self.schedule == "paired" and len(self.results) > 1:
+            return {"schedule": "paired", "turn_blocks": PAIR_BLOCKS, "untimed_per_turn": PAIR_SKIP}
+        return {"schedule": "rounds", "round_blocks": ROUND_BLOCKS}
+
     def markdown(self) -> str:
         if self.mode != "latency":
             return self._markdown_throughput()
-        paired = self.schedule == "paired" and len(self.results) > 1
+        t = self.timed_in()
+        paired = t["schedule"] == "paired"
         how = (f"{self.blocks} timed blocks per implementation, paired: the project and one "
-               f"baseline at a time, in turns of {PAIR_BLOCKS} blocks (the first {PAIR_SKIP} untimed)" if paired else
-               f"{self.blocks} timed blocks, interleaved in rounds of {ROUND_BLOCKS}")
+               f"baseline at a time, in turns of {t['turn_blocks']} blocks (the first {t['untimed_per_turn']} "
+               "untimed)" if paired else f"{self.blocks} timed blocks, interleaved in rounds of {t['round_blocks']}")
         lines = [
             f"### {self.pipeline}: {self.mode} benchmark, backend={self.backend} ({self.backend_reason})",
             "",
@@ -164,6 +173,8 @@ class BenchReport:
         d["results"] = [r.to_dict() for r in self.results]
         d["ratios"] = self.ratios()
         d["speedups"] = self.speedups()
+        if self.mode == "latency":
+            d["timed_in"] = self.timed_in()
         return d
 
 

@@ -31,6 +31,7 @@ def run_throughput_bench(pipeline: "Pipeline", *, backend: str | None, blocks: i
                          compare: list[str], mode: str, progress: bool) -> BenchReport:
     from ..backends import choose_backend, open_backend
     from .baselines import BaselineSkipped, build_baseline
+    from .baselines.ops import UNSUPPORTED_MODE
 
     chain = pipeline.specs(source_format(pipeline))
     choice = choose_backend(pipeline, chain, backend or pipeline.backend)
@@ -75,26 +76,26 @@ def run_throughput_bench(pipeline: "Pipeline", *, backend: str | None, blocks: i
         try:
             impl = build_baseline(name, pipeline, chain)
         except BaselineSkipped as exc:
-            r.status, r.reason = "skipped", str(exc)
+            r.status, r.reason, r.reason_code = "skipped", str(exc), exc.code
             results.append(r)
             continue
         try:
             if mode == "resident":
                 if not hasattr(impl, "time_resident"):
-                    raise BaselineSkipped(f"{name} has no GPU-resident mode")
+                    raise BaselineSkipped(f"{name} has no GPU-resident mode", UNSUPPORTED_MODE)
                 impl.time_resident(block, max(1, min(warmup, 20)))
                 per_block = np.asarray(impl.time_resident(block, blocks), dtype=np.float64)
                 r.latency_us = percentiles(per_block * 1e6)
                 r.samples_per_s = spb / per_block.mean()
             else:
                 if not hasattr(impl, "time_streamed"):
-                    raise BaselineSkipped(f"{name} has no streamed mode")
+                    raise BaselineSkipped(f"{name} has no streamed mode", UNSUPPORTED_MODE)
                 impl.time_streamed(block, 2)
                 secs = impl.time_streamed(block, blocks)
                 r.latency_us = {"mean": secs / blocks * 1e6}
                 r.samples_per_s = blocks * spb / secs
         except BaselineSkipped as exc:
-            r.status, r.reason = "skipped", str(exc)
+            r.status, r.reason, r.reason_code = "skipped", str(exc), exc.code
         finally:
             impl.close()
         results.append(r)

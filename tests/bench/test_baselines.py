@@ -48,8 +48,9 @@ def test_numpy_baseline_matches_project_over_blocks(which):
 
 def test_unsupported_stage_skips_with_reason():
     p = Pipeline([stages.Resample(up=2, down=1)], sample_rate=1000, channels=1, block_size=64)
-    with pytest.raises(BaselineSkipped, match="no 'resample' stage"):
+    with pytest.raises(BaselineSkipped) as e:
         build_baseline("numpy", p, p.specs())
+    assert e.value.code == "unsupported_stage" and str(e.value)  # the code for a program, the reason for a reader
 
 
 def test_baselines_without_their_library_or_gpu_skip_cleanly():
@@ -58,7 +59,7 @@ def test_baselines_without_their_library_or_gpu_skip_cleanly():
         try:
             impl = build_baseline(name, p, p.specs())
         except BaselineSkipped as exc:
-            assert str(exc)  # the reason is reported in the table
+            assert exc.code in ("not_installed", "no_gpu") and str(exc)  # reported in the table
         else:  # a GPU machine: the baseline runs and must agree
             x = _blocks(p.specs(), 1)[0]
             ref = build_baseline("numpy", p, p.specs()).process(x)

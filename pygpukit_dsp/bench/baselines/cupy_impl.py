@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import BaselineSkipped
+from .ops import NO_GPU, NOT_INSTALLED, BaselineSkipped
 from .numpy_impl import ArrayBaseline
 
 
@@ -12,12 +12,12 @@ def import_cupy():
     try:
         import cupy
     except ImportError as exc:
-        raise BaselineSkipped(f"cupy is not installed ({exc})") from None
+        raise BaselineSkipped(f"cupy is not installed ({exc})", NOT_INSTALLED) from None
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise BaselineSkipped("cupy sees no GPU")
+            raise BaselineSkipped("cupy sees no GPU", NO_GPU)
     except cupy.cuda.runtime.CUDARuntimeError as exc:
-        raise BaselineSkipped(f"cupy cannot use a GPU: {exc}") from None
+        raise BaselineSkipped(f"cupy cannot use a GPU: {exc}", NO_GPU) from None
     return cupy
 
 

@@ -13,8 +13,21 @@ if TYPE_CHECKING:
     from ...signal import SignalSpec
 
 
+# Why a baseline cannot run here (BaselineSkipped.code; a report row's reason_code).
+NOT_INSTALLED = "not_installed"          # its library is not installed
+NO_GPU = "no_gpu"                        # its library sees no usable GPU
+UNSUPPORTED_STAGE = "unsupported_stage"  # it has no implementation of one of the pipeline's stages
+UNSUPPORTED_MODE = "unsupported_mode"    # it has no implementation of the bench's throughput mode
+SKIP_CODES = (NOT_INSTALLED, NO_GPU, UNSUPPORTED_STAGE, UNSUPPORTED_MODE)
+
+
 class BaselineSkipped(Exception):
-    """This baseline cannot run here (library missing, no GPU, or an unsupported stage)."""
+    """This baseline cannot run here (library missing, no GPU, or an unsupported stage): the
+    message says it to a reader, ``code`` (one of SKIP_CODES) to a program."""
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -31,7 +44,7 @@ def resolve_ops(pipeline: "Pipeline", chain: "SpecChain", supported: set[str], w
     ops: list[Op] = []
     for st, s_in, s_out in zip(pipeline.stages, chain.specs[:-1], chain.specs[1:]):
         if st.type not in supported:
-            raise BaselineSkipped(f"{who} baseline has no '{st.type}' stage")
+            raise BaselineSkipped(f"{who} baseline has no '{st.type}' stage", UNSUPPORTED_STAGE)
         p: dict[str, Any] = {}
         if st.type == "fir":
             p["taps"] = np.asarray(st.taps_for(s_in))

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .ops import BaselineSkipped, Op, resolve_ops
+from .ops import NO_GPU, NOT_INSTALLED, BaselineSkipped, Op, resolve_ops
 from .numpy_impl import next_pow2
 
 SUPPORTED = {"gain", "fir", "mix", "stft", "fft", "rfft", "power", "magnitude", "db", "average"}
@@ -16,9 +16,9 @@ def import_torch():
     try:
         import torch
     except ImportError as exc:
-        raise BaselineSkipped(f"torch is not installed ({exc})") from None
+        raise BaselineSkipped(f"torch is not installed ({exc})", NOT_INSTALLED) from None
     if not torch.cuda.is_available():
-        raise BaselineSkipped("torch sees no CUDA GPU")
+        raise BaselineSkipped("torch sees no CUDA GPU", NO_GPU)
     return torch
 
 
