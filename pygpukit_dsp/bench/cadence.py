@@ -83,6 +83,7 @@ class CadenceRow:
     kind: str                       # project | back_to_back | baseline | setting
     status: str = "ok"              # ok | skipped | failed | mismatch
     reason: str = ""
+    reason_code: str = ""           # a skipped baseline: why, for a program (baselines.ops.SKIP_CODES)
     figures: PacedFigures | None = None
     max_rel_err: float | None = None
     breakdown: Breakdown | None = None
@@ -126,40 +127,53 @@ class CadenceReport:
             out["paced_over_torch_graph_p50"] = paced.figures.p50 / tg.figures.p50
         return out
 
-    def floor_verdicts(self) -> dict[str, str]:
-        """For the targets against back to back: does the bare round trip (the floor, same rotation)
-        meet them itself? ``target -> sentence``. A block of the project does at least the floor's
-        work (the fill, a GPU round trip, the copy out, a Python call), so where the floor paced
-        is over ``target x the project's back to back`` the target is below what this machine
-        allowed in this run."""
+    def floor_checks(self) -> dict[str, dict[str, Any]]:
+        """For the targets: does the bare round trip (the floor, same rotation) meet them itself?
+        ``p50`` / ``p99`` (against back to back) and ``torch`` (p99 against PyTorch + graph paced)
+        -> the floor's paced figure (``floor_us``; ``floor_back_to_back_us`` beside it for the
+        first two), what the target allows the project (``allowed_us`` = ``target`` x
+        ``base_us``), and ``below_machine``: the floor paced is over it. A block of the project does
+        at least the floor's work (the fill, a GPU round trip, the copy out, a Python call), so there
+        the target is below what this machine allowed in this run. Empty without the floor's rows."""
         paced, b2b = self.row("project"), self.row("back_to_back")
         fl, fl_b2b, tg = self.row("floor"), self.row("floor_back_to_back"), self.row("torch-graph")
         if not (paced and b2b and fl and fl_b2b):
             return {}
 
-        def verdict(q: str, floor_paced: float, aside: str, target: float, base: float) -> str:
-            allowed = target * base
-            return (f"the bare round trip paced: {q} {floor_paced:.1f} us{aside} against the {allowed:.1f} us the "
-                    f"target allows the project ({target:g} x {base:.1f})"
-                    + (": **the target is below what this machine allowed in this run**" if floor_paced > allowed
-                       else ": the floor is within it"))
+        def check(q: str, floor_us: float, target: float, base_us: float, **beside: float) -> dict[str, Any]:
+            allowed = target * base_us
+            return {"quantile": q, "floor_us": floor_us, **beside, "target": target, "base_us": base_us,
+                    "allowed_us": allowed, "below_machine": floor_us > allowed}
 
         out = {}
         if tg:  # the same test against PyTorch + graph's paced p99 (a hiccup of the host adds the same us to both)
-            out["torch"] = verdict("p99", fl.figures.p99, "", TORCH_TARGET, tg.figures.p99)
+            out["torch"] = check("p99", fl.figures.p99, TORCH_TARGET, tg.figures.p99)
         for q, target in (("p50", P50_TARGET), ("p99", P99_TARGET)):
-            floor_paced, floor_b2b = getattr(fl.figures, q), getattr(fl_b2b.figures, q)
-            out[q] = verdict(q, floor_paced, f" (back to back {floor_b2b:.1f}: {floor_paced / floor_b2b:.2f}x)",
-                             target, getattr(b2b.figures, q))
+            out[q] = check(q, getattr(fl.figures, q), target, getattr(b2b.figures, q),
+                           floor_back_to_back_us=getattr(fl_b2b.figures, q))
         return out
+
+    def floor_verdicts(self) -> dict[str, str]:
+        """floor_checks() in words: ``target -> sentence``."""
+        out = {}
+        for key, c in self.floor_checks().items():
+            aside = "" if "floor_back_to_back_us" not in c else (
+                f" (back to back {c['floor_back_to_back_us']:.1f}: {c['floor_us'] / c['floor_back_to_back_us']:.2f}x)")
+            out[key] = (f"the bare round trip paced: {c['quantile']} {c['floor_us']:.1f} us{aside} against the "
+                        f"{c['allowed_us']:.1f} us the target allows the project ({c['target']:g} x {c['base_us']:.1f})"
+                        + (": **the target is below what this machine allowed in this run**" if c["below_machine"]
+                           else ": the floor is within it"))
+        return out
+
+    TARGETS = ((f"paced p50 <= {P50_TARGET:g}x back to back", "paced_over_back_to_back_p50", P50_TARGET),
+               (f"paced p99 <= {P99_TARGET:g}x back to back", "paced_over_back_to_back_p99", P99_TARGET),
+               (f"paced p99 <= {TORCH_TARGET:g}x PyTorch + CUDA graph paced", "paced_over_torch_graph_p99",
+                TORCH_TARGET))
 
     def targets(self) -> list[tuple[str, bool | None, str]]:
         r = self.ratios()
         out = []
-        for name, key, target in ((f"paced p50 <= {P50_TARGET:g}x back to back", "paced_over_back_to_back_p50", P50_TARGET),
-                                  (f"paced p99 <= {P99_TARGET:g}x back to back", "paced_over_back_to_back_p99", P99_TARGET),
-                                  (f"paced p99 <= {TORCH_TARGET:g}x PyTorch + CUDA graph paced",
-                                   "paced_over_torch_graph_p99", TORCH_TARGET)):
+        for name, key, target in self.TARGETS:
             v = r.get(key)
             out.append((name, None if v is None else v <= target, "not measured" if v is None else f"{v:.2f}x"))
         return out
@@ -223,7 +237,10 @@ class CadenceReport:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ratios"] = self.ratios()
-        d["targets"] = [{"name": n, "met": m, "detail": t} for n, m, t in self.targets()]
+        ratios = d["ratios"]
+        d["targets"] = [{"name": n, "key": key, "target": target, "ratio": ratios.get(key), "met": m, "detail": t}
+                        for (n, m, t), (_, key, target) in zip(self.targets(), self.TARGETS)]
+        d["floor_checks"] = self.floor_checks()
         d["floor_verdicts"] = self.floor_verdicts()
         return d
 
@@ -571,7 +588,7 @@ def run_cadence(pipeline: "Pipeline", *, backend: str | None = None, blocks: int
             try:
                 base = build_baseline(name, p, chain)
             except BaselineSkipped as exc:
-                row.status, row.reason = "skipped", str(exc)
+                row.status, row.reason, row.reason_code = "skipped", str(exc), exc.code
                 continue
             except Exception as exc:  # a baseline that breaks is reported, not fatal
                 row.status, row.reason = "failed", f"{type(exc).__name__}: {exc}"
