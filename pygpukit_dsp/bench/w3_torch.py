@@ -38,7 +38,7 @@ def torch_rows(report: ContentionReport, bench: ContentionBench, c1: "SpecChain"
         torch_w3 = TorchW3(bench.realtime, c1, bench.throughput, c2)
     except BaselineSkipped as exc:
         for r in rows.values():
-            r.status, r.reason = "skipped", str(exc)
+            r.status, r.reason, r.reason_code = "skipped", str(exc), exc.code
         return
     except Exception as exc:  # a baseline that breaks is reported, not fatal
         for r in rows.values():

@@ -1,8 +1,6 @@
 """W3's timing loops and load (pygpukit_dsp/bench/w3_pacing.py, w3_pumps.py): W1 paced at its
 period, the feed of W1's input, the timed blocks' segments, the W2 pump."""
 
-import time
-
 import numpy as np
 import pytest
 
@@ -10,31 +8,67 @@ from pygpukit_dsp.bench.w3_pacing import W1_CHECK_BLOCKS, Feed, paced_w1, split_
 from pygpukit_dsp.bench.w3_pumps import Pump, start_pump, wait_started
 
 
-def test_paced_loop_keeps_the_period_times_each_block_and_keeps_the_last_outputs():
+class _Clock:
+    """The paced loop's clock in these tests (w3_pacing.time): it moves only when the loop sleeps
+    (a sleep of 0, one spin turn, 1 us) or a fake W1 block runs, so that the schedule is the
+    loop's arithmetic, not this host's speed."""
+
+    SPIN_TURN_NS = 1_000
+
+    def __init__(self):
+        self.now = 10_000_000
+
+    def perf_counter_ns(self):
+        return self.now
+
+    def thread_time_ns(self):
+        return 0
+
+    def sleep(self, s):
+        self.now += round(s * 1e9) if s > 0 else self.SPIN_TURN_NS
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    from pygpukit_dsp.bench import w3_pacing
+
+    c = _Clock()
+    monkeypatch.setattr(w3_pacing, "time", c)
+    return c
+
+
+def test_paced_loop_keeps_the_period_times_each_block_and_keeps_the_last_outputs(clock):
     inputs = [np.full((1, 4), i, np.float32) for i in range(4)]
     calls = []
+    start = clock.now
 
     def process(x):
-        calls.append(time.perf_counter_ns())
+        calls.append(clock.now)
+        clock.now += 100_000  # the block's own 100 us
         return x * 2
 
     period = 2_000_000
     run = paced_w1(process, inputs, warmup=3, blocks=9, period_ns=period)
-    assert len(calls) == 12 and run.lat_ns.shape == (9,) and (run.lat_ns > 0).all()
-    # blocks go at their own arrival times: the typical gap is one period (a late wake-up
-    # shortens the gap after it, so neither the mean nor the shortest gap shows the clock)
-    assert np.median(np.diff(calls)) >= period * 0.95
+    assert len(calls) == 12 and run.lat_ns.tolist() == [100_000] * 9
+    # every block goes at its own arrival time, one period after the one before
+    assert calls == [start + (i + 1) * period for i in range(12)]
     assert [float(o[0, 0]) for o in run.outputs] == [2 * (i % 4) for i in range(6, 12)]
-    assert 0 <= calls[3] - run.t_start < period and run.t_end >= calls[-1]
+    assert run.t_start == calls[3] and run.t_end == calls[-1] + 100_000 and run.overruns == 0
+    assert run.starts.tolist() == calls[3:]
 
 
-def test_paced_loop_counts_blocks_slower_than_a_period():
+def test_paced_loop_counts_blocks_slower_than_a_period(clock):
+    arrived = []
+
     def slow(x):
-        time.sleep(0.003)
+        arrived.append(clock.now)
+        clock.now += 3_000_000
         return x
 
     run = paced_w1(slow, [np.zeros((1, 1))], warmup=0, blocks=6, period_ns=1_000_000)
     assert run.overruns == 6
+    # a block longer than a period: the next one (already arrived) goes at once
+    assert np.diff(arrived).tolist() == [3_000_000] * 5 and run.lat_ns.tolist() == [3_000_000] * 6
 
 
 def test_the_feed_keeps_each_output_without_copying_it_inside_the_timed_call():

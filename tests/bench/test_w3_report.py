@@ -46,52 +46,59 @@ def test_targets_met():
     assert rep.w1_p99_ratio("project_solo") is None and rep.w1_p99_ratio("torch_high") is None
     verdicts = rep.targets()
     assert [t.met for t in verdicts] == [True, True, True]
-    assert "1.33x: 80.0 / 60.0 us" in verdicts[0].detail
-    assert "0 of 3000 blocks" in verdicts[1].detail and "1 ms" in verdicts[1].name
-    assert "73.3%: 200.0 / 273.0 Gsamples/s" in verdicts[2].detail
+    assert [t.key for t in verdicts] == ["w1_p99_load_over_solo", "w1_misses_under_load", "w2_kept"]
+    assert [t.limit for t in verdicts] == [1.5, 0, 0.70]
+    assert verdicts[0].value == pytest.approx(80 / 60) and verdicts[1].value == 0
+    assert verdicts[2].value == pytest.approx(200 / 273)
 
 
 def test_targets_not_met_and_not_measured():
     assert [t.met for t in _report(load_p99=91.0, load_misses=2, load_w2=190e9).targets()] == [False, False, False]
     assert [t.met for t in _report(load_p99=90.0, load_w2=191.1e9).targets()] == [True, True, True]  # bounds
     rep = _report(load_status="failed")
-    assert [t.met for t in rep.targets()] == [None, None, None]
-    assert "not measured" in rep.markdown()
+    assert [t.met for t in rep.targets()] == [None, None, None] and [t.value for t in rep.targets()] == [None] * 3
+    assert rep.process_miss_target() is None  # nothing sorted by cause
 
 
-def test_markdown_table_targets_and_checks():
-    md = _report(load_misses=3).markdown()
-    assert "| run | W1 p50 us | W1 p99 us | W1 p99.9 us | W1 max us | W1 misses > 1000 us | W2 Gsamples/s " \
-           "| W1 p99 load/solo | W2 kept |" in md
-    assert "| pygpukit-dsp, W1 + W2 on one scheduler | 40.0 | 80.0 | 120.0 | 240.0 | 3 | 200.0 | 1.33x | 73.3% |" in md
-    assert "| pygpukit-dsp, alone | 30.0 | 60.0 | 90.0 | 180.0 | 0 | 273.0 |  |  |" in md
-    assert "| PyTorch, two streams, W1 high priority | | | | | | | | skipped: torch sees no CUDA GPU |" in md
-    assert "zero W1 deadline misses at 1 ms under load: **not met** (3 of 3000 blocks; alone 0)" in md
-    assert "W1 p99 under load <= 1.5x its solo p99: **met**" in md
-    assert "Outputs: all checks passed" in md
-    assert "- pygpukit-dsp, W1 + W2 on one scheduler: p99 41.0 us, missed 0 of 3300" in md
+def test_the_report_s_rows_targets_and_checks():
+    rep = _report(load_misses=3)
+    assert "| run | W1 p50 us |" in rep.markdown()  # the table renders
+    d = json.loads(json.dumps(rep.to_dict()))
+    load = d["rows"][1]
+    assert (load["w1"]["p50"], load["w1"]["p99"], load["w1"]["misses"], load["w2_samples_per_s"]) == (40.0, 80.0, 3, 200e9)
+    assert d["ratios"]["project_load"]["w1_p99_load_over_solo"] == pytest.approx(80 / 60)
+    assert "project_solo" not in d["ratios"]  # the solo rows are what the others are compared with
+    skipped = d["rows"][4]
+    assert (skipped["status"], skipped["w1"], skipped["w2_samples_per_s"]) == ("skipped", None, None)
+    misses = d["targets"][1]
+    assert (misses["key"], misses["met"], misses["value"], misses["limit"]) == ("w1_misses_under_load", False, 3, 0)
+    assert d["targets"][0]["met"] is True and d["checks_passed"] is True
+    assert d["rows"][1]["extra"]["scheduler_w1"] == {"latency": {"p99": 41_000}, "missed": 0, "submitted": 3300}
 
 
-def test_markdown_lists_the_process_s_misses_with_their_facts():
+def test_misses_the_process_is_blamed_for_are_a_verdict_beside_the_targets():
     rep = _report(load_misses=2)
     rep.row("project_load").extra["miss_causes"] = {
         "misses": 2, "host_stall": 0, "host_slow": 1, "process": 1, "process_late_back": 1, "process_gc": 0,
         "probe_gaps": 3, "gc_collections": 4, "gc_max_us": 310.0,
         "blocks": [{"index": 7, "cause": "host_slow"},
                    {"index": 9, "cause": "process", "back_late_us": 1210.5, "gc_us": 0.0, "gpu_us": 14.2}]}
-    md = rep.markdown()
-    assert "- pygpukit-dsp, W1 + W2 on one scheduler: 2 misses: 0 host stalls, 1 host slowdowns, 1 the process's" in md
-    assert "of the process's: 1 came back from the paced sleep >= 100 us late, 0 had the garbage collector" in md
-    assert "block 9 1210.5 / 0 / 14.2" in md and "block 7" not in md.split("of the process's")[1]
-    assert "garbage collections during the interleaved run: 4, the longest 310 us" in md
+    pt = rep.process_miss_target()
+    assert (pt.key, pt.met, pt.value, pt.limit) == ("w1_process_misses_under_load", False, 1, 0)
+    d = json.loads(json.dumps(rep.to_dict()))
+    assert d["process_miss_target"]["met"] is False and d["process_miss_target"]["value"] == 1
+    assert "| run |" in rep.markdown()  # the causes render beside the table
+    rep.row("project_load").extra["miss_causes"].update(host_slow=2, process=0, blocks=[])
+    assert rep.process_miss_target().met is True
 
 
-def test_a_failed_check_shows_in_the_report():
+def test_a_failed_check_fails_the_report():
     rep = _report()
     rep.checks.append(OutputCheck("PyTorch w1 = pygpukit-dsp", 0.5, 2e-3, False, project=False))
     assert not rep.checks_passed
-    md = rep.markdown()
-    assert "**CHECK FAILED**" in md and "rel err 5.0e-01 (tolerance 2e-03) FAILED" in md
+    d = rep.to_dict()
+    assert d["checks_passed"] is False
+    assert [(c["ok"], c["project"], c["max_rel_err"]) for c in d["checks"]] == [(True, True, 0.0), (False, False, 0.5)]
 
 
 def test_json_has_rows_targets_ratios_and_checks():
