@@ -77,6 +77,11 @@ class Breakdown:
     gpu: PhaseFigures | None   # device time of the block (scheduled blocks' events), if recorded
     deadline_us: float | None = None
     over: list[OverBlock] = field(default_factory=list)  # every block over deadline_us
+    gpu_blocks: int = 0        # the blocks with device time (a dispatcher times a sample of them)
+
+    def over_by_phase(self) -> dict[str, int]:
+        """The blocks over the deadline counted by their largest phase."""
+        return dict(sorted(Counter(o.largest for o in self.over).items()))
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -144,7 +149,7 @@ def breakdown(trace: Mapping[str, np.ndarray], py_start: np.ndarray, py_end: np.
             over.append(OverBlock(int(i), float(total[i]) / 1e3, us, max(us, key=us.__getitem__),
                                   float(cols["gpu_ns"][i]) / 1e3 if timed[i] else None))
     return Breakdown(n, k, phases, figures("total", total), gpu,
-                     deadline_ns / 1e3 if deadline_ns is not None else None, over)
+                     deadline_ns / 1e3 if deadline_ns is not None else None, over, int(timed.sum()))
 
 
 def markdown(title: str, b: Breakdown) -> list[str]:
@@ -162,7 +167,6 @@ def markdown(title: str, b: Breakdown) -> list[str]:
             lines.append(f"- block {o.index}: {o.total_us:.1f} us, most in {o.largest} "
                          f"({o.phases_us[o.largest]:.1f} us){gpu}; {spans}")
         if len(b.over) > MAX_OVER_LISTED:
-            largest = Counter(o.largest for o in b.over)
             lines.append(f"- ... {len(b.over) - MAX_OVER_LISTED} more; largest phase of all "
-                         f"{len(b.over)}: " + ", ".join(f"{k} {v}" for k, v in sorted(largest.items())))
+                         f"{len(b.over)}: " + ", ".join(f"{k} {v}" for k, v in b.over_by_phase().items()))
     return lines

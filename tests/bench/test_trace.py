@@ -37,9 +37,8 @@ def test_phases_sum_to_the_callers_latency_and_the_tail_names_its_phase():
     assert gpu_seen.tail_mean_us == pytest.approx((501 + 1) / 2)  # the slow block and one other
     assert sum(p.tail_mean_us for p in b.phases) == pytest.approx(b.total.tail_mean_us)
     assert b.total.p50_us == pytest.approx(8.0)
-    assert b.gpu is not None and b.gpu.p50_us == pytest.approx(0.7)
-    text = "\n".join(markdown("W1", b))
-    assert "| GPU + seen | 1.0 |" in text and "| total |" in text and "GPU time (events)" in text
+    assert b.gpu is not None and b.gpu.p50_us == pytest.approx(0.7) and b.gpu_blocks == 200
+    assert "| phase | p50 us |" in "\n".join(markdown("W1", b))  # the table renders
 
 
 def test_takes_the_last_records_and_leaves_out_untimed_calls():
@@ -53,7 +52,8 @@ def test_takes_the_last_records_and_leaves_out_untimed_calls():
 def test_no_gpu_row_for_blocks_without_device_time():
     cols, start, end = _trace(10)
     cols["gpu_ns"][:] = 0
-    assert breakdown(cols, start, end).gpu is None
+    b = breakdown(cols, start, end)
+    assert b.gpu is None and b.gpu_blocks == 0
 
 
 def test_the_gpu_row_covers_the_timed_blocks_when_a_dispatcher_timed_a_sample():
@@ -61,8 +61,8 @@ def test_the_gpu_row_covers_the_timed_blocks_when_a_dispatcher_timed_a_sample():
     cols["gpu_ns"][:] = 0
     cols["gpu_ns"][::8] = 900  # CudaDispatch.time_every: one block in 8 timed
     b = breakdown(cols, start, end)
-    assert b.gpu is not None and b.gpu.p50_us == pytest.approx(0.9) and "2 blocks timed" in b.gpu.name
-    assert "| GPU time (events; 2 blocks timed) | 0.9 |" in "\n".join(markdown("t", b))
+    assert b.gpu is not None and b.gpu.p50_us == pytest.approx(0.9) and b.gpu_blocks == 2 and b.blocks == 16
+    assert b.to_dict()["gpu_blocks"] == 2
 
 
 def test_mismatched_stamps_are_refused():
@@ -109,15 +109,16 @@ def test_blocks_over_the_deadline_are_listed_with_their_largest_phase():
     assert [o.largest for o in b.over] == ["GPU + seen", "hand-over"]
     assert b.over[0].total_us == pytest.approx(508.0) and b.over[0].phases_us["GPU + seen"] == pytest.approx(501.0)
     assert b.over[1].gpu_us == pytest.approx(0.7)
-    text = "\n".join(markdown("W3", b))
-    assert "Blocks over the 200 us deadline: 2:" in text
-    assert "- block 30: 308.0 us, most in hand-over (301.0 us)" in text
-    assert breakdown(cols, start, end).over == [] and "deadline" not in "\n".join(markdown("W1", breakdown(cols, start, end)))
+    assert b.over[1].total_us == pytest.approx(308.0) and b.over[1].phases_us["hand-over"] == pytest.approx(301.0)
+    assert b.over_by_phase() == {"GPU + seen": 1, "hand-over": 1}
+    assert "| phase |" in "\n".join(markdown("W3", b))
+    # without a deadline: no block is over one
+    bare = breakdown(cols, start, end)
+    assert bare.over == [] and bare.deadline_us is None
 
 
 def test_many_blocks_over_the_deadline_are_summed_up_by_phase():
     cols, start, end = _trace(30)
     b = breakdown(cols, start, end, deadline_ns=5_000)  # every block (8 us) is over
-    text = "\n".join(markdown("W3", b))
-    assert len(b.over) == 30 and text.count("- block ") == 10
-    assert "- ... 20 more; largest phase of all 30:" in text
+    assert len(b.over) == 30 and b.over_by_phase() == {"python in": 30}  # every phase 1 us: the first named
+    assert "| phase |" in "\n".join(markdown("W3", b))  # the table renders; the list is cut at MAX_OVER_LISTED
