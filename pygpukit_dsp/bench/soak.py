@@ -222,31 +222,49 @@ class SoakReport:
                 g.update({f"{key}_start_mib": va / MIB, f"{key}_end_mib": vb / MIB})
         return g
 
-    def verdict(self) -> str:
-        """"no growth" when the RSS slope is within the noise threshold and descriptors, threads and
-        the engine pool held steady; else what grew."""
+    def grew(self) -> list[str] | None:
+        """What grew over the steady samples: ``rss`` when the RSS slope is over the
+        noise threshold, ``fds`` / ``threads`` when they rose, ``device_pool`` when the engine
+        pool's reserved bytes rose by more than the noise. [] : no growth; None: too few samples
+        after the warm-up to fit a slope."""
         g = self.growth()
         slope, limit = g.get("rss_slope_mib_h"), g.get("threshold_mib_h")
         if slope is None or limit is None:
-            return f"too few samples after the warm-up to fit a slope ({g['steady_samples']})"
-        grew = []
-        if slope > limit:
-            grew.append(f"RSS grew {slope:.1f} MiB/h")
-        for what, key in (("open fds", "fds"), ("threads", "threads")):
-            if g[f"{key}_end"] > g[f"{key}_start"]:
-                grew.append(f"{what} grew {g[f'{key}_start']} -> {g[f'{key}_end']}")
+            return None
+        out = ["rss"] if slope > limit else []
+        out += [key for key in ("fds", "threads") if g[f"{key}_end"] > g[f"{key}_start"]]
         if "pool_reserved_start_mib" in g and \
                 g["pool_reserved_end_mib"] - g["pool_reserved_start_mib"] > self.noise_mib:
-            grew.append(f"device pool grew {g['pool_reserved_start_mib']:.1f} -> "
-                        f"{g['pool_reserved_end_mib']:.1f} MiB")
+            out.append("device_pool")
+        return out
+
+    def verdict_code(self) -> str:
+        """``no_growth``, ``growth`` (grew() says of what) or ``too_few_samples``."""
+        grew = self.grew()
+        return "too_few_samples" if grew is None else "growth" if grew else "no_growth"
+
+    def verdict(self) -> str:
+        """grew() in words: "no growth" when the RSS slope is within the noise threshold and
+        descriptors, threads and the engine pool held steady; else what grew."""
+        g, grew = self.growth(), self.grew()
+        if grew is None:
+            return f"too few samples after the warm-up to fit a slope ({g['steady_samples']})"
+        words = {"rss": lambda: f"RSS grew {g['rss_slope_mib_h']:.1f} MiB/h",
+                 "fds": lambda: f"open fds grew {g['fds_start']} -> {g['fds_end']}",
+                 "threads": lambda: f"threads grew {g['threads_start']} -> {g['threads_end']}",
+                 "device_pool": lambda: (f"device pool grew {g['pool_reserved_start_mib']:.1f} -> "
+                                         f"{g['pool_reserved_end_mib']:.1f} MiB")}
         if grew:
-            return "; ".join(grew)
-        return f"no growth (RSS slope {slope:+.1f} MiB/h; above {limit:.1f} MiB/h would be growth)"
+            return "; ".join(words[k]() for k in grew)
+        return (f"no growth (RSS slope {g['rss_slope_mib_h']:+.1f} MiB/h; above {g['threshold_mib_h']:.1f} MiB/h "
+                "would be growth)")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["block_period_s"] = self.block_period_s
         d["growth"] = self.growth()
+        d["verdict_code"] = self.verdict_code()
+        d["grew"] = self.grew()
         d["verdict"] = self.verdict()
         return d
 
