@@ -136,6 +136,9 @@ class LinkReport:
     machine: str
     rows: list[LinkRow]
     notes: list[str] = field(default_factory=list)
+    # the last pygpukit-dsp round's link figures: receiver_dropped (samples), receiver_dropped_blocks,
+    # sender_stalls and sender_stall_ms (waiting at the high-water mark)
+    last_round: dict[str, Any] = field(default_factory=dict)
 
     def row(self, key: str) -> LinkRow | None:
         return next((r for r in self.rows if r.key == key), None)
@@ -180,6 +183,7 @@ class LinkReport:
         d = asdict(self)
         d["ratio"] = self.ratio
         d["ratio_target"] = RATIO_TARGET
+        d["ratio_met"] = None if self.ratio is None else self.ratio >= RATIO_TARGET
         for r, row in zip(d["rows"], self.rows):
             r["samples_per_s"] = row.samples_per_s
         return d
@@ -395,15 +399,20 @@ def run_link(bench: LinkBench, *, blocks: int | None = None, warmup: int | None 
              f"(push, hwm {send.sink.params.hwm}); receiver: zmq source (hwm {recv.source.params.hwm}) -> "
              f"{len(recv.stages)} stage(s) on {recv.backend} -> a timing sink in place of its "
              f"'{getattr(recv.sink, 'type', None)}' sink. The bare loop uses the same high-water marks."]
+    last: dict[str, Any] = {}
     if extra:
         r_stats, s_stats = extra.get("receiver", {}), extra.get("sender", {})
-        notes.append(f"Last pygpukit-dsp round: receiver dropped {r_stats.get('dropped', 0)} samples "
-                     f"({r_stats.get('dropped_blocks', 0)} blocks); sender stalls {s_stats.get('stalls', 0)} "
-                     f"({s_stats.get('stall_ms', 0)} ms waiting at the high-water mark).")
+        last = {"receiver_dropped": r_stats.get("dropped", 0),
+                "receiver_dropped_blocks": r_stats.get("dropped_blocks", 0),
+                "sender_stalls": s_stats.get("stalls", 0), "sender_stall_ms": s_stats.get("stall_ms", 0)}
+        notes.append(f"Last pygpukit-dsp round: receiver dropped {last['receiver_dropped']} samples "
+                     f"({last['receiver_dropped_blocks']} blocks); sender stalls {last['sender_stalls']} "
+                     f"({last['sender_stall_ms']} ms waiting at the high-water mark).")
     return LinkReport(sender=send.name, receiver=recv.name, spec=out.describe(), message_bytes=nbytes,
                       samples_per_block=samples_per_block,
                       endpoint=s.transport + (" 127.0.0.1" if s.transport == "tcp" else " under /tmp"),
-                      settings=s.model_dump(), machine=machine, rows=[rows["project"], rows["bare"]], notes=notes)
+                      settings=s.model_dump(), machine=machine, rows=[rows["project"], rows["bare"]], notes=notes,
+                      last_round=last)
 
 
 # ----------------------------------------------------------------------------- the sending process
