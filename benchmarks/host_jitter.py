@@ -95,7 +95,7 @@ def run_case(name: str, seconds: float, threshold_ns: int, *, cpu: int | None = 
         for p in procs:
             p.join(2)
     steal1, thr1 = _steal_ticks(), _throttle()
-    res["case"] = name
+    res.update(case=name, cpu=cpu, fifo=fifo, spinners=spinners)  # the label, and what it is made of
     if steal0 is not None and steal1 is not None:
         res["steal_ms_all_cpus"] = (steal1 - steal0) * 1000 // os.sysconf("SC_CLK_TCK")
     res["throttled"] = {k: thr1.get(k, 0) - thr0.get(k, 0) for k in thr1}

@@ -16,9 +16,10 @@ def test_probe_reports_each_case_with_its_gaps(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["host"]["cpus_online"] >= 1 and data["host"]["cpus_allowed"]
-    names = [c["case"] for c in data["cases"]]
-    assert names[0] == "default" and names[1].startswith("pinned to cpu") and "1 spinners beside" in names[2]
-    assert len(names) == 4 if data["host"]["sched_fifo_allowed"] else len(names) == 3
+    last = data["host"]["cpus_allowed"][-1]
+    setups = [(c["cpu"], c["fifo"], c["spinners"]) for c in data["cases"]]
+    assert setups[:3] == [(None, False, 0), (last, False, 0), (None, False, 1)]
+    assert setups[3:] == ([(last, True, 1)] if data["host"]["sched_fifo_allowed"] else [])
     for c in data["cases"]:
         assert c["gaps"] >= c["over_100us"] >= c["over_500us"] >= c["over_1ms"] >= 0
         assert c["max_us"] >= 0 and c["stalled_ms"] >= 0
