@@ -122,7 +122,7 @@ def test_fake_calibration_is_cached_per_gpu_and_driver_and_redone_by_calibrate(f
     assert measured["gpu_name"] == "Fake GPU" and measured["driver"] and measured["streams"] == 64
     assert measured["dispatch_ns"] > 0 and measured["hold_ns"] > 0 and measured["blocks"] > 0
     assert len(measured["hold_windows_ns"]) == measured["windows"] == 5
-    assert measured["hold_ns"] == sorted(measured["hold_windows_ns"])[2]  # their median
+    assert measured["hold_ns"] == min(measured["hold_windows_ns"])  # the least of them
     path = Path(measured["path"])
     assert path.parent == tmp_path / "calibration" and "Fake-GPU" in path.name and "driver-" in path.name
     assert json.loads(path.read_text())["dispatch_ns"] == measured["dispatch_ns"]
