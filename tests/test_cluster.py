@@ -1,4 +1,4 @@
-"""Placement on Ray actors (issue 14, item 4): ``gk-stream run FILE --cluster ray``.
+"""Placement on Ray actors: ``gk-stream run FILE --cluster ray``.
 
 The logic (links, start order, resources, the endpoint resolver, the missing extra) is tested
 without Ray. The end-to-end tests (marked ``cluster``) each start a local Ray instance in a

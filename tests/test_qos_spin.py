@@ -1,4 +1,4 @@
-"""qos.spin_us (issue 13): a clock-paced source spins the last spin_us before each block instead
+"""qos.spin_us: a clock-paced source spins the last spin_us before each block instead
 of sleeping to it; the default is 200 us for realtime streams and 0 (a plain sleep) otherwise."""
 from __future__ import annotations
 

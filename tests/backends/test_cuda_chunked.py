@@ -1,4 +1,4 @@
-"""Chunked blocks (issue 4): the throughput ops split a full block into units (Op::units /
+"""Chunked blocks: the throughput ops split a full block into units (Op::units /
 Op::enqueue_units) and any split of the units into consecutive chunks gives the full block's
 result, streaming state included.
 
@@ -15,7 +15,7 @@ Tolerances (relative Frobenius error unless "exact"):
 * 1e-5: cuFFT and cuBLAS paths (a unit's plan / gemm has another batch or width);
 * against the CPU: 1e-5, 1e-4 for averaged power spectra (as the per-op tests).
 
-Issue 13 gave units to the ops that ran as one chunk (the end of this file): sos (sample ranges;
+Units were later given to the ops that ran as one chunk (the end of this file): sos (sample ranges;
 the chunked form's steps over chunk groups), resample (output samples), channelizer (output
 frames: another cuFFT batch, 1e-5), gain (floats), delay (channels), kernel (channels, with
 ``split: channels``) and fir_mix (time tiles); all but the channelizer bit-identical.
@@ -296,7 +296,7 @@ def test_fir_then_mix_unfused_split_across_ops():
 
 
 # ---------------------------------------------------------------------------------------------
-# issue 13: the ops that ran as one chunk
+# the ops that ran as one chunk
 
 @pytest.mark.parametrize("complex_", [False, True])
 def test_gain_splits_over_floats(complex_: bool):

@@ -1,4 +1,4 @@
-"""Pacing units of the ops that ran as one chunk until issue 13 (sos, resample, channelizer, gain,
+"""Pacing units of the ops that once ran as one chunk (sos, resample, channelizer, gain,
 delay, kernel, fir_mix): the scheduler can now split a throughput block of any of them, so that
 it yields to realtime blocks.
 

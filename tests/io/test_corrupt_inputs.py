@@ -1,4 +1,4 @@
-"""Corrupt, truncated and empty input files (issue 12, "Bad input, fuzzed"): a ConfigError naming the
+"""Corrupt, truncated and empty input files ("Bad input, fuzzed"): a ConfigError naming the
 file when it is opened, a StreamFault naming the file when the damage shows while reading, and from
 gk-stream exit 2 or 1 with that message and no traceback."""
 

@@ -1,4 +1,4 @@
-"""The YAML loader, fuzzed (issue 12, "Bad input, fuzzed").
+"""The YAML loader, fuzzed ("Bad input, fuzzed").
 
 Whole pipeline documents are generated (every top-level key, with plausible and adversarial values:
 NaN, inf, negative, huge, wrong types, unknown keys and stage types), and the example files in

@@ -1,4 +1,4 @@
-"""Every stage's parameters, fuzzed (issue 12, "Bad input, fuzzed").
+"""Every stage's parameters, fuzzed ("Bad input, fuzzed").
 
 For every registered stage type (new ones are covered automatically) hypothesis draws a parameter
 mapping from the stage's pydantic ``Params`` (plausible and adversarial values: NaN, inf, negative,
