@@ -26,17 +26,21 @@ def own_load(when: dict[str, Any], gpu_busy: float | None, cpu_cores: float | No
     every CPU busy slows its own copies."""
     if not when.get("list"):
         return
+    # which load it was (``own_load`` on each episode it made the process's; cause_note in words)
     if gpu_busy is not None and gpu_busy >= GPU_FULL:
+        load: dict[str, Any] = {"by": "gpu_busy", "value": gpu_busy}
         note = f"GPU {gpu_busy:.0%} busy: the run's own load"
     elif dispatcher_busy is not None and dispatcher_busy >= DISPATCHER_FULL:
+        load = {"by": "dispatcher_busy", "value": dispatcher_busy}
         note = f"the dispatcher's lock held {dispatcher_busy:.0%} of the time: the run's own load"
     elif cpu_cores is not None and cores and cpu_cores >= CPU_FULL * cores:
+        load = {"by": "cpu_cores", "value": cpu_cores, "of": cores}
         note = f"the process used {cpu_cores:.1f} of {cores} CPUs: the run's own load"
     else:
         return
     for ep in when["list"]:
         if ep["cause"] != "process":
-            ep["cause"], ep["cause_note"] = "process", note
+            ep["cause"], ep["cause_note"], ep["own_load"] = "process", note, dict(load)
     total = sum(when.get("by_cause", {}).values())  # every episode's misses (the list keeps the 12 largest)
     when["by_cause"] = {c: (total if c == "process" else 0) for c in EPISODE_CAUSES}
 

@@ -76,6 +76,13 @@ class Prediction:
     overlap: dict[str, float] = field(default_factory=dict)       # N -> blocks on the GPU at once there (RehearsalRun.overlap)
     reach_us: dict[str, float] = field(default_factory=dict)      # N -> the rehearsal's latency tail within the policy's tail_horizon_s
 
+    def deciding(self, key: str) -> list[int]:
+        """The rehearsals that decided the N admitted at deadline ``key``: that N (where it was
+        rehearsed) and the least N above it that was rehearsed (and refused)."""
+        costs, n = self.rehearsed_us.get(key, {}), self.streams.get(key)
+        above = sorted(int(m) for m in costs if n is not None and int(m) > n)
+        return ([n] if str(n) in costs else []) + above[:1]
+
 
 @dataclass
 class CapacityReport:
@@ -170,63 +177,185 @@ class CapacityReport:
                               "fraction": n / held_p}
         return out
 
-    def _no_verdict_line(self, deadline_ms: float) -> str | None:
+    def no_verdict(self, deadline_ms: float) -> dict[str, Any] | None:
         """The Session's prediction at a deadline where no confirmation run held, counting every
-        miss or only the process's: each confirmed N's misses, their episodes and the process's
-        share (misses at every N alike are not where a capacity begins)."""
+        miss or only the process's: ``predicted``, and each confirmed N's ``misses``, their
+        ``episodes`` and the process's share (``process``; None where not sorted) in ``runs``
+        (misses at every N alike are not where a capacity begins). None: no prediction or no
+        confirmation run."""
+        key = deadline_key(deadline_ms)
         pred = next((p for p in self.predictions if p.how == "session"), None)
         runs = sorted((p for p in self.points if p.impl == "pygpukit-dsp" and p.phase == "confirm"
                        and p.status == "ok" and p.blocks > 0), key=lambda p: p.n)
-        if pred is None or not runs or deadline_key(deadline_ms) not in pred.streams:
+        if pred is None or not runs or key not in pred.streams:
+            return None
+        return {"predicted": pred.streams[key],
+                "runs": [{"n": p.n, "misses": p.misses.get(key, 0),
+                          "episodes": p.extra.get("misses_when_at", {}).get(key, {}).get("episodes"),
+                          "process": process_misses(p, deadline_ms)} for p in runs]}
+
+    def _no_verdict_line(self, deadline_ms: float) -> str | None:
+        nv = self.no_verdict(deadline_ms)
+        if nv is None:
             return None
 
-        def one(p: CapacityPoint) -> str:
-            when = p.extra.get("misses_when_at", {}).get(deadline_key(deadline_ms), {})
-            own = process_misses(p, deadline_ms)
-            eps = when.get("episodes")
-            return (f"N={p.n}: {p.misses.get(deadline_key(deadline_ms), 0)}" +
+        def one(r: dict[str, Any]) -> str:
+            eps = r["episodes"]
+            return (f"N={r['n']}: {r['misses']}" +
                     (f" in {eps} episode{'s' if eps != 1 else ''}" if eps is not None else "") +
-                    (f", {own} the process's" if own is not None else ""))
+                    (f", {r['process']} the process's" if r["process"] is not None else ""))
 
         return (f"- admission at {deadline_ms:.2f} ms (the Session's calibration and rehearsal, the streams' "
-                f"staggered phases declared): predicted {pred.streams[deadline_key(deadline_ms)]} streams; no confirmation "
-                f"run held at this deadline, counting every miss or the process's: " + "; ".join(one(p) for p in runs))
+                f"staggered phases declared): predicted {nv['predicted']} streams; no confirmation "
+                f"run held at this deadline, counting every miss or the process's: " + "; ".join(one(r) for r in nv["runs"]))
 
-    def targets(self) -> list[tuple[str, bool | None, str]]:
+    def target_records(self) -> list[dict[str, Any]]:
+        """The two targets: ``key`` (``streams``: TARGET_STREAMS W1 streams with zero misses at the
+        period over the confirmation; ``torch_ratio``: TARGET_RATIO x the streams PyTorch + CUDA
+        graph holds), ``met`` (None: not measured or undecided), ``value`` and ``limit``. The
+        streams target's ``floor``: where the project held fewer than the target, what the floor's
+        confirmation at TARGET_STREAMS says (``reading``: ``below_machine``, it missed: the target
+        was below what this machine allowed in this run; ``project_missed``: it held, the miss is
+        the project's; ``sweep_stopped``: it held, and the project missed nothing up to ``top``
+        streams, where its sweep stopped), else None. The ratio's ``torch_bound``: PyTorch held no
+        N over the confirmation, so it holds fewer than the smallest N it missed at (``n``,
+        ``where``: ``smallest_of_ladder``, ``confirm`` or ``coarse``) and the ratio is more than
+        ``bound``; else None."""
         d = deadline_key(self.deadlines_ms[0])
         h = self.headline().get(d, {})
         proj, ratio = h.get("pygpukit-dsp"), h.get("ratio")
         secs = self.settings.get("confirm_s", 0)
-        detail = "not measured" if proj is None else f"{proj} streams"
+        floor = None
         fv = self.floor_verdict()
         if fv is not None and (proj is None or proj < TARGET_STREAMS):
+            floor = {"n": fv["n"], "seconds": fv["seconds"], "misses": fv["misses"]}
             if fv["below_machine"]:
-                detail += (f"; the floor (bare round trips, no pipeline) missed {fv['misses']} blocks at "
-                           f"{fv['n']} streams over {fv['seconds']:g} s in this run: the target was below what this "
-                           "machine allowed in this run")
+                floor["reading"] = "below_machine"
             elif any(p.impl == "pygpukit-dsp" and p.status == "ok" and p.blocks > 0
                      and not p.zero_misses(self.deadlines_ms[0]) for p in self.points):
-                detail += (f"; the floor held {fv['n']} streams with zero misses over {fv['seconds']:g} s in this "
-                           "run: the miss is the project's")
+                floor["reading"] = "project_missed"
             else:
-                top = max((p.n for p in self.points if p.impl == "pygpukit-dsp" and p.status == "ok"), default=0)
-                detail += (f"; the floor held {fv['n']} streams with zero misses over {fv['seconds']:g} s in this "
-                           f"run, and the project missed nothing up to {top} streams, where its sweep stopped")
-        rdetail, rmet = ("not measured", None) if ratio is None else (f"{ratio:.2f}x", ratio >= TARGET_RATIO)
+                floor["reading"] = "sweep_stopped"
+                floor["top"] = max((p.n for p in self.points if p.impl == "pygpukit-dsp" and p.status == "ok"),
+                                   default=0)
+        rmet = None if ratio is None else ratio >= TARGET_RATIO
+        bound = None
         missed = self.torch_missed_smallest()
         if ratio is None and proj and h.get("torch-graph") is None and missed:
             # no N confirmed for PyTorch: it holds fewer than the smallest N it missed at
             n, phase = missed
             ladder = self.settings.get("torch_ladder") or []
-            where = "the smallest of its ladder" if ladder and n == ladder[0] else \
-                ("over the confirmation" if phase == "confirm" else "in the coarse sweep")
-            bound = proj / n
-            rdetail = (f"PyTorch + graph held no N over the confirmation (it missed at {n} streams, {where}; it "
-                       f"holds fewer): more than {proj}/{n} = {bound:.1f}x")
-            rmet = True if bound >= TARGET_RATIO else None
-        return [(f">= {TARGET_STREAMS} W1 streams with zero misses at {self.deadlines_ms[0]:.2f} ms over {secs:g} s",
-                 None if proj is None else proj >= TARGET_STREAMS, detail),
-                (f">= {TARGET_RATIO:g}x the streams PyTorch + CUDA graph holds", rmet, rdetail)]
+            bound = {"n": n, "where": "smallest_of_ladder" if ladder and n == ladder[0] else phase,
+                     "bound": proj / n, "project": proj}
+            rmet = True if bound["bound"] >= TARGET_RATIO else None
+        return [{"key": "streams",
+                 "name": f">= {TARGET_STREAMS} W1 streams with zero misses at {self.deadlines_ms[0]:.2f} ms over {secs:g} s",
+                 "met": None if proj is None else proj >= TARGET_STREAMS, "value": proj, "limit": TARGET_STREAMS,
+                 "floor": floor},
+                {"key": "torch_ratio", "name": f">= {TARGET_RATIO:g}x the streams PyTorch + CUDA graph holds",
+                 "met": rmet, "value": ratio, "limit": TARGET_RATIO, "torch_bound": bound}]
+
+    def targets(self) -> list[tuple[str, bool | None, str]]:
+        """target_records() as (name, met, detail in words)."""
+        streams, torch = self.target_records()
+        detail = "not measured" if streams["value"] is None else f"{streams['value']} streams"
+        f = streams["floor"]
+        if f is not None:
+            detail += {"below_machine": f"; the floor (bare round trips, no pipeline) missed {f['misses']} blocks at "
+                                        f"{f['n']} streams over {f['seconds']:g} s in this run: the target was below "
+                                        "what this machine allowed in this run",
+                       "project_missed": f"; the floor held {f['n']} streams with zero misses over {f['seconds']:g} s "
+                                         "in this run: the miss is the project's",
+                       "sweep_stopped": f"; the floor held {f['n']} streams with zero misses over {f['seconds']:g} s "
+                                        f"in this run, and the project missed nothing up to {f.get('top')} streams, "
+                                        "where its sweep stopped"}[f["reading"]]
+        b = torch["torch_bound"]
+        if b is not None:
+            where = {"smallest_of_ladder": "the smallest of its ladder", "confirm": "over the confirmation",
+                     "coarse": "in the coarse sweep"}[b["where"]]
+            rdetail = (f"PyTorch + graph held no N over the confirmation (it missed at {b['n']} streams, {where}; it "
+                       f"holds fewer): more than {b['project']}/{b['n']} = {b['bound']:.1f}x")
+        else:
+            rdetail = "not measured" if torch["value"] is None else f"{torch['value']:.2f}x"
+        return [(streams["name"], streams["met"], detail), (torch["name"], torch["met"], rdetail)]
+
+    def aligned_verdict(self) -> dict[str, Any] | None:
+        """Admission at the shortest deadline against the ALIGNED runs (every phase 0: all blocks
+        released at once), judged against SESSION_ALIGNED's prediction where there is one (how the
+        Session rehearses streams that declare no phase), else the session's (``how``):
+        admission_verdict()'s keys; where no aligned N held over its confirmation, ``held`` is None
+        and ``missed`` the least aligned N that missed (``verdict`` "later" when the prediction
+        admits it). None: nothing to judge."""
+        d = min(self.deadlines_ms)
+        how = SESSION_ALIGNED if any(p.how == SESSION_ALIGNED for p in self.predictions) else "session"
+        v = self.admission_verdict(d, how=how, impl=ALIGNED)
+        missed = sorted(p.n for p in self.points if p.impl == ALIGNED and p.status == "ok" and p.blocks > 0
+                        and not p.zero_misses(d))
+        if v is not None:
+            v = {**v, "how": how, "deadline_ms": d}
+            if v["held"] is None:
+                v["missed"] = missed[0] if missed else None
+            return v
+        pred = next((p for p in self.predictions if p.how == how), None)
+        if not missed or pred is None or deadline_key(d) not in pred.streams:
+            return None
+        n = pred.streams[deadline_key(d)]
+        return {"predicted": n, "held": None, "missed": missed[0], "verdict": "later" if n >= missed[0] else None,
+                "fraction": None, "how": how, "deadline_ms": d}
+
+    def aligned_blamed(self) -> list[dict[str, Any]]:
+        """The ALIGNED runs that missed at the shortest deadline, with the misses their episodes
+        blame on the process (``process``; None where not sorted); [] when no aligned run's misses
+        were sorted into episodes."""
+        d = min(self.deadlines_ms)
+        if not any(p.impl == ALIGNED and "misses_when_at" in p.extra for p in self.points):
+            return []
+        return [{"n": n, "phase": ph, "process": m} for n, ph, m in sorted(
+            (p.n, p.phase, process_misses(p, d)) for p in self.points
+            if p.impl == ALIGNED and p.status == "ok" and p.blocks > 0 and not p.zero_misses(d))]
+
+    def aligned_beside_floor(self) -> list[dict[str, Any]]:
+        """Each coarse ALIGNED run beside the floor released at once (FLOOR_ALIGNED) at the same N:
+        their p50, p99.9 and misses at the shortest deadline."""
+        k = deadline_key(min(self.deadlines_ms))
+
+        def figures(p: CapacityPoint) -> dict[str, Any]:
+            return {"p50_us": p.p50_us, "p999_us": p.p999_us, "misses": p.misses.get(k, 0)}
+        return [{"n": a.n, "project": figures(a), "floor": figures(f)}
+                for a in self.points if a.impl == ALIGNED and a.phase == "coarse" and a.blocks
+                for f in self.points if f.impl == FLOOR_ALIGNED and f.n == a.n and f.status == "ok" and f.blocks]
+
+    def episode_runs(self) -> dict[str, list[CapacityPoint]]:
+        """Deadline -> the runs whose misses over it were sorted into episodes (at least one)."""
+        out: dict[str, list[CapacityPoint]] = {}
+        for key in (deadline_key(d) for d in self.deadlines_ms):
+            runs = [p for p in self.points if p.extra.get("misses_when_at", {}).get(key, {}).get("episodes")]
+            if runs:
+                out[key] = runs
+        return out
+
+    def dispatcher_slow_steps(self) -> list[dict[str, Any]]:
+        """The runs whose dispatcher had steps that held its lock 200 us or more: by kind, how many
+        (``count``) and the longest (``longest_us``)."""
+        out = []
+        for p in self.points:
+            d = p.extra.get("dispatch") or {}
+            if any(d.get("slow_steps", {}).values()):
+                out.append({"impl": p.impl, "n": p.n, "phase": p.phase,
+                            "steps": {k: {"count": n, "longest_us": d["longest_step_ns"][k] / 1e3}
+                                      for k, n in d["slow_steps"].items() if n}})
+        return out
+
+    def dispatcher_per_block(self) -> list[dict[str, Any]]:
+        """The dispatcher's time under its lock per block launched, us, by step and in all
+        (``us``), for each run that timed its steps."""
+        out = []
+        for p in self.points:
+            d = p.extra.get("dispatch") or {}
+            if d.get("step_ns") and d.get("launches"):
+                per = {k: v / d["launches"] / 1e3 for k, v in d["step_ns"].items()}
+                out.append({"impl": p.impl, "n": p.n, "phase": p.phase, "us": sum(per.values()), "steps_us": per})
+        return out
 
     def markdown(self) -> str:
         keys = [deadline_key(d) for d in self.deadlines_ms]
@@ -250,10 +379,7 @@ class CapacityReport:
             lines.append(f"| {p.impl} | {p.n} | {p.phase} {p.seconds:g} s | {p.blocks} | {p.p50_us:.1f} | "
                          f"{p.p99_us:.1f} | {p.p999_us:.1f} | {p.max_us:.1f} | {miss} | {p.late} | {busy} | "
                          f"{'' if held is None else f'{held:.1%}'} | {p.cpu_cores:.2f} |")
-        for key in keys:
-            episodes = [p for p in self.points if p.extra.get("misses_when_at", {}).get(key, {}).get("episodes")]
-            if not episodes:
-                continue
+        for key, episodes in self.episode_runs().items():
             lines += ["", f"When the misses over {key} ms happened (misses within "
                           f"{EPISODE_GAP_NS // 1_000_000} ms of each other are one episode; the stall probe's longest "
                           "gap in it: a thread on another CPU that only reads the clock; the watched threads' longest "
@@ -302,24 +428,20 @@ class CapacityReport:
                           "hand-over, through the dispatcher for pygpukit-dsp): " +
                       "; ".join(f"{p.impl} N={p.n} {p.phase} fill {step(p, 'fill')}, submit {step(p, 'submit')}"
                                 for p in steps)]
-        timed = [(p, p.extra["dispatch"]) for p in self.points
-                 if (p.extra.get("dispatch") or {}).get("step_ns") and p.extra["dispatch"].get("launches")]
+        timed = self.dispatcher_per_block()
         if timed:
-            def per_block(d: dict[str, Any]) -> str:
-                per = {k: v / d["launches"] / 1e3 for k, v in d["step_ns"].items()}
-                return (f"{sum(per.values()):.1f} (" + ", ".join(f"{k} {v:.1f}" for k, v in per.items()) + ")")
+            def per_block(t: dict[str, Any]) -> str:
+                return f"{t['us']:.1f} (" + ", ".join(f"{k} {v:.1f}" for k, v in t["steps_us"].items()) + ")"
             lines += ["", "The dispatcher's time under its lock per block launched, us (take_posts: the scheduler's "
                           "submit; poll: the completions; decide: the scheduler's next; launch: the event records and "
-                          "the graph launch): " + "; ".join(f"{p.impl} N={p.n} {p.phase} {per_block(d)}"
-                                                            for p, d in timed)]
-        slow = [(p, p.extra["dispatch"]) for p in self.points
-                if any((p.extra.get("dispatch") or {}).get("slow_steps", {}).values())]
+                          "the graph launch): " + "; ".join(f"{t['impl']} N={t['n']} {t['phase']} {per_block(t)}"
+                                                            for t in timed)]
+        slow = self.dispatcher_slow_steps()
         if slow:
-            def kinds(d: dict[str, Any]) -> str:
-                return ", ".join(f"{k} {n} (longest {d['longest_step_ns'][k] / 1e3:.0f} us)"
-                                 for k, n in d["slow_steps"].items() if n)
+            def kinds(r: dict[str, Any]) -> str:
+                return ", ".join(f"{k} {v['count']} (longest {v['longest_us']:.0f} us)" for k, v in r["steps"].items())
             lines += ["", "Dispatcher steps that held its lock 200 us or more (every hand-over waited behind them), "
-                          "by kind: " + "; ".join(f"{p.impl} N={p.n} {p.phase}: {kinds(d)}" for p, d in slow)]
+                          "by kind: " + "; ".join(f"{r['impl']} N={r['n']} {r['phase']}: {kinds(r)}" for r in slow)]
         lines += ["", "Largest N with zero misses (confirmed over the confirmation run; coarse sweep in brackets):", "",
                   "| deadline | pygpukit-dsp | PyTorch + CUDA graph | ratio | admission predicted (Session's "
                   "calibration, the phases declared) | admission predicted (GPU time measured in the runs) |", "|---|---:|---:|---:|---:|---:|"]
@@ -332,8 +454,7 @@ class CapacityReport:
             n = p.streams.get(k)
             # the rehearsals that decided it: at the N admitted and the least N refused above it
             costs = p.rehearsed_us.get(k, {})
-            above = sorted((int(m) for m in costs if n is not None and int(m) > n))
-            shown = [m for m in ([n] if str(n) in costs else []) + above[:1]]
+            shown = p.deciding(k)
             def rehearsed(m: int) -> str:
                 beside = ([f"dispatcher {p.dispatch_us[str(m)]:.1f}"] if str(m) in p.dispatch_us else []) + \
                          ([f"{p.overlap[str(m)]:.2f} blocks at once on the GPU"] if str(m) in p.overlap else []) + \
@@ -381,42 +502,36 @@ class CapacityReport:
             if "process" in v:
                 lines.append(process_line(v["process"], " (host slowdowns and stalls aside): the project"))
         d_short = min(self.deadlines_ms)
-        how_a = SESSION_ALIGNED if any(p.how == SESSION_ALIGNED for p in self.predictions) else "session"
-        va = self.admission_verdict(d_short, how=how_a, impl=ALIGNED)
-        aligned_missed = sorted(p.n for p in self.points if p.impl == ALIGNED and p.status == "ok" and p.blocks > 0
-                                and not p.zero_misses(d_short))
-        pred_s = next((p for p in self.predictions if p.how == how_a), None)
-        what = (f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all blocks released "
-                "at once: what its response bound assumes for streams that declare no phase, and how they are rehearsed)"
-                if how_a == SESSION_ALIGNED else
-                f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all blocks released "
-                "at once: what its response bound assumes, since nothing fixes the phases of a session's streams)")
+        va = self.aligned_verdict()
         if va is not None:
-            beyond = f", and missed at {va['missed']}" if va["missed"] is not None else \
-                " (no larger N missed in its sweep)"
-            lines.append(f"{what}: predicted {va['predicted']}; " +
-                         (f"they held {va['held']}{beyond}: {words(va)}" if va["held"] is not None else
-                          "they held no N over the confirmation" +
-                          (f", and missed at {aligned_missed[0]}" if aligned_missed else "")))
+            what = (f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all blocks released "
+                    "at once: what its response bound assumes for streams that declare no phase, and how they are "
+                    "rehearsed)" if va["how"] == SESSION_ALIGNED else
+                    f"- admission at {d_short:.2f} ms against the same streams with every phase 0 (all blocks released "
+                    "at once: what its response bound assumes, since nothing fixes the phases of a session's streams)")
+            if va["held"] is not None:
+                beyond = f", and missed at {va['missed']}" if va["missed"] is not None else \
+                    " (no larger N missed in its sweep)"
+                held_words = f"they held {va['held']}{beyond}: {words(va)}"
+            else:
+                held_words = ("they held no N over the confirmation"
+                              + (f", and missed at {va['missed']}" if va["missed"] is not None else "")
+                              + (": it admits an N that missed" if va["verdict"] == "later" else ""))
+            lines.append(f"{what}: predicted {va['predicted']}; {held_words}")
             if "process" in va:
                 lines.append(process_line(va["process"], ": they"))
-        elif aligned_missed and pred_s is not None and deadline_key(d_short) in pred_s.streams:
-            n = pred_s.streams[deadline_key(d_short)]
-            lines.append(f"{what}: predicted {n}; they held no N over the confirmation, and missed at "
-                         f"{aligned_missed[0]}" + (": it admits an N that missed" if n >= aligned_missed[0] else ""))
-        if any(p.impl == ALIGNED and "misses_when_at" in p.extra for p in self.points):
-            blamed = sorted((p.n, p.phase, process_misses(p, d_short)) for p in self.points
-                            if p.impl == ALIGNED and p.status == "ok" and p.blocks > 0 and not p.zero_misses(d_short))
-            if blamed:
-                lines.append(f"  - the aligned runs' misses at {d_short:.2f} ms the process is blamed for: "
-                             + ", ".join(f"N={n} {ph} {'-' if m is None else m}" for n, ph, m in blamed))
-        pairs = [(a, f) for a in self.points if a.impl == ALIGNED and a.phase == "coarse" and a.blocks
-                 for f in self.points if f.impl == FLOOR_ALIGNED and f.n == a.n and f.status == "ok" and f.blocks]
+        blamed = self.aligned_blamed()
+        if blamed:
+            lines.append(f"  - the aligned runs' misses at {d_short:.2f} ms the process is blamed for: "
+                         + ", ".join(f"N={b['n']} {b['phase']} {'-' if b['process'] is None else b['process']}"
+                                     for b in blamed))
+        pairs = self.aligned_beside_floor()
         if pairs:
             lines.append("  - released at once, the project beside the floor (bare round trips, no pipeline, no "
                          "scheduler), p50 / p99.9 us and misses at " + f"{d_short:.2f} ms: " + "; ".join(
-                             f"N={a.n} {a.p50_us:.0f} / {a.p999_us:.0f} ({a.misses.get(deadline_key(d_short), 0)}) against "
-                             f"{f.p50_us:.0f} / {f.p999_us:.0f} ({f.misses.get(deadline_key(d_short), 0)})" for a, f in pairs))
+                             f"N={q['n']} {q['project']['p50_us']:.0f} / {q['project']['p999_us']:.0f} "
+                             f"({q['project']['misses']}) against {q['floor']['p50_us']:.0f} / "
+                             f"{q['floor']['p999_us']:.0f} ({q['floor']['misses']})" for q in pairs))
         nb = self.capacity_not_blamed()
         if nb is not None and nb != self.capacity("pygpukit-dsp", self.deadlines_ms[0]):
             lines.append(f"- beside them: the largest confirmed N whose misses at {keys[0]} ms all came in episodes of "
@@ -439,7 +554,11 @@ class CapacityReport:
         d["headline"] = self.headline()
         d["capacity_not_blamed"] = self.capacity_not_blamed()
         d["floor_verdict"] = self.floor_verdict()
-        d["targets"] = [{"name": n, "met": m, "detail": t} for n, m, t in self.targets()]
+        d["targets"] = [{**r, "detail": t} for r, (_, _, t) in zip(self.target_records(), self.targets())]
+        d["admission"] = {deadline_key(x): self.admission_verdict(x) for x in self.deadlines_ms}
+        d["no_verdict"] = {deadline_key(x): self.no_verdict(x) for x in self.deadlines_ms
+                           if self.admission_verdict(x) is None}
+        d["aligned_verdict"] = self.aligned_verdict()
         return d
 
 
