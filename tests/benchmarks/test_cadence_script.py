@@ -132,10 +132,11 @@ def test_capacity_script_writes_its_three_files(fake_engine_driver: str, tmp_pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((tmp_path / "o" / "capacity.json").read_text())
     # the project's streams at N = 2, then again with every phase 0 (the aligned run), and the floor
-    # released at once at that N
-    assert [(p["impl"], p["n"], p["phase"]) for p in data["points"]] == [("pygpukit-dsp", 2, "coarse"),
-                                                                       ("pygpukit-dsp, aligned", 2, "coarse"),
-                                                                       ("floor, aligned", 2, "coarse")]
+    # released at once at that N (a host slow enough to make the project miss adds a floor run at N)
+    points = [(p["impl"], p["n"], p["phase"]) for p in data["points"]]
+    assert points[:2] == [("pygpukit-dsp", 2, "coarse"), ("pygpukit-dsp, aligned", 2, "coarse")]
+    assert ("floor, aligned", 2, "coarse") in points[2:]
+    assert all(impl.startswith("floor") and n == 2 for impl, n, _ in points[2:])
     assert {p["how"] for p in data["predictions"]} >= {"session", "session, aligned"}
     assert (tmp_path / "o" / "capacity.md").read_text().strip() == proc.stdout.strip()
     assert (tmp_path / "o" / "capacity.png").exists()
