@@ -16,6 +16,8 @@ from .base import STAGES, CpuProcessor, Stage, StageParams, register_stage, stag
 # (YAML type, module, class): the built-in stages. tests/stages/test_registry.py checks it against
 # what the modules register.
 CATALOG: tuple[tuple[str, str, str], ...] = (
+    ("add", "arith", "Add"),
+    ("multiply", "arith", "Multiply"),
     ("average", "average", "Average"),
     ("channelizer", "channelizer", "Channelizer"),
     ("delay", "delay", "Delay"),
@@ -31,6 +33,8 @@ CATALOG: tuple[tuple[str, str, str], ...] = (
     ("kernel", "kernel", "Kernel"),
     ("mix", "mix", "Mix"),
     ("resample", "resample", "Resample"),
+    ("combine", "routing", "Combine"),
+    ("select", "routing", "Select"),
     ("sos", "sos", "Sos"),
     ("stft", "stft", "Stft"),
 )
@@ -66,5 +70,5 @@ def __dir__() -> list[str]:
 __all__ = [
     "STAGES", "CpuProcessor", "Stage", "StageParams", "register_stage", "stage_class", "make_stage",
     "Average", "Channelizer", "Delay", "Db", "Magnitude", "Power", "Fft", "Ifft", "Irfft", "Rfft",
-    "Fir", "Gain", "Kernel", "Mix", "Resample", "Sos", "Stft",
+    "Fir", "Gain", "Kernel", "Mix", "Resample", "Sos", "Stft", "Add", "Multiply", "Combine", "Select",
 ]

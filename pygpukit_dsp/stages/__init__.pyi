@@ -11,6 +11,7 @@ from typing import IO, Any, ClassVar, Literal, overload
 
 from numpy.typing import ArrayLike
 
+from . import arith as _arith
 from . import average as _average
 from . import channelizer as _channelizer
 from . import delay as _delay
@@ -21,6 +22,7 @@ from . import gain as _gain
 from . import kernel as _kernel
 from . import mix as _mix
 from . import resample as _resample
+from . import routing as _routing
 from . import sos as _sos
 from . import stft as _stft
 from .average import AverageParams
@@ -41,6 +43,7 @@ from .gain import GainParams
 from .kernel import KernelOutput, KernelParams
 from .mix import MixParams
 from .resample import ResampleParams
+from .routing import SelectParams
 from .sos import SosDesign, SosParams
 from .stft import StftParams
 
@@ -412,6 +415,72 @@ class Stft(_stft.Stft):
         base_dir: str | Path | None = None,
     ) -> None: ...
 
+
+class Add(_arith.Add):
+    Params: ClassVar[type[NoParams]]
+    params: NoParams
+    @overload
+    def __init__(
+        self,
+        params: NoParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(self, *, name: str | None = None, base_dir: str | Path | None = None) -> None: ...
+
+
+class Multiply(_arith.Multiply):
+    Params: ClassVar[type[NoParams]]
+    params: NoParams
+    @overload
+    def __init__(
+        self,
+        params: NoParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(self, *, name: str | None = None, base_dir: str | Path | None = None) -> None: ...
+
+
+class Combine(_routing.Combine):
+    Params: ClassVar[type[NoParams]]
+    params: NoParams
+    @overload
+    def __init__(
+        self,
+        params: NoParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(self, *, name: str | None = None, base_dir: str | Path | None = None) -> None: ...
+
+
+class Select(_routing.Select):
+    Params: ClassVar[type[SelectParams]]
+    params: SelectParams
+    @overload
+    def __init__(
+        self,
+        params: SelectParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        channels: Sequence[int],
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
 __all__ = [
     'STAGES',
     'CpuProcessor',
@@ -437,4 +506,8 @@ __all__ = [
     'Resample',
     'Sos',
     'Stft',
+    'Add',
+    'Multiply',
+    'Combine',
+    'Select',
 ]

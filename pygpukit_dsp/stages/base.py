@@ -10,6 +10,11 @@ It defines a :class:`Stage` subclass with
   saying what input it needs;
 * ``cpu(spec_in)``: a fresh :class:`CpuProcessor` that owns the streaming state.
 
+A stage that reads several inputs in a graph (``add``, ``multiply``, ``combine``: docs/graphs.md)
+says so in ``input_count`` (least, most); its ``output_spec`` and ``cpu`` then take the list of
+its inputs' specs, its processor's ``process`` the list of their blocks, and inputs that disagree
+raise :class:`InputMismatch` naming the two.
+
 The CUDA implementation of a stage lives in ``native/ops``; its glue is in
 ``pygpukit_dsp/backends/cuda.py``.
 """
@@ -112,6 +117,15 @@ class CpuProcessor(Protocol):
         """Forget all streaming state (as if freshly created)."""
 
 
+class InputMismatch(ConfigError):
+    """The inputs of a stage with several inputs disagree: input ``other`` (0-based) differs from
+    input ``first``; the message says in what. The graph names both inputs when it reports it."""
+
+    def __init__(self, message: str, *, first: int, other: int, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.first, self.other = first, other
+
+
 class Stage(abc.ABC):
     """A stage of a pipeline: validated parameters, spec propagation, per-backend implementations.
 
@@ -122,6 +136,22 @@ class Stage(abc.ABC):
     type: ClassVar[str] = ""
     Params: ClassVar[type[StageParams]] = StageParams
     summary: ClassVar[str] = ""
+    # How many inputs the stage reads: (least, most), most None for any number. A stage whose most
+    # is not 1 takes lists: output_spec(specs), cpu(specs) and its processor's process(blocks, final).
+    input_count: ClassVar[tuple[int, int | None]] = (1, 1)
+
+    @classmethod
+    def takes_several(cls) -> bool:
+        """True when the stage reads a list of inputs (``input_count``'s most is not 1)."""
+        return cls.input_count[1] != 1
+
+    @classmethod
+    def inputs_text(cls) -> str:
+        """How many inputs it takes, in words: '1', '2 or more', '2 to 4'."""
+        least, most = cls.input_count
+        if most is None:
+            return f"{least} or more"
+        return str(least) if least == most else f"{least} to {most}"
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)

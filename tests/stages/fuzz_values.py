@@ -144,8 +144,10 @@ def params_dict(draw, model: type[BaseModel], depth: int = 0, plausible: bool | 
 # streams (a generic generator rarely guesses e.g. a matrix with as many columns as channels).
 # A new stage type needs an entry here: tests/stages/test_params_fuzz.py says so.
 SEEDS = {
+    "add": [{}],
     "average": [{"frames": 1}, {"frames": 2}],
     "channelizer": [{"channels": 2}, {"channels": 4, "taps_per_channel": 3}],
+    "combine": [{}],
     "db": [{}, {"kind": "amplitude", "floor_db": -120, "ref": 2.0}],
     "delay": [{"samples": 3}, {"samples": [0, 5]}],
     "fft": [{}, {"n": 4}],
@@ -157,9 +159,11 @@ SEEDS = {
     "kernel": [{"source": KERNEL_SOURCE, "entry": "scale", "params": [0.5]}],
     "magnitude": [{}],
     "mix": [{"matrix": [[1.0, -1.0]]}, {"matrix": [[1.0, 0.5], ["1j", 2.0]]}],
+    "multiply": [{}],
     "power": [{}],
     "rfft": [{}, {"n": 4}],
     "resample": [{"up": 2, "down": 1}, {"up": 3, "down": 2, "taps": 31}, {"up": 1, "down": 2}],
+    "select": [{"channels": [1, 0]}, {"channels": [0, 0, 1]}],
     "sos": [{"design": {"order": 2, "cutoff_hz": 0.1}}, {"sos": [[0.2, 0.4, 0.2, 1.0, -0.3, 0.1]]}],
     "stft": [{"nfft": 4, "hop": 2}, {"nfft": 8, "hop": 4, "window": ["kaiser", 8.0]}],
 }

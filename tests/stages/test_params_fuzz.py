@@ -105,6 +105,8 @@ def test_every_stage_type_has_seeds_that_stream(stage_type):
                 outcomes.append(str(exc))
         if stage_type == "kernel":
             assert outcomes == ["unsupported"] * 2  # cuda only: refused on the cpu before any block
+        elif STAGES[stage_type].takes_several():  # reads several inputs: refused in a chain (a graph's stage:
+            assert all(isinstance(o, str) for o in outcomes)  # tests/stages/test_routing.py, test_arith.py)
         else:
             assert any(isinstance(o, int) for o in outcomes), (params, outcomes)
 
