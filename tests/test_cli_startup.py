@@ -4,7 +4,8 @@ Each command runs in a fresh interpreter, which writes the names in ``sys.module
 (``python -X importtime`` would miss the modules the registries load with ``importlib``), and the
 test reads them; no timing is asserted. Never SciPy, the native module or the Rust core; for
 ``--help`` no stage, source, sink, pydantic or YAML either; for ``validate FILE`` only the modules of
-the types FILE names.
+the types FILE names, and no SciPy even when its fir and sos stages design their filters (the
+designs are checked without SciPy and computed when a stream opens).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pygpukit_dsp.io import CATALOG as IO_CATALOG
 from pygpukit_dsp.stages import CATALOG as STAGE_CATALOG
 
 NEVER = ("scipy", "pygpukit_dsp._native", "pygpukit_dsp_core")  # each with its submodules
+PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 STAGE_MODULES = {f"pygpukit_dsp.stages.{m}" for _, m, _ in STAGE_CATALOG}
 IO_MODULES = {f"pygpukit_dsp.io.{m}" for _, _, m, _ in IO_CATALOG}
 
@@ -77,6 +79,38 @@ def test_validate_imports_the_modules_of_the_types_the_file_names(tmp_path):
     assert sorted(modules & IO_MODULES) == ["pygpukit_dsp.io.null", "pygpukit_dsp.io.synth"]
     assert loaded(modules, "pygpukit_dsp.session", "pygpukit_dsp.runner", "pygpukit_dsp.backends",
                   "pygpukit_dsp.admission.calibration") == []
+
+
+@pytest.mark.parametrize("name", ["demo", "file_filter"])
+def test_validate_of_a_shipped_pipeline_that_designs_filters_imports_no_scipy(tmp_path, name):
+    r, modules = imported(tmp_path, "validate", str(PIPELINES / f"{name}.yaml"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"pipeline {name}: ok" in r.stdout
+    assert loaded(modules, *NEVER) == []
+
+
+def test_validate_of_every_filter_design_and_filter_stage_imports_no_scipy(tmp_path):
+    (tmp_path / "p.yaml").write_text(textwrap.dedent("""\
+        version: 1
+        name: p
+        sample_rate: 48000
+        channels: 1
+        block_size: 480
+        source: {type: synth, signal: noise, seed: 1, duration_s: 0.1}
+        stages:
+          - {type: fir, design: {numtaps: 64, cutoff_hz: [1000, 5000], pass_zero: bandpass, window: [kaiser, 8.0]}}
+          - {type: sos, design: {kind: ellip, order: 5, cutoff_hz: 3000, btype: highpass, rp: 0.5, rs: 60}}
+          - {type: sos, design: {kind: cheby1, order: 4, cutoff_hz: [300, 3400], btype: bandstop, rp: 1}}
+          - {type: sos, design: {kind: cheby2, order: 4, cutoff_hz: 8000, rs: 40}}
+          - {type: sos, design: {kind: bessel, order: 6, cutoff_hz: 8000}}
+          - {type: resample, up: 2, down: 3}
+          - {type: channelizer, channels: 4}
+          - {type: stft, nfft: 16, hop: 8, window: [kaiser, 5.0]}
+        sink: {type: "null"}
+        """))
+    r, modules = imported(tmp_path, "validate", "p.yaml")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert loaded(modules, *NEVER) == []
 
 
 def test_an_unknown_type_is_named_with_a_near_one_without_importing_every_stage(tmp_path):

@@ -18,6 +18,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from ..errors import ConfigError
 from ..limits import MAX_TAPS, limit
 from ..signal import SignalSpec
+from ._design_rules import firwin_refusal
 from ._common import check_file_exists, exactly_one, load_array_file, output_dtype, require_domain
 from .base import NumberArray, Stage, StageParams, register_stage
 
@@ -33,13 +34,25 @@ def window_arg(window: WindowSpec) -> str | tuple:
 # test_fir.py checks each against SciPy): checking one needs no SciPy (gk-stream validate)
 PLAIN_WINDOWS = frozenset({"hann", "hamming", "blackman", "blackmanharris", "bartlett", "barthann", "bohman",
                            "boxcar", "cosine", "flattop", "nuttall", "parzen", "triang", "tukey"})
+# ['kaiser', beta]: I0(beta*sqrt(1 - x**2)) / I0(beta) is finite at every length while I0(beta) is
+# (it overflows a little above |beta| = 709); a larger beta is checked by SciPy
+_KAISER_BETA_WITHOUT_SCIPY = 700.0
+
+
+def window_needs_scipy(window: WindowSpec) -> bool:
+    """False for the windows SciPy computes, finite, at every length: checking them needs no SciPy."""
+    if isinstance(window, str):
+        return window not in PLAIN_WINDOWS
+    if len(window) == 2 and window[0] == "kaiser" and type(window[1]) in (int, float):
+        return not abs(window[1]) <= _KAISER_BETA_WITHOUT_SCIPY  # NaN: checked by SciPy
+    return True
 
 
 def check_window(window: WindowSpec, length: int = 16) -> WindowSpec:
     examples = "examples: 'hann', 'hamming', 'blackman', ['kaiser', 8.0], ['tukey', 0.25]"
     if isinstance(window, list) and not window:
         raise ValueError(f"window is an empty list; {examples}")
-    if isinstance(window, str) and window in PLAIN_WINDOWS:
+    if not window_needs_scipy(window):
         return window
     import scipy.signal as ssig  # SciPy loads when a window needs it checked, not with the catalog
 
@@ -86,23 +99,44 @@ class FirDesign(StageParams):
     def _numtaps(cls, v: int) -> int:
         return limit(v, MAX_TAPS, "numtaps", "taps")
 
+    def check(self, sample_rate: float) -> None:
+        """Raise the ConfigError that designing at ``sample_rate`` would raise for what firwin
+        refuses (the cutoffs, pass_zero, an even numtaps, the window at numtaps), without SciPy
+        unless the window needs it; taps that come out NaN are found by :meth:`taps` alone."""
+        refusal = firwin_refusal(self.numtaps, self.cutoff_hz, self.pass_zero, sample_rate)
+        if refusal is None and window_needs_scipy(self.window):
+            import scipy.signal as ssig  # loaded already: the window's own check needed it
+
+            try:
+                ssig.get_window(window_arg(self.window), self.numtaps, fftbins=False)  # as firwin calls it
+            except (ValueError, TypeError, IndexError, OverflowError) as exc:
+                raise ConfigError(f"design: window {self.window!r} with numtaps {self.numtaps}: {exc}",
+                                  path=("design",)) from None
+        if refusal is not None:
+            raise self._design_error(refusal.message, sample_rate)
+
+    def _design_error(self, message: str, sample_rate: float) -> ConfigError:
+        hint, path = None, ("design",)
+        edges = [self.cutoff_hz] if isinstance(self.cutoff_hz, (int, float)) else self.cutoff_hz
+        if max(edges) >= sample_rate / 2:
+            hint = f"cutoff frequencies must be below sample_rate/2 = {sample_rate / 2:g} Hz"
+            path = ("design", "cutoff_hz")
+        elif "even number" in message or "Nyquist" in message:
+            hint = f"use an odd numtaps, e.g. {self.numtaps + 1}"
+            path = ("design", "numtaps")
+        return ConfigError(f"design: {message}", hint=hint, path=path)
+
     def taps(self, sample_rate: float) -> np.ndarray:
+        """The taps firwin designs at ``sample_rate``; a ConfigError for what it refuses or for NaN taps."""
+        self.check(sample_rate)
         import scipy.signal as ssig  # SciPy loads when a filter is designed, not with the catalog
 
         try:
             with np.errstate(invalid="ignore", divide="ignore"):
                 h = ssig.firwin(self.numtaps, self.cutoff_hz, window=window_arg(self.window),
                                 pass_zero=self.pass_zero, fs=sample_rate)
-        except ValueError as exc:
-            hint, path = None, ("design",)
-            edges = [self.cutoff_hz] if isinstance(self.cutoff_hz, (int, float)) else self.cutoff_hz
-            if max(edges) >= sample_rate / 2:
-                hint = f"cutoff frequencies must be below sample_rate/2 = {sample_rate / 2:g} Hz"
-                path = ("design", "cutoff_hz")
-            elif "even number" in str(exc) or "Nyquist" in str(exc):
-                hint = f"use an odd numtaps, e.g. {self.numtaps + 1}"
-                path = ("design", "numtaps")
-            raise ConfigError(f"design: {exc}", hint=hint, path=path) from None
+        except ValueError as exc:  # a rule of a SciPy newer than the one check() follows
+            raise self._design_error(str(exc), sample_rate) from None
         if not np.all(np.isfinite(h)):  # firwin scales by the gain at a frequency where it is 0
             raise ConfigError(f"design: numtaps {self.numtaps} with cutoff_hz {self.cutoff_hz} and window "
                               f"{self.window!r} gives NaN taps (no gain where firwin normalises)",
@@ -448,6 +482,7 @@ class Fir(Stage):
     def __init__(self, params: FirParams | None = None, **kwargs):
         super().__init__(params, **kwargs)
         self._taps: np.ndarray | None = None
+        self._designed: dict[float, np.ndarray] = {}  # designed taps by sample rate
         if self.params.taps is not None:
             self._taps = self.params.taps
         elif self.params.taps_file is not None:
@@ -459,10 +494,19 @@ class Fir(Stage):
             self._taps = t
 
     def taps_for(self, spec: SignalSpec) -> np.ndarray:
-        """The filter taps used at ``spec.sample_rate`` (designed ones depend on it)."""
+        """The filter taps used at ``spec.sample_rate``: a design is computed here, on first use
+        (by the CPU processor, the CUDA lowering...), not while the specs are propagated."""
         if self._taps is not None:
             return self._taps
-        return self.params.design.taps(spec.sample_rate)
+        taps = self._designed.get(spec.sample_rate)
+        if taps is None:
+            try:
+                taps = self.params.design.taps(spec.sample_rate)
+            except ConfigError as exc:  # found by the design alone (NaN taps): when the stream opens
+                raise ConfigError(f"stage '{self.name}' ({self.type}): {exc.message}",
+                                  where=exc.where or self.where, hint=exc.hint, path=exc.path) from None
+            self._designed[spec.sample_rate] = taps
+        return taps
 
     def state_bytes(self, spec: SignalSpec) -> int:
         # input history + work arrays of the chosen method (overlap-save: spectra of twice that)
@@ -471,7 +515,10 @@ class Fir(Stage):
 
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         require_domain(spec, "time", where=self.where)
-        taps = self.taps_for(spec)
+        if self._taps is None:  # a design: real taps of shape (numtaps,), checked without designing
+            self.params.design.check(spec.sample_rate)
+            return spec.with_(dtype=output_dtype(spec.is_complex))
+        taps = self._taps
         if taps.ndim == 2 and taps.shape[0] != spec.channels:
             raise ConfigError(
                 f"taps have {taps.shape[0]} rows (one per channel, shape {taps.shape}) but the input "

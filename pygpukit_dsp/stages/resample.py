@@ -171,7 +171,9 @@ class Resample(Stage):
         up, down = self.ratio
         if up == down:
             return 0
-        _, half_len = self.filter()
+        taps = self.params.taps  # the filter's length alone: no design
+        length = 20 * max(up, down) + 1 if taps is None else taps if isinstance(taps, int) else taps.size
+        half_len = (length - 1) // 2  # as resample_filter gives it
         n_pre_pad = down - half_len % down
         return (half_len + n_pre_pad) // down
 

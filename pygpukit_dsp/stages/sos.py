@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from ..errors import ConfigError
 from ..signal import SignalSpec
 from ._common import exactly_one, output_dtype, require_domain
+from ._design_rules import iirfilter_refusal
 from .base import RealArray, Stage, StageParams, register_stage
 
 
@@ -51,21 +52,40 @@ class SosDesign(StageParams):
             raise ValueError(f"btype '{self.btype}' needs cutoff_hz as {shape}, got {self.cutoff_hz}")
         return self
 
-    def sos(self, sample_rate: float) -> np.ndarray:
+    def check(self, sample_rate: float) -> None:
+        """Raise the ConfigError that designing at ``sample_rate`` would raise for what iirfilter
+        refuses in its checks, its analog prototype and its gain scaling, without SciPy; what only
+        the design finds (NaN sections, SciPy's arithmetic failing at float64's edges) is found by
+        :meth:`sos`."""
         edges = [self.cutoff_hz] if isinstance(self.cutoff_hz, (int, float)) else self.cutoff_hz
         if max(edges) >= sample_rate / 2:
             raise ConfigError(f"design: cutoff_hz {self.cutoff_hz} is not below the Nyquist frequency",
                               hint=f"cutoff frequencies must be below sample_rate/2 = {sample_rate / 2:g} Hz",
                               path=("design", "cutoff_hz"))
-        wn = edges[0] if len(edges) == 1 else list(edges)  # scipy refuses [f] for a lowpass: pass f
+        refusal = iirfilter_refusal(self.kind, self.order, self._wn(), self.btype, self.rp, self.rs,
+                                    sample_rate)
+        if refusal is not None:
+            raise ConfigError(f"design: {refusal.message}", hint=refusal.hint, path=("design",))
+
+    def _wn(self) -> float | list[float]:
+        edges = [self.cutoff_hz] if isinstance(self.cutoff_hz, (int, float)) else self.cutoff_hz
+        return edges[0] if len(edges) == 1 else list(edges)  # scipy refuses [f] for a lowpass: pass f
+
+    def sos(self, sample_rate: float) -> np.ndarray:
+        """The sections iirfilter designs at ``sample_rate``; a ConfigError for what it refuses or
+        for NaN or infinite coefficients."""
+        self.check(sample_rate)
         import scipy.signal as ssig  # SciPy loads when a filter is designed, not with the catalog
 
         try:
             with np.errstate(all="ignore"):
-                sos = ssig.iirfilter(self.order, wn, rp=self.rp, rs=self.rs, btype=self.btype,
+                sos = ssig.iirfilter(self.order, self._wn(), rp=self.rp, rs=self.rs, btype=self.btype,
                                      ftype=self.kind, output="sos", fs=sample_rate)
-        except (ValueError, TypeError, ArithmeticError) as exc:  # ArithmeticError: scipy's overflows
-            raise ConfigError(f"design: {exc}", path=("design",)) from None
+        except Exception as exc:  # its arithmetic fails in many ways (ValueError, OverflowError,
+            # AssertionError, IndexError...) for parameters at float64's edges
+            raise ConfigError(f"design: {exc or type(exc).__name__}", path=("design",),
+                              hint="SciPy cannot design this filter in float64: move the cutoff away from "
+                              "0 Hz and sample_rate/2, or change the order, rp or rs") from None
         if not np.all(np.isfinite(sos)):
             raise ConfigError(f"design: {self.kind} of order {self.order} at {self.cutoff_hz} Hz gives NaN or "
                               "infinite coefficients", hint="lower the order or move the cutoff",
@@ -135,15 +155,29 @@ class Sos(Stage):
     summary = "IIR filter as second-order sections (explicit sos or butter/cheby/ellip/bessel design)"
     Params = SosParams
 
+    def __init__(self, params: SosParams | None = None, **kwargs):
+        super().__init__(params, **kwargs)
+        self._designed: dict[float, np.ndarray] = {}  # designed sections by sample rate
+
     def sos_for(self, spec: SignalSpec) -> np.ndarray:
-        """The sections used at ``spec.sample_rate``."""
+        """The sections used at ``spec.sample_rate``: a design is computed here, on first use (by
+        the CPU processor, the CUDA lowering...), not while the specs are propagated."""
         if self.params.sos is not None:
             return self.params.sos
-        return self.params.design.sos(spec.sample_rate)
+        sos = self._designed.get(spec.sample_rate)
+        if sos is None:
+            try:
+                sos = self.params.design.sos(spec.sample_rate)
+            except ConfigError as exc:  # found by the design alone (NaN sections): when the stream opens
+                raise ConfigError(f"stage '{self.name}' ({self.type}): {exc.message}",
+                                  where=exc.where or self.where, hint=exc.hint, path=exc.path) from None
+            self._designed[spec.sample_rate] = sos
+        return sos
 
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         require_domain(spec, "time", where=self.where)
-        self.sos_for(spec)
+        if self.params.design is not None:  # checked without designing
+            self.params.design.check(spec.sample_rate)
         return spec.with_(dtype=output_dtype(spec.is_complex))
 
     def cpu(self, spec: SignalSpec) -> SosProcessor:

@@ -6,7 +6,8 @@ import scipy.signal as ss
 
 from pygpukit_dsp.errors import ConfigError, ConfigErrors
 from pygpukit_dsp.signal import SignalSpec
-from pygpukit_dsp.stages.fir import PLAIN_WINDOWS, DirectFir, Fir, MatmulFir, OverlapSaveFir, check_window, plan_fir
+from pygpukit_dsp.stages.fir import (PLAIN_WINDOWS, DirectFir, Fir, MatmulFir, OverlapSaveFir, check_window, plan_fir,
+                                     window_needs_scipy)
 
 from .conftest import assert_documented, config_error, rel_err, run_stage, signal, stream
 
@@ -240,11 +241,14 @@ def test_bad_method():
     assert isinstance(config_error(Fir, taps=[1.0], method="fast"), ConfigError)
 
 
-def test_design_that_gives_nan_taps_is_refused():
-    """firwin normalises by the gain at DC; a 2-tap hann window has none (found by the parameter fuzz)."""
+def test_design_that_gives_nan_taps_is_refused_when_designed():
+    """firwin normalises by the gain at DC; a 2-tap hann window has none (found by the parameter fuzz).
+    Only the design finds it: the spec check passes, making the processor refuses it."""
     st = Fir(design={"numtaps": 2, "cutoff_hz": 100, "window": "hann"})
+    spec = SignalSpec(48000, 1, 16)
+    assert st.output_spec(spec) == spec
     with pytest.raises(ConfigError, match="gives NaN taps"):
-        st.output_spec(SignalSpec(48000, 1, 16))
+        st.cpu(spec)
 
 
 @pytest.mark.parametrize("name", sorted(PLAIN_WINDOWS))
@@ -255,3 +259,28 @@ def test_a_window_checked_by_name_alone_is_one_scipy_computes_by_name(name):
         for fftbins in (True, False):  # stft's periodic window, firwin's symmetric one
             w = ss.get_window(name, n, fftbins=fftbins)
             assert w.shape == (n,) and np.all(np.isfinite(w))
+
+
+@pytest.mark.parametrize("beta", [0, 0.5, -3, 8.0, 14, 100, 699.5, 700])
+def test_a_kaiser_window_checked_without_scipy_is_one_scipy_computes_finite(beta):
+    """['kaiser', beta] with |beta| <= 700 is accepted without SciPy: SciPy gives it finite at any length."""
+    assert not window_needs_scipy(["kaiser", beta]) and check_window(["kaiser", beta]) == ["kaiser", beta]
+    for n in (1, 2, 15, 16, 1025):
+        for fftbins in (True, False):
+            w = ss.get_window(("kaiser", beta), n, fftbins=fftbins)
+            assert w.shape == (n,) and np.all(np.isfinite(w))
+
+
+@pytest.mark.parametrize("window", [["kaiser", 800.0], ["kaiser", float("nan")], ["kaiser"], ["kaiser", 8.0, 1.0],
+                                    ["tukey", 0.25], "hann_periodic", ["dpss", 3.0]])
+def test_other_windows_are_checked_by_scipy(window):
+    assert window_needs_scipy(window)
+
+
+def test_a_window_that_scipy_refuses_at_numtaps_is_refused_by_the_spec_check():
+    """dpss needs NW < M/2: fine at the 16 samples the parameters are checked at, not at 5 taps."""
+    st = Fir(design={"numtaps": 5, "cutoff_hz": 1000.0, "window": ["dpss", 3.0]})
+    err = config_error(st.output_spec, SignalSpec(48000, 1, 16))
+    assert err.path == ("design",) and "numtaps 5" in err.message
+    with pytest.raises(ValueError):
+        ss.firwin(5, 1000.0, window=("dpss", 3.0), fs=48000)

@@ -59,6 +59,21 @@ def test_delay_formula():
     assert Resample(up=4, down=4).delay_out_samples == 0
 
 
+@pytest.mark.parametrize("taps", [None, 31, 24, [0.25, 0.5, 0.25]])
+def test_the_delay_needs_only_the_filter_length(monkeypatch, taps):
+    """delay_out_samples is the half length's, not the taps': it designs nothing (no SciPy)."""
+    stage = Resample(up=3, down=2, taps=taps)
+    h, half_len = stage.filter()
+    expected = (half_len + 2 - half_len % 2) // 2
+    assert half_len == (h.size - 1) // 2
+
+    def no_design(*args):
+        raise AssertionError("designed a filter for the delay")
+
+    monkeypatch.setattr("pygpukit_dsp.stages.resample.resample_filter", no_design)
+    assert stage.delay_out_samples == expected
+
+
 def test_identity_ratio(rng):
     x = signal(rng, (1, 100))
     np.testing.assert_array_equal(run_stage(Resample(up=3, down=3), SignalSpec(8000, 1, 32), x), x)

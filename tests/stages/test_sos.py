@@ -103,6 +103,19 @@ def test_spec_rules():
     assert "time-domain" in str(config_error(stage.output_spec, frames))
 
 
-def test_design_with_nan_coefficients_is_refused():
+def test_design_with_nan_coefficients_is_refused_when_designed():
+    """Only the design finds NaN sections: the spec check passes, making the processor refuses it."""
     st = Sos(design={"kind": "cheby2", "order": 64, "cutoff_hz": 23999, "rs": 60})
-    assert "gives NaN or infinite coefficients" in str(config_error(st.output_spec, SignalSpec(48000, 1, 16)))
+    spec = SignalSpec(48000, 1, 16)
+    assert st.output_spec(spec) == spec
+    assert "gives NaN or infinite coefficients" in str(config_error(st.cpu, spec))
+
+
+@pytest.mark.parametrize("design,msg", [
+    ({"kind": "ellip", "order": 4, "cutoff_hz": 1000.0, "rp": 60.0, "rs": 40.0}, "needs rp no larger than rs"),
+    ({"kind": "cheby1", "order": 4, "cutoff_hz": 1000.0, "rp": 1e-16}, "rp = 1e-16 dB is too small"),
+    ({"kind": "butter", "order": 64, "cutoff_hz": 23999.9999}, "overflows float64"),
+])
+def test_what_iirfilter_refuses_is_refused_by_the_spec_check_with_a_hint(design, msg):
+    err = config_error(Sos(design=design).output_spec, SignalSpec(48000, 1, 16))
+    assert msg in err.message and err.hint and err.path == ("design",)
