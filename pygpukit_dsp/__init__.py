@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it (a module itself where the name is the module's)
 _EXPORTS = {
-    "Pipeline": "pipeline", "SpecChain": "pipeline", "SignalSpec": "signal", "QoS": "qos",
+    "Pipeline": "pipeline", "SpecChain": "pipeline", "Graph": "graph", "SignalSpec": "signal", "QoS": "qos",
     "RunSummary": "summary", "Session": "session", "stages": None, "make_stage": "stages",
     "capabilities": "capabilities", "cuda_usable": "capabilities", "errors": None,
     "GkError": "errors", "ConfigError": "errors", "UnsupportedError": "errors", "DeviceError": "errors",
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .capabilities import capabilities, cuda_usable
     from .errors import (AdmissionError, CompileError, ConfigError, DeviceError, GkError, StreamFault,
                          UnsupportedError)
+    from .graph import Graph
     from .pipeline import Pipeline, SpecChain
     from .qos import QoS
     from .session import Session
@@ -55,7 +56,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "Pipeline", "SpecChain", "SignalSpec", "QoS", "RunSummary", "Session", "stages", "make_stage",
+    "Pipeline", "SpecChain", "Graph", "SignalSpec", "QoS", "RunSummary", "Session", "stages", "make_stage",
     "capabilities", "cuda_usable", "errors", "GkError", "ConfigError", "UnsupportedError", "DeviceError",
     "CompileError", "AdmissionError", "StreamFault", "__version__",
 ]

@@ -72,11 +72,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         raise ConfigError("--cluster-cpus applies to a run with --cluster", hint="add --cluster ray")
     from .errors import GkError
-    from .pipeline import Pipeline
+    from .graph import load_streams
     from .session import Session
 
-    pipelines = _select(Pipeline.load_all(args.file), args.pipeline)
-    draws = any(getattr(p.sink, "owns_terminal", False) for p in pipelines)  # a live view: no progress line
+    pipelines = _select(load_streams(args.file), args.pipeline)  # a chain as a Pipeline, a graph as a Graph
+    draws = any(getattr(s, "owns_terminal", False) for p in pipelines  # a live view: no progress line
+                for s in p.topology().sinks.values())
     live = _LiveLine(sys.stderr.isatty() and not args.quiet and not draws)
     session = Session(pipelines, backend=args.backend, device=args.device, u_max=args.u_max)
     restore = _stop_on_signals(session, live)
@@ -138,45 +139,9 @@ def _stop_on_signals(session: Any, live: _LiveLine) -> Callable[[], None]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .io.base import StreamFormat
-    from .pipeline import Pipeline
+    from .cli_validate import validate_file
 
-    pipelines = Pipeline.load_all(args.file)
-    for p in pipelines:
-        fmt = StreamFormat()
-        details: list[str] = []
-        if p.source is not None:
-            fmt = p.source.open(StreamFormat(p.sample_rate, p.channels, p.dtype))
-            info = getattr(p.source, "info", None)  # what a recording holds (sigmf: datatype, captures)
-            details = list(info()) if callable(info) else []
-            p.source.close()
-        chain = p.specs(fmt)
-        print(f"pipeline {p.name}: ok")
-        src = p.source.type if p.source is not None else "(none)"
-        print(f"  source {src:<12} -> {chain.input.describe()}")
-        for line in details:
-            print(f"         {line}")
-        for st, spec in zip(p.stages, chain.specs[1:]):
-            print(f"  {st.name:<12} ({st.type}) -> {spec.describe()}")
-        snk = p.sink.type if p.sink is not None else "(none)"
-        if p.sink is not None:
-            _check_sink_paths(p)
-            for f in getattr(p.sink, "output_files", lambda: [])():
-                snk += f" -> {f}"
-        print(f"  sink   {snk}")
-    return 0
-
-
-def _check_sink_paths(p: Any) -> None:
-    """The sink's files as a run checks them before its first block (a ConfigError at the sink):
-    writable, not a folder, not the source's own file; validate creates nothing."""
-    from .io._common import check_sink_not_source, check_sink_path
-
-    what = f"{p.sink.type} sink '{getattr(p.sink.params, 'path', '')}'"
-    for f in getattr(p.sink, "output_files", lambda: [])():
-        check_sink_path(Path(f), what, where=p.sink.where)
-    if p.source is not None:
-        check_sink_not_source(p.sink, p.source)
+    return validate_file(args.file, dot=args.dot)
 
 
 def cmd_stages(args: argparse.Namespace) -> int:
@@ -615,8 +580,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="CPUs each pipeline's actor asks Ray for (default 0.5)")
     run.set_defaults(fn=cmd_run)
 
-    val = sub.add_parser("validate", help="check a YAML file and print each pipeline's specs")
+    val = sub.add_parser("validate", help="check a YAML file and print each pipeline's specs (a graph: each node, "
+                                          "what it reads and gives)")
     val.add_argument("file")
+    val.add_argument("--dot", action="store_true",
+                     help="print each pipeline as a Graphviz graph instead (dot -Tsvg), its edges labelled with specs")
     val.set_defaults(fn=cmd_validate)
 
     st = sub.add_parser("stages", help="the catalog: every stage, source and sink type, with each parameter's "

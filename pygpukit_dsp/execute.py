@@ -6,11 +6,14 @@ fields, stages, source and sink, the specs they propagate, its YAML); this modul
 the executors: an engine opened by ``backends.open_backend`` for an array, a
 :class:`~pygpukit_dsp.session.Session` (admission, dispatch, one StreamRunner per stream) for a
 run. It imports the description only for typing: the description never imports it at module level.
+
+A :class:`~pygpukit_dsp.graph.Graph` of one path runs as its Pipeline (``as_chain``); any other
+graph runs here on its GraphSpecs: every source's block in step, each output gathered.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -19,16 +22,91 @@ from .io.base import StreamFormat
 from .nonfinite import NonFiniteInput, check_policy
 
 if TYPE_CHECKING:
+    from .graph import Graph
+    from .graph_model import GraphSpecs
     from .handle import RunHandle
     from .io.base import Sink, Source
     from .pipeline import Pipeline
     from .summary import ProgressFn, RunSummary
 
 
-def process(pipeline: "Pipeline", x: np.ndarray, *, backend: str | None = None,
-            device: int | str | None = None, nonfinite: str | None = None) -> np.ndarray:
+def process(pipeline: "Pipeline | Graph", x: Any, *, backend: str | None = None,
+            device: int | str | None = None, nonfinite: str | None = None) -> Any:
     """Stream ``x`` (channels, n) through ``pipeline`` block by block and return the output
-    (:meth:`Pipeline.process` says what that means)."""
+    (:meth:`Pipeline.process` and :meth:`Graph.process` say what that means)."""
+    chain = pipeline.as_chain()
+    if chain is None:
+        return _process_graph(pipeline, x, backend=backend, device=device, nonfinite=nonfinite)
+    if isinstance(x, Mapping):  # a one-path graph given its input by its source's name
+        x = _inputs_by_name(chain.source_name, (chain.source_name,), x)[chain.source_name]
+    return _process_chain(chain, x, backend=backend, device=device, nonfinite=nonfinite)
+
+
+def _as_signal(x: Any, what: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim == 1:
+        x = x[np.newaxis, :]
+    if x.ndim != 2:
+        raise ConfigError(f"process() takes {what} of shape (channels, n), got shape {x.shape}")
+    return x
+
+
+def _inputs_by_name(graph_name: str, sources: tuple[str, ...], x: Any) -> dict[str, np.ndarray]:
+    if not isinstance(x, Mapping):
+        if len(sources) != 1:
+            raise ConfigError(f"graph '{graph_name}' reads {len(sources)} sources ({', '.join(sources)}): "
+                              "process() takes a mapping of arrays by source name",
+                              hint=f"process({{{', '.join(repr(n) + ': ...' for n in sources)}}})")
+        return {sources[0]: _as_signal(x, "an array")}
+    missing = [n for n in sources if n not in x]
+    extra = [n for n in x if n not in sources]
+    if missing or extra:
+        raise ConfigError(f"graph '{graph_name}' reads the sources {', '.join(sources)}; process() got arrays for "
+                          f"{', '.join(map(str, x)) or 'none'}", hint="give one array per source, by its name")
+    return {n: _as_signal(x[n], f"source '{n}''s array") for n in sources}
+
+
+def _process_graph(graph: "Graph", x: Any, *, backend: str | None, device: int | str | None,
+                   nonfinite: str | None) -> Any:
+    """process() of a graph that is not one path: every source's array in step, block by block."""
+    from .io.base import StreamFormat
+
+    inputs = _inputs_by_name(graph.name, tuple(graph.topology().sources), x)
+    formats = {}
+    for name, a in inputs.items():
+        dtype = "complex64" if np.iscomplexobj(a) else "float32"
+        if graph.dtype == "float32" and dtype == "complex64":
+            raise ConfigError(f"graph '{graph.name}' takes float32 input, got a complex array for source '{name}'")
+        formats[name] = StreamFormat(channels=a.shape[0], dtype=graph.dtype or dtype)
+    specs: "GraphSpecs" = graph.specs(formats)
+    arrays = [np.ascontiguousarray(inputs[n], dtype=specs.nodes[n].np_dtype) for n in specs.sources]
+    from .backends import open_backend
+
+    engine = open_backend(graph, specs, backend or graph.backend, device=device,
+                          nonfinite=check_policy(nonfinite, "process(nonfinite=...)"))
+    names = list(specs.outputs)
+    try:
+        outs: list[tuple] = []
+        n = min(a.shape[1] for a in arrays)  # a source that ends ends the stream
+        bs = graph.block_size
+        for start in range(0, max(n, 1), bs):
+            got = engine.process(tuple(a[:, start:min(start + bs, n)] for a in arrays), final=start + bs >= n)
+            outs.append(got if len(names) > 1 else (got,))
+    except NonFiniteInput as exc:
+        raise exc.count.error(f"process()'s array for source '{engine.nonfinite_source}'") from None
+    finally:
+        engine.close()
+    joined = {}
+    for k, name in enumerate(names):
+        spec = specs.output_spec(name)
+        parts = [o[k] for o in outs]
+        joined[name] = np.concatenate(parts, axis=1) if parts else np.zeros(
+            spec.block_shape[:1] + (0,) + spec.block_shape[2:], spec.np_dtype)
+    return joined if len(names) > 1 else joined[names[0]]
+
+
+def _process_chain(pipeline: "Pipeline", x: np.ndarray, *, backend: str | None = None,
+                   device: int | str | None = None, nonfinite: str | None = None) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim == 1:
         x = x[np.newaxis, :]
@@ -59,7 +137,7 @@ def process(pipeline: "Pipeline", x: np.ndarray, *, backend: str | None = None,
         engine.close()
 
 
-def run(pipeline: "Pipeline", *, blocks: int | None = None, duration: float | None = None,
+def run(pipeline: "Pipeline | Graph", *, blocks: int | None = None, duration: float | None = None,
         backend: str | None = None, progress: "ProgressFn | None" = None,
         device: int | str | None = None) -> "RunSummary":
     """Run ``pipeline`` (source -> stages -> sink) in a Session of its own until it ends."""
@@ -69,7 +147,7 @@ def run(pipeline: "Pipeline", *, blocks: int | None = None, duration: float | No
                                                                    progress=progress)[0]
 
 
-def start(pipeline: "Pipeline", *, source: "Source | None" = None, sink: "Sink | None" = None,
+def start(pipeline: "Pipeline | Graph", *, source: "Source | None" = None, sink: "Sink | None" = None,
           backend: str | None = None, blocks: int | None = None, duration: float | None = None,
           tap: bool | None = None, device: int | str | None = None) -> "RunHandle":
     """Run ``pipeline`` on a background thread (``source``/``sink`` replace its own for this run)
@@ -79,7 +157,8 @@ def start(pipeline: "Pipeline", *, source: "Source | None" = None, sink: "Sink |
     from .session import Session
 
     run_as = pipeline.with_io(source=source, sink=sink)
-    if tap is None:
-        tap = run_as.sink is None or isinstance(run_as.sink, NullSink)
+    if tap is None:  # no sink to take the blocks (or only null ones): they are for the handle
+        sinks = list(run_as.topology().sinks.values())
+        tap = all(isinstance(s, NullSink) for s in sinks)
     return RunHandle(Session([run_as], backend=backend, device=device), blocks=blocks, duration=duration,
                      tap=tap)

@@ -67,7 +67,8 @@ class RunHandle:
             self._done.set()
 
     def _tap(self, name: str, block: np.ndarray) -> None:
-        item = (name, np.array(block))  # a copy: the engine reuses its output buffers
+        # a copy: the engine reuses its output buffers (a graph's several sinks: a dict of blocks)
+        item = (name, {k: np.array(v) for k, v in block.items()} if isinstance(block, dict) else np.array(block))
         while True:
             try:
                 self._queue.put(item, timeout=0.1)

@@ -92,10 +92,12 @@ def _gpu_free_memory(device: int = 0) -> int | None:
         return None
 
 
-def check_memory(pipeline: "Pipeline", chain: "SpecChain", backend: str, *, device: int = 0) -> None:
+def check_memory(pipeline: "Pipeline", chain: "SpecChain", backend: str, *, device: int = 0,
+                 items: list[tuple[int, str, bool]] | None = None) -> None:
     """Raise ConfigError before anything is allocated when a block of ``pipeline`` would need more
-    memory than the host has available (and, on ``cuda``, more than GPU ``device`` has free)."""
-    items = _memory_items(pipeline, chain)
+    memory than the host has available (and, on ``cuda``, more than GPU ``device`` has free).
+    ``items``: what a block needs, when the caller counted it (a graph's: graph_model.memory_items)."""
+    items = _memory_items(pipeline, chain) if items is None else items
     total = sum(n for n, _, _ in items)
     biggest_n, biggest, per_block = max(items, key=lambda item: item[0])
     places = [("available memory", available_host_memory())]

@@ -4,6 +4,11 @@ Description layer: a Pipeline is data (its fields, stages, source, sink, the spe
 propagate, its YAML in and out). Running it is the executor's job (execute.py, session.py,
 runner.py, backends/): ``process``, ``run`` and ``start`` hand the pipeline there through a
 function-level import, and this module imports no executor module at module level.
+
+A Pipeline is the one-path case of a flowgraph (:class:`~pygpukit_dsp.graph.Graph`, any DAG of
+stages between sources and sinks: docs/graphs.md); both share :class:`PipelineBase` (the stream's
+settings, the input spec, running) and describe themselves as a
+:class:`~pygpukit_dsp.graph_model.Topology`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 
 from .devices import check_device  # noqa: F401  (pipeline.check_device: where it was defined before)
 from .errors import ConfigError
+from .graph_model import SOURCE_NAME, Topology
 from .io.base import Sink, Source, StreamFormat
 from .limits import MAX_BLOCK_SIZE, MAX_CHANNELS
 from .nonfinite import check_policy
@@ -46,28 +52,18 @@ class SpecChain:
         return self.specs[-1]
 
 
-class Pipeline:
-    """A streaming DSP pipeline.
+class PipelineBase:
+    """What a :class:`Pipeline` and a :class:`~pygpukit_dsp.graph.Graph` share: the stream's settings
+    (name, rate, channels, block size, dtype, backend, QoS, device, nonfinite), the input spec they
+    make with a source's format, their settings in YAML, and running (``process``, ``run``,
+    ``start``: the executor's, execute.py)."""
 
-    Build it from Python::
-
-        from pygpukit_dsp import Pipeline, stages
-        p = Pipeline([stages.Fir(design={"numtaps": 129, "cutoff_hz": 4000}), stages.Stft(nfft=512, hop=256)],
-                     sample_rate=48000, channels=2, block_size=1024)
-        y = p.process(x)          # x: (2, n) float32 -> (2, frames, 257) complex64
-
-    or from YAML with :meth:`from_yaml`.
-    """
-
-    def __init__(self, stages: Iterable[Stage] = (), *, name: str = "pipeline",
-                 sample_rate: float | None = None, channels: int | None = None,
-                 block_size: int = 1024, dtype: str | None = None, backend: str = "auto",
-                 qos: QoS | dict | None = None, source: Source | None = None,
-                 sink: Sink | None = None, where: str | None = None, path: Path | None = None,
-                 device: int | str | None = None, device_where: str | None = None,
+    def __init__(self, *, name: str = "pipeline", sample_rate: float | None = None,
+                 channels: int | None = None, block_size: int = 1024, dtype: str | None = None,
+                 backend: str = "auto", qos: QoS | dict | None = None, where: str | None = None,
+                 path: Path | None = None, device: int | str | None = None, device_where: str | None = None,
                  nonfinite: str | None = None):
         self.name = name
-        self.stages: list[Stage] = list(stages)
         self.sample_rate = float(sample_rate) if sample_rate is not None else None
         self.channels = int(channels) if channels is not None else None
         self.block_size = int(block_size)
@@ -85,14 +81,17 @@ class Pipeline:
         elif isinstance(qos, dict):
             qos = validate_params(QoS, qos, what=f"pipeline '{name}' qos")
         self.qos: QoS = qos
-        self.source = source
-        self.sink = sink
         self.where = where
         self.path = path
-        self._check_fields()
 
-    # ------------------------------------------------------------------ building
-    def _check_fields(self) -> None:
+    def _settings(self) -> dict[str, Any]:
+        """The keyword arguments that make another description with these settings."""
+        return dict(name=self.name, sample_rate=self.sample_rate, channels=self.channels,
+                    block_size=self.block_size, dtype=self.dtype, backend=self.backend, qos=self.qos,
+                    where=self.where, path=self.path, device=self.device, device_where=self.device_where,
+                    nonfinite=self.nonfinite)
+
+    def _check_settings(self) -> None:
         where = self.where or f"pipeline '{self.name}'"
         if not 1 <= self.block_size <= MAX_BLOCK_SIZE:
             raise ConfigError(f"block_size must be a whole number from 1 to {MAX_BLOCK_SIZE} samples (the limit), "
@@ -107,6 +106,121 @@ class Pipeline:
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}",
                               where=where)
+
+    def _settings_config(self) -> dict[str, Any]:
+        """The YAML document's settings (version, name, rate, block size...; qos when not the default)."""
+        doc: dict[str, Any] = {"version": 1, "name": self.name}
+        if self.sample_rate is not None:
+            doc["sample_rate"] = int(self.sample_rate) if self.sample_rate.is_integer() else self.sample_rate
+        doc["block_size"] = self.block_size
+        if self.channels is not None:
+            doc["channels"] = self.channels
+        if self.dtype is not None:
+            doc["dtype"] = self.dtype
+        doc["backend"] = self.backend
+        if self.device is not None:
+            doc["device"] = self.device
+        if self.nonfinite is not None:
+            doc["nonfinite"] = self.nonfinite
+        qos = self.qos.to_config()
+        if qos:
+            doc["qos"] = qos
+        return doc
+
+    def to_config(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_yaml(self) -> str:
+        from .spec import dump_yaml
+
+        return dump_yaml(self.to_config())
+
+    # ------------------------------------------------------------------ the graph it describes
+    def topology(self) -> Topology:
+        """The flowgraph this describes: sources, stages, sinks and what each reads."""
+        raise NotImplementedError
+
+    def as_chain(self) -> "Pipeline | None":
+        """The same stream as a :class:`Pipeline` when it is one path (a Pipeline: itself), else None."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ specs
+    def input_spec(self, fmt: StreamFormat | None = None) -> SignalSpec:
+        """The input spec from the pipeline's fields, with ``fmt`` (a source's format) filling blanks."""
+        fmt = fmt or StreamFormat()
+        where = self.where  # FILE:LINE:COL from YAML; every message below names the pipeline itself
+
+        def pick(field: str, mine: Any, theirs: Any) -> Any:
+            if mine is not None and theirs is not None and mine != theirs:
+                raise ConfigError(f"pipeline '{self.name}' sets {field}={mine} but its source delivers "
+                                  f"{field}={theirs}", where=where,
+                                  hint=f"remove {field} from the pipeline or make them agree")
+            return mine if mine is not None else theirs
+
+        sample_rate = pick("sample_rate", self.sample_rate, fmt.sample_rate)
+        channels = pick("channels", self.channels, fmt.channels)
+        dtype = pick("dtype", self.dtype, fmt.dtype) or "float32"
+        if sample_rate is None:
+            raise ConfigError(f"pipeline '{self.name}' has no sample_rate", where=where,
+                              hint="set sample_rate, or use a source that knows it (a file)")
+        if channels is None:
+            raise ConfigError(f"pipeline '{self.name}' has no channel count", where=where,
+                              hint="set channels, or use a source that knows it")
+        return SignalSpec(sample_rate=float(sample_rate), channels=int(channels),
+                          block_size=self.block_size, dtype=dtype)
+
+    # ------------------------------------------------------------------ running (execute.py)
+    def run(self, *, blocks: int | None = None, duration: float | None = None,
+            backend: str | None = None, progress: "ProgressFn | None" = None,
+            device: int | str | None = None) -> "RunSummary":
+        """Run source -> stages -> sink until the source ends or a limit is reached.
+
+        Like every stream, it is first admitted by the scheduler under its QoS (a realtime
+        stream whose per-block cost breaks the bound raises AdmissionError before any block).
+        ``device`` overrides the pipeline's GPU.
+        """
+        from .execute import run
+
+        return run(self, blocks=blocks, duration=duration, backend=backend, progress=progress, device=device)
+
+
+class Pipeline(PipelineBase):
+    """A streaming DSP pipeline: one path from a source through a chain of stages to a sink.
+
+    Build it from Python::
+
+        from pygpukit_dsp import Pipeline, stages
+        p = Pipeline([stages.Fir(design={"numtaps": 129, "cutoff_hz": 4000}), stages.Stft(nfft=512, hop=256)],
+                     sample_rate=48000, channels=2, block_size=1024)
+        y = p.process(x)          # x: (2, n) float32 -> (2, frames, 257) complex64
+
+    or from YAML with :meth:`from_yaml`.
+    """
+
+    # the names a graph gives its source and sink (graph.Graph.as_chain sets them; a Pipeline of its
+    # own calls its source 'source' and its sink by the name of what it reads)
+    source_name: str = SOURCE_NAME
+    sink_name: str | None = None
+
+    def __init__(self, stages: Iterable[Stage] = (), *, name: str = "pipeline",
+                 sample_rate: float | None = None, channels: int | None = None,
+                 block_size: int = 1024, dtype: str | None = None, backend: str = "auto",
+                 qos: QoS | dict | None = None, source: Source | None = None,
+                 sink: Sink | None = None, where: str | None = None, path: Path | None = None,
+                 device: int | str | None = None, device_where: str | None = None,
+                 nonfinite: str | None = None):
+        super().__init__(name=name, sample_rate=sample_rate, channels=channels, block_size=block_size,
+                         dtype=dtype, backend=backend, qos=qos, where=where, path=path, device=device,
+                         device_where=device_where, nonfinite=nonfinite)
+        self.stages: list[Stage] = list(stages)
+        self.source = source
+        self.sink = sink
+        self._check_fields()
+
+    # ------------------------------------------------------------------ building
+    def _check_fields(self) -> None:
+        where = self.where or f"pipeline '{self.name}'"
+        self._check_settings()
         seen: dict[str, Stage] = {}
         for st in self.stages:
             if not isinstance(st, Stage):
@@ -128,7 +242,12 @@ class Pipeline:
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Pipeline":
-        """Build from a :class:`pygpukit_dsp.spec.PipelineConfig`."""
+        """Build from a :class:`pygpukit_dsp.spec.PipelineConfig`; a graph's (``sources:``,
+        ``sinks:``, ``input:``...) is a ConfigError at its first graph key: Graph.from_config builds it."""
+        if getattr(cfg, "graph_where", None):
+            raise ConfigError(f"pipeline '{cfg.name}' is a graph, not one path", where=cfg.graph_where,
+                              hint="load it with pygpukit_dsp.Graph.from_yaml or Graph.load_all "
+                                   "(docs/graphs.md)")
         return cls(cfg.stages, name=cfg.name, sample_rate=cfg.sample_rate, channels=cfg.channels,
                    block_size=cfg.block_size, dtype=cfg.dtype, backend=cfg.backend, qos=cfg.qos,
                    source=cfg.source, sink=cfg.sink, where=cfg.where, path=cfg.path,
@@ -164,22 +283,7 @@ class Pipeline:
     # ------------------------------------------------------------------ serialising
     def to_config(self) -> dict[str, Any]:
         """The YAML document (version 1) of this pipeline as plain data."""
-        doc: dict[str, Any] = {"version": 1, "name": self.name}
-        if self.sample_rate is not None:
-            doc["sample_rate"] = int(self.sample_rate) if self.sample_rate.is_integer() else self.sample_rate
-        doc["block_size"] = self.block_size
-        if self.channels is not None:
-            doc["channels"] = self.channels
-        if self.dtype is not None:
-            doc["dtype"] = self.dtype
-        doc["backend"] = self.backend
-        if self.device is not None:
-            doc["device"] = self.device
-        if self.nonfinite is not None:
-            doc["nonfinite"] = self.nonfinite
-        qos = self.qos.to_config()
-        if qos:
-            doc["qos"] = qos
+        doc = self._settings_config()
         if self.source is not None:
             doc["source"] = self.source.to_config()
         doc["stages"] = [st.to_config() for st in self.stages]
@@ -187,41 +291,33 @@ class Pipeline:
             doc["sink"] = self.sink.to_config()
         return doc
 
-    def to_yaml(self) -> str:
-        from .spec import dump_yaml
+    # ------------------------------------------------------------------ the graph it describes
+    def topology(self) -> Topology:
+        """The one path: the source (``source_name``), each stage reading the one before, the sink."""
+        topo = Topology(sources={self.source_name: self.source}, stages=list(self.stages), where=self.where)
+        before = self.source_name
+        for st in self.stages:
+            topo.stage_inputs[st.name] = (before,)
+            before = st.name
+        if self.sink is not None:
+            name = self.sink_name or before
+            topo.sinks[name] = self.sink
+            topo.sink_inputs[name] = before
+        return topo
 
-        return dump_yaml(self.to_config())
+    def as_chain(self) -> "Pipeline":
+        return self
 
     # ------------------------------------------------------------------ specs
-    def input_spec(self, fmt: StreamFormat | None = None) -> SignalSpec:
-        """The input spec from the pipeline's fields, with ``fmt`` (a source's format) filling blanks."""
-        fmt = fmt or StreamFormat()
-        where = self.where  # FILE:LINE:COL from YAML; every message below names the pipeline itself
-
-        def pick(field: str, mine: Any, theirs: Any) -> Any:
-            if mine is not None and theirs is not None and mine != theirs:
-                raise ConfigError(f"pipeline '{self.name}' sets {field}={mine} but its source delivers "
-                                  f"{field}={theirs}", where=where,
-                                  hint=f"remove {field} from the pipeline or make them agree")
-            return mine if mine is not None else theirs
-
-        sample_rate = pick("sample_rate", self.sample_rate, fmt.sample_rate)
-        channels = pick("channels", self.channels, fmt.channels)
-        dtype = pick("dtype", self.dtype, fmt.dtype) or "float32"
-        if sample_rate is None:
-            raise ConfigError(f"pipeline '{self.name}' has no sample_rate", where=where,
-                              hint="set sample_rate, or use a source that knows it (a file)")
-        if channels is None:
-            raise ConfigError(f"pipeline '{self.name}' has no channel count", where=where,
-                              hint="set channels, or use a source that knows it")
-        return SignalSpec(sample_rate=float(sample_rate), channels=int(channels),
-                          block_size=self.block_size, dtype=dtype)
-
     def propagate(self, spec_in: SignalSpec) -> SpecChain:
         """Propagate ``spec_in`` through every stage; a mismatch names both stages."""
         specs = [spec_in]
         prev = "the source"
         for st in self.stages:
+            if st.takes_several():
+                raise ConfigError(f"stage '{st.name}' ({st.type}) takes {st.inputs_text()} inputs, but in a "
+                                  f"chain it reads one: the output of {prev}", where=st.where or self.where,
+                                  hint="build a graph and name its inputs: inputs: [A, B] (docs/graphs.md)")
             try:
                 out = st.output_spec(specs[-1])
             except ConfigError as exc:
@@ -255,19 +351,6 @@ class Pipeline:
 
         return process(self, x, backend=backend, device=device, nonfinite=nonfinite)
 
-    def run(self, *, blocks: int | None = None, duration: float | None = None,
-            backend: str | None = None, progress: "ProgressFn | None" = None,
-            device: int | str | None = None) -> "RunSummary":
-        """Run source -> stages -> sink until the source ends or a limit is reached.
-
-        Like every stream, it is first admitted by the scheduler under its QoS (a realtime
-        stream whose per-block cost breaks the bound raises AdmissionError before any block).
-        ``device`` overrides the pipeline's GPU.
-        """
-        from .execute import run
-
-        return run(self, blocks=blocks, duration=duration, backend=backend, progress=progress, device=device)
-
     def start(self, *, source: Source | None = None, sink: Sink | None = None, backend: str | None = None,
               blocks: int | None = None, duration: float | None = None, tap: bool | None = None,
               device: int | str | None = None) -> "RunHandle":
@@ -293,15 +376,14 @@ class Pipeline:
     def with_io(self, *, source: Source | None = None, sink: Sink | None = None) -> "Pipeline":
         """A copy with ``source`` and ``sink`` in place of this pipeline's own (None keeps its own);
         the stages are shared (a stage holds its parameters, not a stream's state)."""
-        return Pipeline(self.stages, name=self.name, sample_rate=self.sample_rate, channels=self.channels,
-                        block_size=self.block_size, dtype=self.dtype, backend=self.backend, qos=self.qos,
-                        source=source if source is not None else self.source,
-                        sink=sink if sink is not None else self.sink, where=self.where, path=self.path,
-                        device=self.device, device_where=self.device_where, nonfinite=self.nonfinite)
+        copy = Pipeline(self.stages, source=source if source is not None else self.source,
+                        sink=sink if sink is not None else self.sink, **self._settings())
+        copy.source_name, copy.sink_name = self.source_name, self.sink_name
+        return copy
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={[s.name for s in self.stages]})"
 
 
-def as_pipeline_list(obj: Pipeline | Sequence[Pipeline]) -> list[Pipeline]:
-    return [obj] if isinstance(obj, Pipeline) else list(obj)
+def as_pipeline_list(obj: PipelineBase | Sequence[PipelineBase]) -> list[PipelineBase]:
+    return [obj] if isinstance(obj, PipelineBase) else list(obj)

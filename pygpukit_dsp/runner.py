@@ -20,7 +20,7 @@ from .io.base import StreamFormat
 from .nonfinite import NonFiniteInput
 # the records moved to summary.py; imported from here as before
 from .summary import (INFO_COUNTERS, Progress, ProgressFn, RunSummary, SchedulerAccounting,  # noqa: F401
-                      StopRequest)
+                      SinkAccount, SourceAccount, StopRequest)
 
 if TYPE_CHECKING:
     from .admission import AdmissionResult
@@ -50,7 +50,11 @@ def _samples(block: np.ndarray) -> int:
 
 
 class StreamRunner:
-    """Opens a pipeline's source, engine and sink, and moves blocks through them."""
+    """Opens a pipeline's source, engine and sink, and moves blocks through them.
+
+    graph_runner.GraphRunner runs a graph that is not one path with the same loop: its hooks
+    (``_read_inputs``, ``_write_outputs``, ``_samples_out``, ``_io_report``) read every source and
+    write every sink."""
 
     def __init__(self, pipeline: "Pipeline", *, backend: str | None = None, device: int | str | None = None,
                  gpu: int | None = None):
@@ -59,6 +63,20 @@ class StreamRunner:
         if pipeline.source is None:
             raise ConfigError(f"pipeline '{pipeline.name}' has no source", where=pipeline.where,
                               hint="add a source (e.g. {type: synth}) or use Pipeline.process(array)")
+        self._setup(pipeline, backend, device)
+        self.source = pipeline.source
+        # NaN/Inf input samples: the pipeline's policy, else the source's default (error for files
+        # and arrays, zero for live audio: pygpukit_dsp/nonfinite.py)
+        self.nonfinite_policy = pipeline.nonfinite or getattr(self.source, "nonfinite_default", "error")
+        self.sink = pipeline.sink
+        try:
+            self._open(gpu)
+        except BaseException:
+            self._close(quiet=True)
+            raise
+
+    def _setup(self, pipeline: Any, backend: str | None, device: int | str | None) -> None:
+        """What every runner holds before anything is opened."""
         from .devices import check_device
 
         self.pipeline = pipeline
@@ -69,40 +87,39 @@ class StreamRunner:
         self.admission: "AdmissionResult | None" = None
         self.cpu = resolve_cpu(pipeline.qos.cpu, pipeline.qos.where_of("cpu") or pipeline.where
                                or f"pipeline '{pipeline.name}'")
-        self.source = pipeline.source
-        # NaN/Inf input samples: the pipeline's policy, else the source's default (error for files
-        # and arrays, zero for live audio: pygpukit_dsp/nonfinite.py)
-        self.nonfinite_policy = pipeline.nonfinite or getattr(self.source, "nonfinite_default", "error")
-        self.sink = pipeline.sink
+        self.source = self.sink = None
         self.engine = None
         self.closing = False
         self.stats_lock = threading.Lock()
         self.live: dict[str, Any] = {"blocks": 0, "samples_in": 0, "samples_out": 0, "misses": 0}
         self.hist = None
-        try:
-            pair = getattr(self.sink, "pair_with", None)
-            if pair is not None:  # a sink that plays in its source's stream (duplex)
-                pair(self.source)
-            fmt = self.source.open(StreamFormat(pipeline.sample_rate, pipeline.channels, pipeline.dtype))
-            self.source_format = fmt
-            from .io._common import set_pacer_spin
 
-            # a clock-paced source: spin the last qos.spin_us before each block instead of sleeping
-            set_pacer_spin(self.source, pipeline.qos.spin_window_us())
-            self.chain = pipeline.specs(fmt)
-            if self.sink is not None:
-                from .io._common import check_sink_not_source
+    def _open(self, gpu: int | None) -> None:
+        """Open the source, the specs, the sink and the engine, in that order."""
+        pipeline = self.pipeline
+        pair = getattr(self.sink, "pair_with", None)
+        if pair is not None:  # a sink that plays in its source's stream (duplex)
+            pair(self.source)
+        fmt = self.source.open(StreamFormat(pipeline.sample_rate, pipeline.channels, pipeline.dtype))
+        self.source_format = fmt
+        from .io._common import set_pacer_spin
 
-                check_sink_not_source(self.sink, self.source)  # before the sink creates its file
-                self.sink.open(self.chain.output)
-            from .backends import open_backend
+        # a clock-paced source: spin the last qos.spin_us before each block instead of sleeping
+        set_pacer_spin(self.source, pipeline.qos.spin_window_us())
+        self.chain = pipeline.specs(fmt)
+        if self.sink is not None:
+            from .io._common import check_sink_not_source
 
-            where = gpu if self.device_request == "auto" and gpu is not None else self.device_request
-            self.engine = open_backend(pipeline, self.chain, self.requested_backend, device=where,
-                                       nonfinite=self.nonfinite_policy)
-        except BaseException:
-            self._close(quiet=True)
-            raise
+            check_sink_not_source(self.sink, self.source)  # before the sink creates its file
+            self.sink.open(self.chain.output)
+        self._open_engine(gpu)
+
+    def _open_engine(self, gpu: int | None) -> None:
+        from .backends import open_backend
+
+        where = gpu if self.device_request == "auto" and gpu is not None else self.device_request
+        self.engine = open_backend(self.pipeline, self.chain, self.requested_backend, device=where,
+                                   nonfinite=self.nonfinite_policy)
 
     def move_to_gpu(self, gpu: int) -> None:
         """Open the engine again on GPU ``gpu`` (admission placed a ``device: auto`` stream
@@ -115,19 +132,21 @@ class StreamRunner:
         self.engine = open_backend(self.pipeline, self.chain, self.requested_backend, device=gpu,
                                    nonfinite=self.nonfinite_policy)
 
-    def _read_block(self, bs: int, channels: int, dtype: np.dtype, index: int) -> np.ndarray:
-        """Read exactly ``bs`` samples unless the source ends; check what the source delivers."""
+    def _read_block(self, bs: int, channels: int, dtype: np.dtype, index: int, source: Any = None) -> np.ndarray:
+        """Read exactly ``bs`` samples of ``source`` (default: the pipeline's) unless it ends; check
+        what it delivers."""
+        source = self.source if source is None else source
         parts: list[np.ndarray] = []
         have = 0
         while have < bs:
             try:
-                chunk = self.source.read(bs - have)
+                chunk = source.read(bs - have)
             except Exception as exc:  # a source failing mid-stream is a fault, never a silent end
-                raise _fault(self.source, index, exc) from exc
+                raise _fault(source, index, exc) from exc
             chunk = np.asarray(chunk)
             if chunk.ndim != 2 or chunk.shape[0] != channels or chunk.shape[1] > bs - have:
-                raise _fault(self.source, index, f"delivered shape {chunk.shape}; expected "
-                                                  f"({channels}, <= {bs - have})")
+                raise _fault(source, index, f"delivered shape {chunk.shape}; expected "
+                                             f"({channels}, <= {bs - have})")
             if chunk.shape[1] == 0:
                 break
             parts.append(chunk)
@@ -141,6 +160,43 @@ class StreamRunner:
         if block.dtype != dtype:
             block = block.astype(dtype)
         return np.ascontiguousarray(block)
+
+    # -- the loop's hooks: one source and one sink here; every source and sink in GraphRunner
+    def _read_inputs(self, bs: int, index: int) -> tuple[Any, int]:
+        """The engine's input for block ``index`` and its length (0: the stream ended)."""
+        spec = self.chain.input
+        block = self._read_block(bs, spec.channels, spec.np_dtype, index)
+        return block, block.shape[1]
+
+    def _write_outputs(self, out: Any, index: int) -> None:
+        if self.sink is not None:
+            try:
+                self.sink.write(out)
+            except Exception as exc:
+                raise _fault(self.sink, index, exc) from exc
+
+    def _tapped(self, out: Any) -> Any:
+        """What ``tap`` receives of an output (a graph with several sinks: a dict by sink name)."""
+        return out
+
+    def _samples_out(self, out: Any) -> int:
+        """Samples (or frames) per channel of an output: the summary's ``samples_out``."""
+        return _samples(out)
+
+    def _nonfinite_error(self, exc: NonFiniteInput) -> NonFiniteInput:
+        source = self.source.describe()
+        return exc.count.error(source, part=source)
+
+    def _io_report(self, blocks: int, samples_in: int, samples_out: int) -> dict[str, Any]:
+        """RunSummary's figures of the sources and sinks."""
+        p, sinks = self.pipeline, []
+        if self.sink is not None:  # named as a graph names it: by what it reads, unless it has a name
+            reads = p.stages[-1].name if p.stages else p.source_name
+            sinks.append(_sink_account(p.sink_name or reads, self.sink, reads, self.chain.output, blocks,
+                                       samples_out))
+        return dict(source_stats=_stats(self.source), sink_stats=_stats(self.sink),
+                    sources=[_source_account(self.pipeline.source_name, self.source, self.chain.input, samples_in)],
+                    sinks=sinks, audio=_audio_report(self.source, self.sink), events=_events(self.source))
 
     def interrupt(self, *, abort: bool = False) -> None:
         """Make a source or sink waiting on a device return now (called when the run is stopping);
@@ -202,7 +258,7 @@ class StreamRunner:
         crash: Exception | None = None
         t_start = time.perf_counter()
         next_report = t_start + progress_interval_s
-        engine, sink = self.engine, self.sink
+        engine = self.engine
         perf_ns = time.perf_counter_ns
         # Zero-copy hand-off where the engine offers it (cuda): the sink reads a view of the
         # engine's pinned output, consumed before that slot is submitted again.
@@ -217,8 +273,7 @@ class StreamRunner:
                 if stop is not None and stop():
                     ended_by = stop_reason()
                     break
-                block = self._read_block(bs, spec.channels, spec.np_dtype, n_blocks)
-                n = block.shape[1]
+                block, n = self._read_inputs(bs, n_blocks)
                 if n == 0:
                     if stop is not None and stop():  # a device read cut short by the stop
                         ended_by = stop_reason()
@@ -228,26 +283,21 @@ class StreamRunner:
                 try:
                     out = collect(submit(block, final)) if zero_copy else engine.process(block, final)
                 except NonFiniteInput as exc:  # nonfinite: error
-                    source = self.source.describe()
-                    raise exc.count.error(source, part=source) from None
+                    raise self._nonfinite_error(exc) from None
                 except StreamFault as exc:
                     raise _fault(None, n_blocks, exc, part=f"engine ({self.engine.choice.name})") from exc
                 dt = perf_ns() - t0
                 hist.record(dt)
                 if dt > deadline_ns:
                     misses += 1
-                if sink is not None:
-                    try:
-                        sink.write(out)
-                    except Exception as exc:
-                        raise _fault(sink, n_blocks, exc) from exc
+                self._write_outputs(out, n_blocks)
                 n_blocks += 1
                 samples_in += n
-                samples_out += _samples(out)
+                samples_out += self._samples_out(out)
                 with lock:
                     live.update(blocks=n_blocks, samples_in=samples_in, samples_out=samples_out, misses=misses)
                 if tap is not None:
-                    tap(out)
+                    tap(self._tapped(out))
                 if progress is not None:
                     now = time.perf_counter()
                     if now >= next_report:
@@ -290,13 +340,11 @@ class StreamRunner:
             blocks=n_blocks, samples_in=samples_in, samples_out=samples_out,
             input_spec=spec.describe(), output_spec=self.chain.output.describe(), wall_s=wall,
             deadline_us=deadline_s * 1e6, deadline_misses=misses, latency_us=_hist_us(hist),
-            source_stats=_stats(self.source), sink_stats=_stats(self.sink),
             engine_counters=self.engine.counters(), ended_by=ended_by,
             fault=str(fault) if fault is not None else None,
             output_unit="frames" if self.chain.output.domain == "frames" else "samples",
-            audio=_audio_report(self.source, self.sink), events=_events(self.source), cpu=self.cpu,
-            nonfinite=_nonfinite(self.engine),
-            **self._placement_and_cost())
+            cpu=self.cpu, nonfinite=_nonfinite(self.engine),
+            **self._io_report(n_blocks, samples_in, samples_out), **self._placement_and_cost())
         if fault is not None:
             fault.summary = summary  # type: ignore[attr-defined]
             raise fault
@@ -352,6 +400,16 @@ class StreamRunner:
                 errors.append(f"{name}: {exc}")
         if errors and not quiet:
             raise StreamFault("while closing: " + "; ".join(errors))
+
+
+def _sink_account(name: str, sink: Any, reads: str, spec: Any, blocks: int, samples: int) -> SinkAccount:
+    return SinkAccount(name=name, type=sink.type, input=reads, spec=spec.describe(),
+                       unit="frames" if spec.domain == "frames" else "samples", blocks=blocks, samples=samples,
+                       stats=_stats(sink))
+
+
+def _source_account(name: str, source: Any, spec: Any, samples: int) -> SourceAccount:
+    return SourceAccount(name=name, type=source.type, spec=spec.describe(), samples=samples, stats=_stats(source))
 
 
 def _stats(obj: Any) -> dict[str, int]:

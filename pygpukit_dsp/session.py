@@ -1,6 +1,7 @@
 """Session: several pipelines running at once, each as its own stream, under the scheduler.
 
-Executor layer: it imports the description (Pipeline) only for typing.
+Executor layer: it imports the description (Pipeline, Graph) only for typing. A pipeline is a
+Pipeline or a Graph (graph_runner.open_runner picks the runner of each).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .admission import DEFAULT_POLICY, DEFAULT_U_MAX, AdmissionPolicy, admit, start_clocks
 from .errors import GkError, StreamFault
+from .graph_runner import open_runner
 from .runner import StreamRunner
 from .summary import ProgressFn, RunSummary, SchedulerAccounting, StopRequest
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from pygpukit_dsp_core import Scheduler
 
     from .dispatch import Dispatch
+    from .graph import Graph
     from .pipeline import Pipeline
 
 
@@ -55,7 +58,7 @@ class Session:
     clock, the network or the caller's pushes may all release at once, and are admitted so.
     """
 
-    def __init__(self, pipelines: Sequence["Pipeline"], *, backend: str | None = None,
+    def __init__(self, pipelines: Sequence["Pipeline | Graph"], *, backend: str | None = None,
                  device: int | str | None = None, u_max: float | None = None,
                  policy: AdmissionPolicy | None = None):
         if not pipelines:
@@ -142,8 +145,8 @@ class Session:
         try:
             gpus = self._auto_gpus()
             for p in self.pipelines:
-                runners.append(StreamRunner(p, backend=self.backend, device=self.device,
-                                            gpu=self._first_guess(runners, gpus)))
+                runners.append(open_runner(p, backend=self.backend, device=self.device,
+                                           gpu=self._first_guess(runners, gpus)))
             admitted = admit(runners, policy=self.policy, gpus=gpus)  # AdmissionError before the first block
             self.schedulers = admitted.schedulers
             for r in runners:

@@ -109,6 +109,34 @@ def _us(ns: Any) -> float | None:
 
 
 @dataclass
+class SinkAccount:
+    """What one sink of a run took: its name (a graph's; a chain's sink is named by what it reads),
+    type, what it read, the spec it took, and the blocks and samples (or frames) per channel written,
+    with its own counters (``stats``)."""
+
+    name: str
+    type: str
+    input: str
+    spec: str
+    unit: str      # "samples" | "frames"
+    blocks: int
+    samples: int
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class SourceAccount:
+    """What one source of a run delivered: its name, type, spec, the samples per channel read into
+    blocks, and its own counters."""
+
+    name: str
+    type: str
+    spec: str
+    samples: int
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class RunSummary:
     """Everything a run reports: backend and why, counts, latency percentiles, misses.
 
@@ -116,6 +144,10 @@ class RunSummary:
     engine until the output is available to the sink); ``scheduler`` holds the scheduler's
     accounting of the same blocks when the run went through a Session (always, for
     ``Pipeline.run`` and ``gk-stream run``), else None.
+
+    ``sources`` and ``sinks`` account for each source and sink by name (a graph has several:
+    docs/graphs.md); ``source_stats``, ``sink_stats``, ``input_spec``, ``output_spec`` and
+    ``samples_out`` are the first source's and the first sink's (the first output's).
     """
 
     pipeline: str
@@ -151,6 +183,19 @@ class RunSummary:
     # NaN/Inf input samples (pygpukit_dsp/nonfinite.py, NonFiniteCount.to_dict): the policy, the
     # count, and where the first one was (block, sample, channel, time, value); None: not checked
     nonfinite: dict[str, Any] | None = None
+    sources: list[SourceAccount] = field(default_factory=list)
+    sinks: list[SinkAccount] = field(default_factory=list)
+
+    def __post_init__(self) -> None:  # read back from JSON (to_dict): the accounts as records again
+        self.sources = [SourceAccount(**a) if isinstance(a, dict) else a for a in self.sources]
+        self.sinks = [SinkAccount(**a) if isinstance(a, dict) else a for a in self.sinks]
+
+    def sink(self, name: str) -> SinkAccount:
+        """The account of sink ``name``."""
+        for a in self.sinks:
+            if a.name == name:
+                return a
+        raise KeyError(f"the run had no sink named '{name}' (its sinks: {', '.join(a.name for a in self.sinks)})")
 
     @property
     def samples_per_s(self) -> float:
@@ -172,6 +217,10 @@ class RunSummary:
             f"  blocks {self.blocks}, samples in {self.samples_in}, out {self.samples_out}"
             f"{' frames' if self.output_unit == 'frames' else ''} (per channel), "
             f"{self.wall_s:.3f} s wall, {self.samples_per_s / 1e6:.3f} Msamples/s; ended by {self.ended_by}",
+            *([f"  source {a.name} ({a.type}): {a.spec}, {a.samples} samples read" for a in self.sources]
+              if len(self.sources) > 1 else []),
+            *([f"  sink {a.name} ({a.type}) <- {a.input}: {a.spec}, {a.blocks} blocks, {a.samples}"
+               f"{' frames' if a.unit == 'frames' else ''} written" for a in self.sinks] if len(self.sinks) > 1 else []),
             f"  latency per block, host (us): p50 {lat.get('p50', 0):.1f}  p99 {lat.get('p99', 0):.1f}  "
             f"p99.9 {lat.get('p999', 0):.1f}  max {lat.get('max', 0):.1f}",
             f"  qos {self.qos_class}: deadline {self.deadline_us:.1f} us, deadline misses {self.deadline_misses} (host)",
@@ -187,7 +236,11 @@ class RunSummary:
                 + (f"; device time per block admitted {sa.declared_cost_us:.1f} us, measured "
                    f"{sa.measured_cost_us:.1f} us" if sa.declared_cost_us and sa.measured_cost_us else ""))
         issues = {f"source {k}": v for k, v in self.source_stats.items() if v and k not in INFO_COUNTERS}
-        issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k not in INFO_COUNTERS})
+        if len(self.sinks) > 1:  # every sink's problems, by name
+            issues.update({f"sink {a.name} {k}": v for a in self.sinks for k, v in a.stats.items()
+                           if v and k not in INFO_COUNTERS})
+        else:
+            issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k not in INFO_COUNTERS})
         if issues:
             lines.append("  " + ", ".join(f"{k} {v}" for k, v in issues.items()))
         if self.nonfinite and self.nonfinite.get("count"):

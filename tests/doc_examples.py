@@ -389,10 +389,16 @@ def check_yaml(block: Block, workdir: Path) -> None:
         pipelines = load_bench_text(text, filename=block.doc, base_dir=base).pipelines
         _check_bench(text, workdir)
     else:
-        pipelines = [Pipeline.from_config(cfg) for cfg in load_text(text, filename=block.doc, base_dir=base)]
+        from pygpukit_dsp.graph import Graph
+
+        pipelines = [Graph.from_config(cfg) if cfg.graph_where else Pipeline.from_config(cfg)
+                     for cfg in load_text(text, filename=block.doc, base_dir=base)]
     if isinstance(data, list):
         return  # a list of stage examples (often alternatives), each checked on its own: no chain
     for p in pipelines:
+        if not isinstance(p, Pipeline):  # a graph (docs/graphs.md): every source opened, every edge's spec
+            _check_graph(p)
+            continue
         fmt = StreamFormat()
         if p.source is not None and p.source.type in _LOCAL_SOURCES:
             fmt = p.source.open(StreamFormat(p.sample_rate, p.channels, p.dtype))
@@ -400,6 +406,20 @@ def check_yaml(block: Block, workdir: Path) -> None:
         elif p.sample_rate is None or p.channels is None:
             continue  # a device or network source tells the format when it opens
         p.specs(fmt)
+
+
+def _check_graph(g: Any) -> None:
+    from pygpukit_dsp.io.base import StreamFormat
+
+    fmts = {}
+    for name, src in g.topology().sources.items():
+        if src is not None and src.type not in _LOCAL_SOURCES:
+            return  # a device or network source tells its format when it opens
+        fmts[name] = StreamFormat()
+        if src is not None:
+            fmts[name] = src.open(StreamFormat(g.sample_rate, g.channels, g.dtype))
+            src.close()
+    g.specs(fmts)
 
 
 def _check_bench(text: str, workdir: Path) -> None:

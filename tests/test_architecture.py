@@ -21,10 +21,12 @@ MAX_LINES = 800
 SOURCES = ((PACKAGE, (".py",)), (ROOT / "native", (".cpp", ".h", ".cu")), (ROOT / "rust", (".rs",)))
 SKIP_DIRS = {"target", "build", "_skbuild", "__pycache__", "_kernels"}  # build outputs, generated code
 # the layers of pygpukit_dsp (docs/architecture.md), top to bottom; bench/ sits beside them
-CLI = ("pygpukit_dsp.cli", "pygpukit_dsp.cluster", "pygpukit_dsp.cli_format")
-EXECUTOR = ("pygpukit_dsp.execute", "pygpukit_dsp.session", "pygpukit_dsp.runner", "pygpukit_dsp.summary",
-            "pygpukit_dsp.handle", "pygpukit_dsp.dispatch", "pygpukit_dsp.admission", "pygpukit_dsp.backends")
-DESCRIPTION = ("pygpukit_dsp.pipeline", "pygpukit_dsp.spec", "pygpukit_dsp.stages", "pygpukit_dsp.io")
+CLI = ("pygpukit_dsp.cli", "pygpukit_dsp.cli_validate", "pygpukit_dsp.cluster", "pygpukit_dsp.cli_format")
+EXECUTOR = ("pygpukit_dsp.execute", "pygpukit_dsp.session", "pygpukit_dsp.runner", "pygpukit_dsp.graph_runner",
+            "pygpukit_dsp.summary", "pygpukit_dsp.handle", "pygpukit_dsp.dispatch", "pygpukit_dsp.admission",
+            "pygpukit_dsp.backends")
+DESCRIPTION = ("pygpukit_dsp.pipeline", "pygpukit_dsp.graph", "pygpukit_dsp.graph_model", "pygpukit_dsp.graph_render",
+               "pygpukit_dsp.spec", "pygpukit_dsp.stages", "pygpukit_dsp.io")
 CORE = ("pygpukit_dsp.errors", "pygpukit_dsp.signal", "pygpukit_dsp.qos", "pygpukit_dsp.nonfinite",
         "pygpukit_dsp.limits", "pygpukit_dsp.devices", "pygpukit_dsp.capabilities", "pygpukit_dsp._libs",
         "pygpukit_dsp.affinity", "pygpukit_dsp.registry")

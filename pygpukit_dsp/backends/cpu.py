@@ -1,4 +1,5 @@
-"""The CPU backend: each stage's NumPy/SciPy processor, called in order."""
+"""The CPU backend: each stage's NumPy/SciPy processor, called in order (a chain: CpuEngine; a graph
+that is not one path: CpuGraphEngine, each stage on what it reads)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from ..errors import StreamFault
 from ..nonfinite import DEFAULT_POLICY, NonFiniteCount, find_nonfinite, zeroed
 
 if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..graph_model import GraphSpecs
     from ..pipeline import Pipeline, SpecChain
     from . import BackendChoice
 
@@ -67,6 +70,92 @@ class CpuEngine:
         for proc in self._procs:
             proc.reset()
         self._samples = 0
+
+    def counters(self) -> dict[str, int]:
+        return {"blocks": self._blocks}
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class CpuGraphEngine:
+    """A graph's stages on the CPU: every source's block checked for NaN/Inf (as CpuEngine checks its
+    input), then each stage in order on the blocks it reads, and what the graph gives back.
+
+    ``process(blocks, final)`` takes one block per source (a tuple in the order of ``chain.sources``;
+    a single array for a graph with one source) and returns one block per output (a tuple in the
+    order of ``chain.outputs``: each sink's, or the last stage's when there is no sink; a single
+    array when there is one). Full blocks of the sources have the block size; the last block of a
+    stream may be shorter, the same length for every source.
+    """
+
+    def __init__(self, graph: "Graph", chain: "GraphSpecs", choice: "BackendChoice", *,
+                 nonfinite: str = DEFAULT_POLICY):
+        topo = graph.topology()
+        self.choice = choice
+        self.chain = chain
+        self.nonfinite = NonFiniteCount(nonfinite)
+        self.nonfinite_source: str | None = None  # the source the first NaN/Inf came from
+        self._sources = chain.sources
+        self._in = [chain.nodes[n] for n in self._sources]
+        self._steps = []
+        for name in chain.order:
+            st = topo.stage(name)
+            assert st is not None
+            ins = chain.stage_inputs[name]
+            several = st.takes_several()
+            proc = st.cpu(list(ins) if several else ins[0])
+            self._steps.append((name, topo.stage_inputs[name], proc, several))
+        self._outputs = tuple(chain.outputs.values())
+        self._samples = [0] * len(self._sources)
+        self._blocks = 0
+        self._closed = False
+
+    def zero_block(self) -> "np.ndarray | tuple[np.ndarray, ...]":
+        """A full block of zeros for every source, as process() takes them (admission times these)."""
+        zeros = tuple(np.zeros(s.block_shape, s.np_dtype) for s in self._in)
+        return zeros if len(zeros) > 1 else zeros[0]
+
+    def process(self, blocks: "np.ndarray | tuple[np.ndarray, ...]", final: bool = False,
+                out: np.ndarray | None = None) -> "np.ndarray | tuple[np.ndarray, ...]":
+        if self._closed:
+            raise StreamFault("the CPU engine is closed")
+        if out is not None:
+            raise ValueError("a graph's engine returns one block per output: process(out=...) is for a chain")
+        if isinstance(blocks, np.ndarray):
+            blocks = (blocks,)
+        if len(blocks) != len(self._sources):
+            raise ValueError(f"the graph reads {len(self._sources)} sources ({', '.join(self._sources)}); "
+                             f"got {len(blocks)} blocks")
+        values: dict[str, np.ndarray] = {}
+        for i, (name, block, spec) in enumerate(zip(self._sources, blocks, self._in)):
+            if block.dtype != spec.np_dtype:
+                block = block.astype(spec.np_dtype)
+            count, channel, sample, value = find_nonfinite(block)
+            if count:
+                nf = self.nonfinite
+                if nf.first_sample is None:
+                    self.nonfinite_source = name
+                nf.add(count, block=self._blocks, sample=self._samples[i] + sample, channel=channel, value=value,
+                       sample_rate=spec.sample_rate)
+                if nf.policy == "error":
+                    raise nf.error(f"source '{name}'")
+                if nf.policy == "zero":
+                    block = zeroed(block)
+            self._samples[i] += block.shape[1]
+            values[name] = block
+        # as CpuEngine: what a NaN let through does is counted, not printed as NumPy warnings
+        with np.errstate(all="ignore"):
+            for name, reads, proc, several in self._steps:
+                values[name] = proc.process([values[r] for r in reads] if several else values[reads[0]], final)
+        self._blocks += 1
+        outs = tuple(values[n] for n in self._outputs)
+        return outs if len(outs) != 1 else outs[0]
+
+    def reset(self) -> None:
+        for _, _, proc, _ in self._steps:
+            proc.reset()
+        self._samples = [0] * len(self._sources)
 
     def counters(self) -> dict[str, int]:
         return {"blocks": self._blocks}

@@ -45,11 +45,61 @@ def _pipeline_body(cfg: Any) -> dict[str, Any]:
         qos_doc = qos.to_config() if hasattr(qos, "to_config") else dict(qos)
         if qos_doc:
             out["qos"] = qos_doc
+    if _get(cfg, "sources") is not None:  # the graph form (docs/graphs.md)
+        out.update(graph_body(cfg))
+        return out
     for key in ("source", "stages", "sink"):
         v = _get(cfg, key)
         if v is None:
             continue
         out[key] = [_component(s) for s in v] if key == "stages" else _component(v)
+    return out
+
+
+def graph_body(cfg: Any) -> dict[str, Any]:
+    """``source``/``sources``, ``stages`` (each with the ``input``/``inputs`` it reads, unless it reads
+    the entry above) and ``sink``/``sinks`` of a graph (a PipelineConfig or a Graph: ``sources``,
+    ``stages``, ``stage_inputs``, ``sinks``, ``sink_inputs``), in the form that reads back the same."""
+    from ..graph_model import SOURCE_NAME
+
+    sources = dict(_get(cfg, "sources") or {})
+    stages = list(_get(cfg, "stages") or [])
+    stage_inputs = dict(_get(cfg, "stage_inputs") or {})
+    sinks = dict(_get(cfg, "sinks") or {})
+    sink_inputs = dict(_get(cfg, "sink_inputs") or {})
+    out: dict[str, Any] = {}
+    for name, src in sources.items():
+        if src is None and (name != SOURCE_NAME or len(sources) > 1):
+            raise ConfigError(f"source '{name}' has no source component, so it cannot be written to YAML",
+                              hint="give it one (a file, synth... source), or name the one input 'source'")
+    written = {n: s for n, s in sources.items() if s is not None}
+    if len(sources) == 1 and written:
+        (name, src), = written.items()
+        out["source"] = _component(src) if name == SOURCE_NAME else {"name": name, **_component(src)}
+    elif written:
+        out["sources"] = [{"name": n, **_component(s)} for n, s in written.items()]
+    docs = []
+    before = next(iter(sources)) if len(sources) == 1 else None
+    for st in stages:
+        doc = _component(st)
+        reads = tuple(stage_inputs.get(st.name, ()))
+        if st.takes_several():
+            doc["inputs"] = list(reads)
+        elif reads != (before,):
+            doc["inputs" if len(reads) != 1 else "input"] = reads[0] if len(reads) == 1 else list(reads)
+        docs.append(doc)
+        before = st.name
+    out["stages"] = docs
+    last = stages[-1].name if stages else before
+    if len(sinks) == 1 and all(ref == last and name == ref for name, ref in sink_inputs.items()):
+        out["sink"] = _component(next(iter(sinks.values())))
+    elif sinks:
+        rows = []
+        for name, snk in sinks.items():
+            doc = _component(snk)
+            head = {"name": name} if name != sink_inputs[name] else {}
+            rows.append({**head, "type": doc.pop("type"), "input": sink_inputs[name], **doc})
+        out["sinks"] = rows
     return out
 
 

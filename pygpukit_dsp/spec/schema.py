@@ -19,7 +19,9 @@ from ..limits import MAX_BLOCK_SIZE, MAX_CHANNELS
 from ..qos import QoS
 from ..signal import DTYPES
 from ..stages.base import _fields_at, did_you_mean, stage_class, validate_params
+from .graph_form import STAGE_EXTRA, graph_marker, read_graph
 from .loader import Marks, load_marked
+from .words import _lookup, _show, _type_name  # noqa: F401  (schema._show: where they were defined before)
 
 _DID_YOU_MEAN = re.compile(r"did you mean '([^']+)'\?")
 
@@ -29,7 +31,7 @@ BACKENDS = ("auto", "cuda", "cpu")
 
 # keys of one pipeline (the single form's top level, or one entry of 'pipelines:')
 PIPELINE_KEYS = ("name", "sample_rate", "block_size", "channels", "dtype", "backend", "device", "nonfinite",
-                 "qos", "source", "stages", "sink")
+                 "qos", "source", "sources", "stages", "sink", "sinks")
 # top-level keys of the multi form that act as defaults for every pipeline
 DEFAULT_KEYS = ("sample_rate", "block_size", "channels", "dtype", "backend", "device", "nonfinite")
 TOP_SINGLE_KEYS = ("version",) + PIPELINE_KEYS
@@ -65,6 +67,15 @@ class PipelineConfig:
     device_where: str | None = None  # FILE:LINE:COL of the device value (a DeviceError points there)
     # NaN/Inf input samples: error | zero | pass; None: the source's default (pygpukit_dsp/nonfinite.py)
     nonfinite: str | None = None
+    # The graph form (docs/graphs.md; pygpukit_dsp/graph_model.py): None for one path. graph_where is
+    # FILE:LINE:COL of the first key that makes it a graph; sources and sinks are by name, each
+    # stage's and sink's input by name, refs_where locates each name read ((kind, name, i) -> where).
+    graph_where: str | None = None
+    sources: dict[str, Any] | None = None
+    stage_inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    sinks: dict[str, Any] | None = None
+    sink_inputs: dict[str, str] = field(default_factory=dict)
+    refs_where: dict[tuple[str, str, int], str] = field(default_factory=dict)
 
     def to_document(self) -> dict[str, Any]:
         """The YAML document of this pipeline alone (see :func:`pygpukit_dsp.spec.pipeline_document`)."""
@@ -92,24 +103,6 @@ def _is_finite_number(v: Any) -> bool:
     if _is_int(v):
         return abs(v) < 2**1023
     return _is_number(v) and math.isfinite(v)
-
-
-def _show(v: Any) -> str:
-    """A value as the YAML author wrote it: 'abc', null, true, 3."""
-    if isinstance(v, str):
-        return repr(v)
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-def _type_name(v: Any) -> str:
-    if v is None:
-        return "nothing (null)"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "true/false",
-            int: "an integer", float: "a number"}.get(type(v), type(v).__name__)
 
 
 class _DocBuilder:
@@ -350,9 +343,11 @@ class _DocBuilder:
                         qos._where["cpu"] = qm.value_where("cpu")
                 except ConfigError as exc:
                     self._add(exc, qm, QoS)
-        source = self._component("source", d, m)
-        stages = self._stages(d, m)
-        sink = self._component("sink", d, m)
+        graph_where = graph_marker(d, m)  # sources:, sinks:, input: ... (docs/graphs.md)
+        source = None if graph_where else self._component("source", d, m)
+        stages, names = self._stages(d, m)
+        sink = None if graph_where else self._component("sink", d, m)
+        graph = read_graph(self, d, m, stages, names) if graph_where else {}
         if len(self.errors) > n_errors:
             return None
         cfg = PipelineConfig(
@@ -362,7 +357,7 @@ class _DocBuilder:
             source=source, stages=stages, sink=sink, where=m.where, path=self.path,
             device=settings.get("device"),
             device_where=m.value_where("device") if "device" in d else device_where,
-            nonfinite=settings.get("nonfinite"))
+            nonfinite=settings.get("nonfinite"), graph_where=graph_where, **graph)
         self._name_where[id(cfg)] = m.value_where("name") if "name" in d else m.where
         return cfg
 
@@ -418,14 +413,15 @@ class _DocBuilder:
         obj.where = cm.where
         return obj
 
-    def _stages(self, d: dict, m: Marks) -> list:
+    def _stages(self, d: dict, m: Marks) -> tuple[list, list[str | None]]:
+        """The stages built, and every item's name (None where it has none)."""
         if "stages" not in d or d["stages"] is None:
-            return []
+            return [], []
         items, sm = d["stages"], m.child("stages")
         if not isinstance(items, list):
             self.err(f"stages must be a list, got {_type_name(items)}", sm.where,
                      "write one stage per line: '  - {type: fir, ...}'")
-            return []
+            return [], []
         names = self._stage_names(items, sm)
         out = []
         for i, item in enumerate(items):
@@ -435,10 +431,10 @@ class _DocBuilder:
                                 else f"stage '{name}' ({t})",
                                 make=lambda cls, params, name=name: cls(params, name=name,
                                                                         base_dir=self.base_dir),
-                                extra_keys=("name",))
+                                extra_keys=STAGE_EXTRA)
             if built is not None:
                 out.append(built)
-        return out
+        return out, names
 
     def _stage_names(self, items: list, sm: Marks) -> list[str | None]:
         """Explicit names must be unique; default names (the type) get _2, _3... when taken."""
@@ -467,12 +463,6 @@ class _DocBuilder:
                 taken[name] = sm.items[i].where
                 names[i] = name
         return names
-
-
-def _lookup(kind: str) -> Callable:
-    from ..io.base import sink_class, source_class
-
-    return source_class if kind == "source" else sink_class
 
 
 def _known(kind: str) -> list[str]:
