@@ -151,3 +151,14 @@ def test_cuda_refuses_a_graph_with_branches_before_the_first_block(tmp_path):
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert "graph 'g' cannot run on backend 'cuda'" in r.stderr and "no CUDA lowering" in r.stderr
         assert "blocks" not in r.stdout and not (tmp_path / "out").exists()
+
+
+def test_validate_says_when_a_graph_is_one_path(tmp_path):
+    path = write(tmp_path, "sources:\n  - {name: mic, type: synth}\nstages:\n  - {type: gain, db: 1}\n"
+                           "sinks:\n  - {name: out, type: \"null\", input: gain}\n")
+    path.write_text(path.read_text().replace("source: {type: synth, signal: noise, duration_s: 0.1}\n", ""))
+    r = gk("validate", path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "pipeline g: ok (a graph: 1 source, 1 stage, 1 sink; one path)"
+    r = gk("run", path, "--blocks", "2", "--backend", "cuda", env=NO_DRIVER)  # one path: the cuda backend's
+    assert r.returncode == 1 and "driver" in r.stderr.lower() and "no CUDA lowering" not in r.stderr

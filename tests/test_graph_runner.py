@@ -110,3 +110,14 @@ def test_a_graph_without_a_source_component_is_refused_before_running():
     g.add(stages.Add(), "x", "y")
     with pytest.raises(ConfigError, match="has no source for 'x'"):
         g.run()
+
+
+def test_a_chain_accounts_its_one_source_and_sink_by_graph_names():
+    from pygpukit_dsp import Pipeline
+
+    p = Pipeline([stages.Gain(db=1), stages.Power(name="pw")], name="c", sample_rate=1000, channels=1, block_size=8,
+                 backend="cpu", source=SynthSource(signal="noise", duration_s=0.02), sink=NumpySink())
+    summary = p.run()
+    assert [(a.name, a.input, a.blocks, a.samples) for a in summary.sinks] == [("pw", "pw", 3, 20)]
+    assert [(a.name, a.type, a.samples) for a in summary.sources] == [("source", "synth", 20)]
+    assert "sink pw" not in summary.format()  # one sink: the summary's lines as they always were
