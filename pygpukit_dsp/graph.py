@@ -205,7 +205,7 @@ class Graph(PipelineBase):
     @classmethod
     def from_config(cls, cfg: Any) -> "Graph":
         """Build from a :class:`pygpukit_dsp.spec.PipelineConfig` (a chain's as its one path)."""
-        if cfg.sources is None:  # one path
+        if cfg.sources is None:  # the chain form
             return cls.from_pipeline(Pipeline.from_config(cfg))
         g = cls(name=cfg.name, sample_rate=cfg.sample_rate, channels=cfg.channels, block_size=cfg.block_size,
                 dtype=cfg.dtype, backend=cfg.backend, qos=cfg.qos, where=cfg.where, path=cfg.path,

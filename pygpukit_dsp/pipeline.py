@@ -242,17 +242,31 @@ class Pipeline(PipelineBase):
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Pipeline":
-        """Build from a :class:`pygpukit_dsp.spec.PipelineConfig`; a graph's (``sources:``,
-        ``sinks:``, ``input:``...) is a ConfigError at its first graph key: Graph.from_config builds it."""
+        """Build from a :class:`pygpukit_dsp.spec.PipelineConfig`. A graph's (``sources:``,
+        ``sinks:``, ``input:``...) of one path is that path; one with branches or several inputs is
+        a ConfigError at its first graph key (Graph.from_config builds it: docs/graphs.md)."""
+        source, stages, sink = cfg.source, cfg.stages, cfg.sink
+        names: tuple[str, str | None] = (SOURCE_NAME, None)
         if getattr(cfg, "graph_where", None):
-            raise ConfigError(f"pipeline '{cfg.name}' is a graph, not one path", where=cfg.graph_where,
-                              hint="load it with pygpukit_dsp.Graph.from_yaml or Graph.load_all "
-                                   "(docs/graphs.md)")
-        return cls(cfg.stages, name=cfg.name, sample_rate=cfg.sample_rate, channels=cfg.channels,
-                   block_size=cfg.block_size, dtype=cfg.dtype, backend=cfg.backend, qos=cfg.qos,
-                   source=cfg.source, sink=cfg.sink, where=cfg.where, path=cfg.path,
-                   device=getattr(cfg, "device", None), device_where=getattr(cfg, "device_where", None),
-                   nonfinite=getattr(cfg, "nonfinite", None))
+            topo = Topology(sources=dict(cfg.sources), stages=list(cfg.stages), stage_inputs=dict(cfg.stage_inputs),
+                            sinks=dict(cfg.sinks or {}), sink_inputs=dict(cfg.sink_inputs), where=cfg.where)
+            order = topo.single_path()
+            if order is None:
+                _, why = topo.branch() or ("", "it is not one path")
+                raise ConfigError(f"pipeline '{cfg.name}' is a graph, not one path: {why}", where=cfg.graph_where,
+                                  hint="load it with pygpukit_dsp.Graph.from_yaml or Graph.load_all "
+                                       "(docs/graphs.md)")
+            (src_name, source), = topo.sources.items()
+            stages = [topo.stage(n) for n in order]
+            sink_name, sink = next(iter(topo.sinks.items()), (None, None))
+            names = (src_name, sink_name)
+        p = cls(stages, name=cfg.name, sample_rate=cfg.sample_rate, channels=cfg.channels,
+                block_size=cfg.block_size, dtype=cfg.dtype, backend=cfg.backend, qos=cfg.qos,
+                source=source, sink=sink, where=cfg.where, path=cfg.path,
+                device=getattr(cfg, "device", None), device_where=getattr(cfg, "device_where", None),
+                nonfinite=getattr(cfg, "nonfinite", None))
+        p.source_name, p.sink_name = names
+        return p
 
     @classmethod
     def load_all(cls, path: str | Path) -> list["Pipeline"]:

@@ -143,15 +143,20 @@ def test_several_problems_come_together():
     assert "unknown stage type 'gian'" in errs[0].message  # the structure is checked once the parts read
 
 
-def test_pipeline_from_yaml_points_to_graph(tmp_path):
+def test_pipeline_from_yaml_reads_one_path_and_points_a_graph_to_graph(tmp_path):
     f = tmp_path / "g.yaml"
-    f.write_text(HEAD + SOURCE + "stages:\n  - {type: gain, db: 1}\nsinks:\n  - {type: \"null\", input: gain}\n")
+    f.write_text(HEAD + SOURCE + "stages:\n  - {type: power, input: gain}\n  - {type: gain, db: 1, input: source}\n"
+                 "sinks:\n  - {name: out, type: \"null\", input: power}\n")
+    p = Pipeline.from_yaml(f)  # one path, written as a graph (its stages out of order): that path
+    assert [st.name for st in p.stages] == ["gain", "power"] and (p.source_name, p.sink_name) == ("source", "out")
+    assert isinstance(Graph.from_yaml(f), Graph)
+    [g] = load_streams(f)
+    assert isinstance(g, Graph) and g.as_chain().to_config() == p.to_config()
+    f.write_text(HEAD + SOURCE + "stages:\n  - {type: gain, db: 1}\nsinks:\n  - {type: \"null\", input: gain}\n"
+                 "  - {type: \"null\", input: source}\n")
     with pytest.raises(ConfigError) as info:
         Pipeline.from_yaml(f)
     assert info.value.where == f"{f}:9:1" and "Graph.from_yaml" in info.value.hint
-    assert isinstance(Graph.from_yaml(f), Graph)
-    [g] = load_streams(f)
-    assert isinstance(g, Graph) and g.as_chain() is not None  # one path, written as a graph
 
 
 GRAPH = HEAD + SOURCE + """stages:
