@@ -11,9 +11,19 @@ stops the run instead (as GK_REQUIRE_GPU does for one).
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
+
+# The tests' caches (kernels compiled at run time, the calibrations of the fake drivers some tests
+# load) go to a folder of their own that is removed afterwards, never into the user's ~/.cache.
+# A GK_CACHE_DIR given by the caller (the GPU machine's run) is kept.
+if "GK_CACHE_DIR" not in os.environ:
+    os.environ["GK_CACHE_DIR"] = tempfile.mkdtemp(prefix="gk-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["GK_CACHE_DIR"], True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
