@@ -59,6 +59,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .admission import DEFAULT_U_MAX
 
     if args.cluster:
+        if args.view is not None:
+            from .errors import ConfigError
+
+            raise ConfigError("--view applies to a local run", hint="drop --view, or run without --cluster")
         if args.u_max != DEFAULT_U_MAX:
             from .errors import ConfigError
 
@@ -71,7 +75,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .errors import ConfigError
 
         raise ConfigError("--cluster-cpus applies to a run with --cluster", hint="add --cluster ray")
-    from .errors import GkError
     from .graph import load_streams
     from .session import Session
 
@@ -80,6 +83,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                 for s in p.topology().sinks.values())
     live = _LiveLine(sys.stderr.isatty() and not args.quiet and not draws)
     session = Session(pipelines, backend=args.backend, device=args.device, u_max=args.u_max)
+    viewer = None
+    if args.view is not None or args.view_token is not None or any(
+            s.type == "view" for p in pipelines for s in p.topology().sinks.values()):
+        from .view.attach import start_view
+
+        viewer = start_view(args, pipelines, session, _err)  # listening before the first block
+    try:
+        return _run_session(args, session, live, viewer)
+    finally:
+        if viewer is not None:  # after the summary: the page keeps the last figures until here
+            viewer.stop()
+
+
+def _run_session(args: argparse.Namespace, session: Any, live: "_LiveLine", viewer: Any) -> int:
+    from .errors import GkError
+
     restore = _stop_on_signals(session, live)
     try:
         summaries = session.run(blocks=args.blocks, duration=args.duration, progress=live)
@@ -91,6 +110,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         restore()
         live.clear()
+        if viewer is not None:
+            viewer.set_ended()
     for s in summaries:
         print(s.format())
     print(_qos_lines(summaries))
@@ -378,6 +399,10 @@ def _print_report(args: argparse.Namespace, report: Any) -> None:
         _write_json(args.json, report.to_dict())
     if args.markdown:
         Path(args.markdown).write_text(report.markdown() + "\n")
+    if args.html:
+        from .bench.html import write_html
+
+        write_html(report, args.html)
 
 
 def _say(line: str) -> None:
@@ -571,6 +596,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stats-json", "--json", dest="stats_json", metavar="PATH",
                      help="write the run summary as JSON (host figures, and the scheduler's under 'scheduler')")
     run.add_argument("--quiet", action="store_true", help="no live progress line")
+    run.add_argument("--view", nargs="?", const="127.0.0.1:8750", metavar="[HOST:]PORT",
+                     help="serve a live web page while the run lasts (default 127.0.0.1:8750): every 'view' "
+                          "sink's spectrum, waterfall, scope and meters, and each stream's health (the 'view' "
+                          "extra; docs/view.md)")
+    run.add_argument("--view-token", metavar="TOKEN|auto",
+                     help="every request to the view needs this token (?token=); auto: a random one, printed "
+                          "with the address; required for an address beyond loopback")
     run.add_argument("--cluster", metavar="ray|auto|ray://HOST:PORT",
                      help="run each pipeline as a Ray actor (the 'cluster' extra): 'ray' starts a local Ray "
                           "instance (or joins RAY_ADDRESS / one started with 'ray start'), 'auto' joins the running "
@@ -646,6 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="soak: seconds between samples (default 10)")
     b.add_argument("--json", metavar="PATH", help="write the report as JSON")
     b.add_argument("--markdown", metavar="PATH", help="write the Markdown table to a file")
+    b.add_argument("--html", metavar="PATH", help="write the tables and plots as one self-contained HTML page")
     b.add_argument("--plot", metavar="PNG", help="latency histogram plot (needs matplotlib)")
     b.add_argument("--quiet", action="store_true")
     b.set_defaults(fn=cmd_bench)

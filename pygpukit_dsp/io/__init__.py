@@ -32,6 +32,7 @@ CATALOG: tuple[tuple[str, str, str, str], ...] = (
     ("source", "duplex", "audio_device", "DuplexSource"),
     ("sink", "duplex", "audio_device", "DuplexSink"),
     ("sink", "spectrum", "spectrum_view", "SpectrumView"),
+    ("sink", "view", "view_sink", "ViewSink"),
     ("source", "zmq", "net", "ZmqSource"),
     ("sink", "zmq", "net", "ZmqSink"),
     ("source", "sigmf", "sigmf_io", "SigmfSource"),
@@ -66,6 +67,7 @@ __all__ = [
     "SINKS", "SOURCES", "Sink", "Source", "StreamFormat", "sink_class", "source_class",
     "SynthSource", "AudioFileSource", "AudioFileSink", "RawIqSource", "RawIqSink",
     "NumpySource", "NumpySink", "NullSource", "NullSink", "CallbackSource", "CallbackSink",
-    "AudioDeviceSource", "AudioDeviceSink", "DuplexSource", "DuplexSink", "SpectrumView", "ZmqSource", "ZmqSink",
+    "AudioDeviceSource", "AudioDeviceSink", "DuplexSource", "DuplexSink", "SpectrumView", "ViewSink", "ZmqSource",
+    "ZmqSink",
     "SigmfSource", "SigmfSink",
 ]

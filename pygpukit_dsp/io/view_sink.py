@@ -1,0 +1,158 @@
+"""``view``: a sink drawn on the web page of ``gk-stream run FILE --view`` (pygpukit_dsp/view/).
+
+The sink costs the stream almost nothing: at most ``2 * fps`` times a second it copies the newest
+part of a block (``nfft`` samples per channel, or the newest frames of a frames-domain block) into
+a bounded queue, without waiting; when the viewer has not taken the previous snapshots yet, the
+oldest one is dropped and counted (``view_dropped``). Everything else, the FFT, the max-hold over
+bins and the frame-rate limit, happens on the viewer's thread (pygpukit_dsp/view/reduce.py).
+
+This module imports neither the web server nor its libraries: a file with a ``view`` sink validates
+and runs without the ``view`` extra; only ``--view`` needs it.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from ..errors import ConfigError
+from ..signal import SignalSpec
+from .base import IoParams, Sink, register_sink
+from ._common import Counters, check_block, not_open
+
+
+class ViewSinkParams(IoParams):
+    title: str | None = Field(None, description="heading of this sink on the page (default: the sink's name)")
+    fps: float = Field(15.0, gt=0, le=60, description="frames a second sent to the browser at most")
+    nfft: int = Field(2048, ge=64, le=65536, description="time-domain input: samples per spectrum (Hann window)")
+    points: int = Field(512, ge=16, le=4096, description="spectrum points sent at most (max-hold over bins)")
+    traces: int = Field(4, ge=1, le=16, description="channels drawn as spectrum and scope traces at most")
+    scope_samples: int = Field(512, ge=16, le=8192, description="samples of the time scope")
+    floor_db: float = Field(-120.0, description="bottom of the spectrum and waterfall axes (dB)")
+    ceil_db: float = Field(10.0, description="top of the spectrum and waterfall axes (dB)")
+    levels: Literal["db", "power", "magnitude"] = Field(
+        "db", description="frames-domain real input: what its values are (complex frames: always magnitude)")
+    bin_hz: float | None = Field(None, gt=0, description="frames-domain input: Hz per bin for the axis "
+                                                        "(default: bin numbers)")
+    shift: bool = Field(False, description="frames-domain input in FFT order (a complex stft): draw it centred, "
+                                           "negative frequencies on the left")
+    queue: int = Field(4, ge=1, le=64, description="snapshots waiting for the viewer at most (then the oldest "
+                                                   "is dropped and counted)")
+
+
+@dataclass
+class Snapshot:
+    """The newest part of one block, copied for the viewer: ``data`` is ``(channels, n)`` (time) or
+    ``(channels, frames, bins)`` (frames); ``end_s`` is the stream time just after its last sample."""
+
+    data: np.ndarray
+    end_s: float
+    block_peak: np.ndarray | None = None  # time domain: each channel's peak over the whole block
+
+
+class ViewFeed:
+    """A bounded hand-over from the stream's thread to the viewer's: ``put`` never waits; when full
+    the oldest snapshot goes and ``dropped`` counts it."""
+
+    def __init__(self, maxlen: int):
+        self._queue: collections.deque[Snapshot] = collections.deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+        self.dropped = 0
+        self.taken = 0
+
+    def put(self, snap: Snapshot) -> None:
+        with self._lock:  # held for an append: the viewer's drain holds it no longer
+            if len(self._queue) == self._queue.maxlen:
+                self.dropped += 1
+            self._queue.append(snap)
+            self.taken += 1
+
+    def drain(self) -> list[Snapshot]:
+        with self._lock:
+            out = list(self._queue)
+            self._queue.clear()
+        return out
+
+
+@register_sink
+class ViewSink(Counters, Sink):
+    """Hands snapshots of its input to the web viewer (gk-stream run --view); never blocks the stream."""
+
+    type = "view"
+    Params = ViewSinkParams
+    summary = ("the web page of gk-stream run --view: spectrum, waterfall, scope, constellation and level "
+               "meters (time or frames domain)")
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        p = self.params
+        if not p.ceil_db > p.floor_db:
+            raise ConfigError(f"sink 'view' needs floor_db < ceil_db, got {p.floor_db} and {p.ceil_db}",
+                              where=self.where, hint="e.g. floor_db: -120, ceil_db: 10")
+        self.name: str | None = None  # set by the viewer from the graph's name for this sink
+        self.spec: SignalSpec | None = None
+        self.feed = ViewFeed(p.queue)
+        self._interval = 0.5 / p.fps  # snapshots at twice the frame rate: the viewer max-holds them
+        self._next = 0.0
+        self._position = 0  # samples (frames) per channel written so far
+        self._ring: np.ndarray | None = None
+        self._ring_pos = 0
+        self._init_counters("view_dropped")
+
+    def open(self, spec: SignalSpec) -> None:
+        self.spec = spec
+        self._position = 0
+        nfft = self.params.nfft
+        self._ring = (np.zeros((spec.channels, nfft), spec.np_dtype)
+                      if spec.domain == "time" and spec.block_size < nfft else None)
+        self._ring_pos = 0  # where the next sample goes (mod nfft)
+
+    def _ring_in(self, block: np.ndarray) -> None:
+        ring, nfft = self._ring, self.params.nfft
+        n = min(block.shape[1], nfft)
+        a = self._ring_pos % nfft
+        first = min(n, nfft - a)
+        ring[:, a:a + first] = block[:, block.shape[1] - n:block.shape[1] - n + first]
+        ring[:, :n - first] = block[:, block.shape[1] - n + first:]
+        self._ring_pos = (a + n) % nfft
+
+    def _newest(self, block: np.ndarray) -> np.ndarray:
+        """A copy of the newest nfft samples per channel (fewer at the start of the stream)."""
+        nfft = self.params.nfft
+        if self._ring is None or block.shape[1] >= nfft:
+            return np.array(block[:, block.shape[1] - min(block.shape[1], nfft):], copy=True)
+        have = min(self._position, nfft)
+        return np.roll(self._ring, -self._ring_pos, axis=1)[:, nfft - have:]
+
+    def write(self, block: np.ndarray) -> None:
+        if self.spec is None:
+            raise not_open("view sink", "write")
+        block = check_block(block, self.spec, "view sink")
+        n = block.shape[1]
+        self._position += n
+        self._counts["samples"] += n
+        if self._ring is not None and n:  # blocks shorter than nfft: the newest nfft samples kept in a ring
+            self._ring_in(block)
+        now = time.monotonic()
+        if n == 0 or now < self._next:
+            return
+        self._next = now + self._interval
+        if self.spec.domain == "time":
+            # the block's own peak (not the snapshot's): a click between snapshots still lights the meter
+            peak = np.abs(block).max(axis=1).astype(np.float32)
+            data = self._newest(block)
+            snap = Snapshot(data, self._position / self.spec.sample_rate, peak)
+        else:
+            keep = min(n, 64)
+            snap = Snapshot(np.array(block[:, n - keep:, :], copy=True), self._position / self.spec.sample_rate)
+        self.feed.put(snap)
+
+    def stats(self) -> dict[str, int]:
+        self._counts["view_dropped"] = self.feed.dropped
+        return super().stats()
