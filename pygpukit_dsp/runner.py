@@ -175,6 +175,15 @@ class StreamRunner:
             except Exception as exc:
                 raise _fault(self.sink, index, exc) from exc
 
+    def _source_end_reason(self) -> str | None:
+        """Why the source ended its stream, when it says (a zmq source: "sender idle")."""
+        sources = getattr(self, "sources", None)
+        for src in (sources.values() if isinstance(sources, dict) else (self.source,)):
+            reason = getattr(src, "end_reason", None)
+            if isinstance(reason, str) and reason:
+                return reason
+        return None
+
     def _tapped(self, out: Any) -> Any:
         """What ``tap`` receives of an output (a graph with several sinks: a dict by sink name)."""
         return out
@@ -268,15 +277,21 @@ class StreamRunner:
         def stop_reason() -> str:
             return getattr(stop, "reason", None) or "stop"
 
+        def end_reason() -> str:
+            """The stream ended: a stop that came meanwhile (a signal while a read waited) is the reason,
+            whatever the source was doing; else the source's own (e.g. "sender idle") or "source end"."""
+            if stop is not None and stop():
+                return stop_reason()
+            return self._source_end_reason() or "source end"
+
         try:
             while limit is None or n_blocks < limit:
                 if stop is not None and stop():
                     ended_by = stop_reason()
                     break
                 block, n = self._read_inputs(bs, n_blocks)
-                if n == 0:
-                    if stop is not None and stop():  # a device read cut short by the stop
-                        ended_by = stop_reason()
+                if n == 0:  # a device read cut short by a stop, or the end of the stream
+                    ended_by = end_reason()
                     break
                 final = n < bs
                 t0 = perf_ns()
@@ -305,7 +320,8 @@ class StreamRunner:
                         s = hist.summary()
                         progress(Progress(self.pipeline.name, n_blocks, samples_in, now - t_start,
                                           s["p50"] / 1e3, s["p99"] / 1e3, s["max"] / 1e3, misses, total))
-                if final:
+                if final:  # a short last block: the tail of the stream (or of a read a stop cut short)
+                    ended_by = end_reason()
                     break
             else:
                 ended_by = "duration limit" if duration is not None else "block limit"

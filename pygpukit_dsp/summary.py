@@ -166,8 +166,9 @@ class RunSummary:
     source_stats: dict[str, int] = field(default_factory=dict)
     sink_stats: dict[str, int] = field(default_factory=dict)
     engine_counters: dict[str, int] = field(default_factory=dict)
-    # "source end" | "block limit" | "duration limit" | "stop" | "SIGINT" | "SIGTERM" | "interrupted"
-    # (KeyboardInterrupt in a library run) | "fault"; "... (aborted)" when queued output was not awaited
+    # "source end" | "sender idle" (a raw zmq source's end_after_idle_s) | "block limit" | "duration limit" |
+    # "stop" | "SIGINT" | "SIGTERM" | "interrupted" (KeyboardInterrupt in a library run) | "fault";
+    # "... (aborted)" when queued output was not awaited
     ended_by: str = "source end"
     fault: str | None = None
     output_unit: str = "samples"  # "frames" when the output is in the frames domain
@@ -178,7 +179,10 @@ class RunSummary:
     cpu: int | None = None        # qos.cpu: the CPU the thread that ran the blocks was pinned to
     admission: str | None = None  # a measured realtime cost: what admission measured (BlockCost.describe)
     # what the source saw happen on the way, in order: e.g. a zmq source's lost blocks, each
-    # {"sample": samples delivered before it, "dropped_samples", "dropped_blocks", "sequence", "why"}
+    # {"sample": samples delivered before it, "dropped_samples", "dropped_blocks", "sequence", "why"};
+    # a raw zmq source's GNU Radio tags {"sample", "event": "tag", "key", "value", "srcid", "offset"}
+    # (rx_time also "time_s", "origin_s": the Unix time of sample 0) and, on sub, when it joined
+    # {"sample": 0, "event": "first message", "endpoint", "joined_unix_s", "waited_s"}
     events: list[dict[str, Any]] = field(default_factory=list)
     # NaN/Inf input samples (pygpukit_dsp/nonfinite.py, NonFiniteCount.to_dict): the policy, the
     # count, and where the first one was (block, sample, channel, time, value); None: not checked
@@ -243,6 +247,7 @@ class RunSummary:
             issues.update({f"sink {k}": v for k, v in self.sink_stats.items() if v and k not in INFO_COUNTERS})
         if issues:
             lines.append("  " + ", ".join(f"{k} {v}" for k, v in issues.items()))
+        lines.extend(_event_lines(self.events))
         if self.nonfinite and self.nonfinite.get("count"):
             from .nonfinite import NonFiniteCount
 
@@ -256,5 +261,26 @@ class RunSummary:
         return "\n".join(lines)
 
 
-INFO_COUNTERS = ("samples", "messages")
+def _event_lines(events: list[dict[str, Any]]) -> list[str]:
+    """The summary's lines for a source's join and tag events (docs/scale-out.md, GNU Radio)."""
+    import datetime as dt
+
+    lines = []
+    for e in events:
+        if e.get("event") == "first message":
+            joined = dt.datetime.fromtimestamp(e["joined_unix_s"], dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+            lines.append(f"  source joined {e.get('endpoint')} at {joined} UTC; first message after "
+                         f"{e['waited_s']:.3f} s (a publisher's samples before it are not seen)")
+    tags = [e for e in events if e.get("event") == "tag"]
+    if tags:
+        shown = ", ".join(f"{e['key']}={e['value']} at {e['sample']}" for e in tags[:4])
+        lines.append(f"  source tags {len(tags)}: {shown}" + (", ..." if len(tags) > 4 else ""))
+    origin = next((e["origin_s"] for e in tags if "origin_s" in e), None)
+    if origin is not None:
+        when = dt.datetime.fromtimestamp(origin, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        lines.append(f"  stream time: sample 0 at {when} (rx_time)")
+    return lines
+
+
+INFO_COUNTERS = ("samples", "messages", "other_topics")
 """Counters that report what went through, not what went wrong: the summary's problem line skips them."""

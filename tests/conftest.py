@@ -102,3 +102,28 @@ class GkProcess:
 def gk_process(tmp_path):
     """A GkProcess working in tmp_path."""
     return GkProcess(tmp_path)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3: GNU Radio's Python bindings live there, not in the venv
+
+
+@pytest.fixture(scope="session")
+def gnuradio_python() -> str:
+    """The system python3 that imports GNU Radio (gnuradio.zeromq, pmt). Without it the GNU Radio
+    tests skip, unless GK_REQUIRE_GNURADIO=1 (set by .ci/run, which installs Debian's gnuradio):
+    then they fail."""
+    import subprocess
+
+    reason = None
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        reason = f"{SYSTEM_PYTHON} is missing"
+    else:
+        r = subprocess.run([SYSTEM_PYTHON, "-c", "import gnuradio.zeromq, pmt; from gnuradio import gr; "
+                            "print(gr.version())"], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            reason = f"{SYSTEM_PYTHON} cannot import GNU Radio: {r.stderr.strip().splitlines()[-1:]}"
+    if reason is None:
+        return SYSTEM_PYTHON
+    if os.environ.get("GK_REQUIRE_GNURADIO", "") == "1":
+        pytest.fail(f"GK_REQUIRE_GNURADIO=1 but {reason} (apt-get install gnuradio)")
+    pytest.skip(f"{reason}; the GNU Radio tests need Debian's gnuradio (apt-get install gnuradio)")

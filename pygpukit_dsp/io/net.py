@@ -27,6 +27,7 @@ from pydantic import AfterValidator, Field
 from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
 from . import endpoints, wire
+from .zmq_raw import RawReceive, RawSend
 from ._common import Counters, Pacer, Rate, check_block, need_time_domain, not_open
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
 
@@ -71,6 +72,10 @@ class _ZmqParams(IoParams):
     timeout_s: float = Field(5.0, gt=0, le=86400, description="no progress on the link for this long: StreamFault")
     start_timeout_s: float = Field(60.0, gt=0, le=86400,
                                    description="how long to wait for the peer before the first block")
+    topic: str | None = Field(None, min_length=1, max_length=255,
+                              description="every message under this topic (GNU Radio's key): a first frame "
+                                          "holding it; sub subscribes to it")
+    tags: bool = Field(False, description="raw: GNU Radio's pass_tags format (a tag header before the samples)")
 
 
 class ZmqSourceParams(_ZmqParams):
@@ -81,6 +86,9 @@ class ZmqSourceParams(_ZmqParams):
     gaps: Literal["skip", "zeros"] = Field(
         "skip", description="framed: a lost block is skipped, or replaced by zeros (the stream keeps its timing)")
     rate: Rate = Field("asap", description="asap | realtime (no faster than the sample clock)")
+    end_after_idle_s: float | None = Field(
+        None, gt=0, le=86400, description="raw: no message for this long once the stream began is its end "
+                                          "(ended by sender idle), not a fault")
 
 
 class ZmqSinkParams(_ZmqParams):
@@ -110,6 +118,13 @@ class _ZmqComponent(Counters):
         if p.mode == "raw" and p.stream_id not in (None, 0):
             raise ConfigError("stream_id applies to the framed mode: raw messages carry no header",
                               path=("stream_id",), hint="remove 'stream_id' or use mode: framed")
+        if p.mode == "framed" and p.tags:
+            raise ConfigError("tags applies to the raw mode (GNU Radio's pass_tags format)", path=("tags",),
+                              hint="use 'mode: raw', or remove 'tags'")
+        if p.topic is not None and p.pattern not in ("pub", "sub"):
+            raise ConfigError("topic applies to pub/sub (GNU Radio's pub_sink and sub_source key); push/pull "
+                              "messages carry none", path=("topic",), hint="remove 'topic', or use pattern pub/sub")
+        self._topic = p.topic.encode() if p.topic is not None else None
         self._sock: Any = None
         self._stop = threading.Event()
         self.endpoint_bound: str | None = None  # after open: the address a bound socket got
@@ -170,7 +185,7 @@ class _ZmqComponent(Counters):
 
 
 @register_source
-class ZmqSource(_ZmqComponent, Source):
+class ZmqSource(RawReceive, _ZmqComponent, Source):
     """Receives blocks from a ``zmq`` sink (framed) or bare samples (raw) as ``(channels, n)`` arrays.
 
     The stream's format is declared here (the pipeline's sample_rate, channels and dtype) and every
@@ -181,7 +196,7 @@ class ZmqSource(_ZmqComponent, Source):
     type = "zmq"
     Params = ZmqSourceParams
     summary = "blocks from a zmq sink in another process or host (pyzmq: push/pull, pub/sub)"
-    _counter_names = Counters._counter_names + ("dropped_blocks", "gaps", "messages")
+    _counter_names = Counters._counter_names + ("dropped_blocks", "gaps", "messages", "other_topics")
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
@@ -190,6 +205,10 @@ class ZmqSource(_ZmqComponent, Source):
         self._fmt: StreamFormat | None = None
         self._init_counters()
         self.events: list[dict[str, Any]] = []
+        if self.params.mode == "framed" and self.params.end_after_idle_s is not None:
+            raise ConfigError("end_after_idle_s applies to the raw mode: a framed stream carries its own end",
+                              path=("end_after_idle_s",), hint="remove it, or use 'mode: raw'")
+        self.end_reason: str | None = None  # why the stream ended, when not by the sender's end message
 
     def open(self, request: StreamFormat) -> StreamFormat:
         p = self.params
@@ -216,13 +235,16 @@ class ZmqSource(_ZmqComponent, Source):
         self._stream_id = p.stream_id
         self._init_counters()
         self.events = []
+        self.end_reason = None
+        self._reset_raw()
         self._pacer = Pacer(sr) if self.realtime else None
+        self._joined = (time.monotonic(), time.time())  # connected (or bound): the first message is awaited
         return self._fmt
 
     def _configure(self, sock: Any) -> None:
         sock.rcvhwm = self.params.hwm
-        if self.params.pattern == "sub":
-            sock.setsockopt(self._zmq.SUBSCRIBE, b"")
+        if self.params.pattern == "sub":  # ZeroMQ matches the prefix: _recv keeps the exact topic only
+            sock.setsockopt(self._zmq.SUBSCRIBE, self._topic or b"")
 
     # -- receiving ----------------------------------------------------------
     def read(self, n: int) -> np.ndarray:
@@ -249,14 +271,32 @@ class ZmqSource(_ZmqComponent, Source):
         return out
 
     def _recv(self) -> list[Any] | None:
-        """The next message's frames; None when the run is stopping. StreamFault after the timeout."""
+        """The next message's frames, its topic taken off; None when the stream ends here (the run is
+        stopping, or the sender fell idle: ``end_reason``). StreamFault after the timeout."""
+        while True:
+            frames = self._recv_any()
+            if frames is None or self._topic is None:
+                return frames
+            if len(frames) >= 2 and frames[0].bytes == self._topic:
+                return frames[1:]
+            if self.params.pattern == "sub" and len(frames) >= 2:
+                self._counts["other_topics"] += 1  # a longer topic with ours as its prefix: not ours
+                continue
+            raise self._fault(f"a message of {len(frames)} frame(s) without the topic '{self.params.topic}' in its "
+                              "first frame: remove 'topic' here, or set this key on the sender")
+
+    def _recv_any(self) -> list[Any] | None:
         p = self.params
         first = self._counts["messages"] == 0
-        timeout = p.start_timeout_s if first else p.timeout_s
+        idle = p.end_after_idle_s is not None and not first
+        timeout = p.start_timeout_s if first else (p.end_after_idle_s if idle else p.timeout_s)
         state = self._wait(self._zmq.POLLIN, timeout)
         if state == "stopped":
             return None
         if state == "timeout":
+            if idle:  # silence once the stream began: its end (a GNU Radio sink sends no end message)
+                self.end_reason = "sender idle"
+                return None
             if first:
                 peer = "bind" if not p.bind else "connect to"
                 raise StreamFault(f"zmq source {self._address}: no message within {timeout:g} s (start_timeout_s): "
@@ -267,6 +307,12 @@ class ZmqSource(_ZmqComponent, Source):
                               "(killed?) or the link is down")
         frames = self._sock.recv_multipart(copy=False)
         self._counts["messages"] += 1
+        if first and p.pattern == "sub" and p.mode == "raw":
+            # when it joined and how long the first message took: a publisher's samples before it are lost
+            # unseen (raw carries no sequence numbers; with tags the first offset shows them: zmq_raw.py)
+            t0, wall = self._joined
+            self._event({"sample": 0, "event": "first message", "endpoint": self._address,
+                         "joined_unix_s": wall, "waited_s": time.monotonic() - t0})
         return frames
 
     def _receive(self) -> None:
@@ -282,31 +328,15 @@ class ZmqSource(_ZmqComponent, Source):
     def _fault(self, message: str) -> StreamFault:
         return StreamFault(f"zmq source {self._address}: {message}")
 
-    def _receive_raw(self, frames: list[Any]) -> None:
-        if len(frames) != 1:
-            raise self._fault(f"a message of {len(frames)} frames; raw mode takes one frame of bare samples "
-                              "(is the sender in framed mode? then remove 'mode: raw' here)")
-        buf = frames[0].buffer
-        if buf.nbytes == 0:  # our raw sink's end of stream
-            self._ended = True
-            return
-        channels = self._fmt.channels
-        item = self._np_dtype.itemsize * channels
-        if buf.nbytes % item:
-            raise self._fault(f"a message of {buf.nbytes} bytes is not a whole number of {channels}-channel "
-                              f"{self._fmt.dtype} samples ({item} bytes each): check dtype and channels")
-        x = np.frombuffer(buf, dtype=self._np_dtype)
-        if channels == 1:
-            self._rest = x.reshape(1, -1)
-        else:  # interleaved sample by sample, as a GNU Radio vector stream
-            self._rest = np.ascontiguousarray(x.reshape(-1, channels).T)
-
     def _receive_framed(self, frames: list[Any]) -> None:
         try:
             h = wire.unpack(frames[0].buffer)
         except wire.WireError as exc:
+            if len(frames) == 3 and frames[1].buffer.nbytes == wire.HEADER_SIZE and frames[1].bytes[:4] == wire.MAGIC:
+                raise self._fault(f"a message under the topic '{frames[0].bytes[:80].decode('utf-8', 'replace')}' "
+                                  "(a first frame before the header): set that 'topic' here") from None
             raise self._fault(f"not a pygpukit-dsp message: {exc} (a GNU Radio or other raw sender? set "
-                              "'mode: raw')") from None
+                              "'mode: raw', and 'tags: true' if it passes tags)") from None
         if self._stream_id is None:
             self._stream_id = h.stream_id
         elif h.stream_id != self._stream_id:
@@ -361,7 +391,7 @@ class ZmqSource(_ZmqComponent, Source):
 
 
 @register_sink
-class ZmqSink(_ZmqComponent, Sink):
+class ZmqSink(RawSend, _ZmqComponent, Sink):
     """Sends every output block to ``zmq`` sources in other processes or hosts.
 
     ``push`` waits for the receiver when its queue is full (stalls); ``pub`` never waits: a block
@@ -422,9 +452,11 @@ class ZmqSink(_ZmqComponent, Sink):
         self._stall_s = 0.0
         self._bins = spec.bins if spec.domain == "frames" else 0
         self._note = wire.end_note("closed before its run ended", None)
+        self._ended_by = "closed before its run ended"
 
     def run_report(self, report: dict[str, Any]) -> None:
-        self._note = wire.end_note(report.get("ended_by", "unknown"), report.get("fault"))
+        self._ended_by = report.get("ended_by", "unknown")
+        self._note = wire.end_note(self._ended_by, report.get("fault"))
 
     # -- sending ------------------------------------------------------------
     def _subscriptions(self) -> None:
@@ -476,12 +508,14 @@ class ZmqSink(_ZmqComponent, Sink):
             raise KeyboardInterrupt  # the run is stopping: the runner ends it as stopped (this block unsent)
         m = int(block.shape[1])
         data = self._payload(block)
-        frames: list[Any] = [data]
+        frames: list[Any] = self._raw_frames(data, m) if p.mode == "raw" else [data]
         if p.mode == "framed":
             spec = self._spec
             frames.insert(0, wire.pack(wire.KIND_DATA, dtype=spec.dtype, domain=spec.domain, stream_id=p.stream_id,
                                        channels=spec.channels, bins=self._bins, sequence=self._seq,
                                        offset=self._offset, samples=m, sample_rate=spec.sample_rate))
+        if self._topic is not None:  # GNU Radio's key: a first frame of its own
+            frames.insert(0, self._topic)
         if p.pattern == "pub":
             self._publish(frames, m)
         else:
@@ -554,12 +588,14 @@ class ZmqSink(_ZmqComponent, Sink):
             self._subscriptions()
         if self._count_peers() == 0 and (p.pattern == "push" or self._subscribers == 0):
             return  # nobody connected to tell (a receiver that comes later times out instead)
-        frames: list[Any] = [b""]
+        frames: list[Any] = self._raw_end(self._ended_by, self._counts) if p.mode == "raw" else []
         if p.mode == "framed":
             spec = self._spec
             frames = [wire.pack(wire.KIND_END, dtype=spec.dtype, domain=spec.domain, stream_id=p.stream_id,
                                 channels=spec.channels, bins=self._bins, sequence=self._seq, offset=self._offset,
                                 samples=0, sample_rate=spec.sample_rate), self._note]
+        if self._topic is not None:
+            frames.insert(0, self._topic)
         timeout = min(p.timeout_s, 1.0) if self.aborting else p.timeout_s
         deadline = time.monotonic() + timeout
         self._sock.copy_threshold = 0  # track even this small message: it must leave before we exit

@@ -450,7 +450,31 @@ class SigmfSink(Counters, Sink):
         capture: dict[str, Any] = {"core:sample_start": 0, "core:datetime": self._started or _utc_now()}
         if p.frequency_hz is not None:
             capture["core:frequency"] = float(p.frequency_hz)
-        return {"global": g, "captures": [capture], "annotations": self._annotations()}
+        return {"global": g, "captures": self._captures(capture), "annotations": self._annotations()}
+
+    def _captures(self, first: dict[str, Any]) -> list[dict[str, Any]]:
+        """The first capture, and one more where a tag of the source (GNU Radio's rx_time, rx_freq) says
+        the time or the tuning changed. An rx_time gives the recording's time: the first one dates
+        sample 0 (its origin), later ones their own sample."""
+        r = self._report or {}
+        ratio = (float(r["output_rate"]) / float(r["input_rate"])) if r.get("input_rate") else 1.0
+        n = self._counts["samples"]
+        by_start: dict[int, dict[str, Any]] = {0: first}
+        dated = False
+        for e in r.get("events", []):
+            if e.get("event") != "tag" or e.get("key") not in ("rx_time", "rx_freq"):
+                continue
+            at = min(n, max(0, int(round(e.get("sample", 0) * ratio))))
+            if e["key"] == "rx_time" and isinstance(e.get("time_s"), (int, float)):
+                if not dated:
+                    first["core:datetime"] = _utc(e["origin_s"])
+                    dated = True
+                    if at == 0:
+                        continue
+                by_start.setdefault(at, {"core:sample_start": at})["core:datetime"] = _utc(e["time_s"])
+            elif e["key"] == "rx_freq" and isinstance(e.get("value"), (int, float)):
+                by_start.setdefault(at, {"core:sample_start": at})["core:frequency"] = float(e["value"])
+        return [by_start[k] for k in sorted(by_start)]
 
     def _annotations(self) -> list[dict[str, Any]]:
         n = self._counts["samples"]
@@ -481,6 +505,14 @@ class SigmfSink(Counters, Sink):
         ratio = (float(r["output_rate"]) / float(r["input_rate"])) if r.get("input_rate") else 1.0
         for e in r.get("events", []):
             at = min(n, max(0, int(round(e.get("sample", 0) * ratio))))
+            if e.get("event") == "tag":  # a GNU Radio stream tag, as it came
+                out.append({"core:sample_start": at, "core:sample_count": 0, "core:label": str(e.get("key")),
+                            "core:generator": "pygpukit-dsp",
+                            "core:comment": f"stream tag {e.get('key')} = {e.get('value')} (from {e.get('srcid')})",
+                            "gk:tag": str(e.get("key")), "gk:value": e.get("value")})
+                continue
+            if "dropped_samples" not in e:  # not a loss (e.g. when a subscriber joined)
+                continue
             lost = int(e.get("dropped_samples", 0))
             seq = e.get("sequence")
             span = f" (blocks {seq[0]}..{seq[1]})" if isinstance(seq, list) and len(seq) == 2 else ""
@@ -536,6 +568,10 @@ def _read_at(f: Any, offset: int, nbytes: int) -> bytearray:
             break
         got += k
     return buf if got == nbytes else buf[:got]
+
+
+def _utc(unix_s: float) -> str:
+    return _dt.datetime.fromtimestamp(unix_s, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _utc_now() -> str:
