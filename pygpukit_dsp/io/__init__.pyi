@@ -370,11 +370,14 @@ class ZmqSource(_net.ZmqSource):
         mode: Literal['framed', 'raw'] = 'framed',
         timeout_s: float = 5.0,
         start_timeout_s: float = 60.0,
+        topic: str | None = None,
+        tags: bool = False,
         pattern: Literal['pull', 'sub'] = 'pull',
         bind: bool = False,
         stream_id: int | None = None,
         gaps: Literal['skip', 'zeros'] = 'skip',
         rate: Literal['asap', 'realtime'] = 'asap',
+        end_after_idle_s: float | None = None,
         base_dir: str | Path | None = None,
     ) -> None: ...
 
@@ -393,6 +396,8 @@ class ZmqSink(_net.ZmqSink):
         mode: Literal['framed', 'raw'] = 'framed',
         timeout_s: float = 5.0,
         start_timeout_s: float = 60.0,
+        topic: str | None = None,
+        tags: bool = False,
         pattern: Literal['push', 'pub'] = 'push',
         bind: bool = True,
         stream_id: int = 0,

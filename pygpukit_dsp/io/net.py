@@ -27,13 +27,12 @@ from pydantic import AfterValidator, Field
 from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
 from . import endpoints, wire
-from .zmq_raw import RawReceive, RawSend
+from .zmq_raw import MAX_EVENTS, RawReceive, RawSend
 from ._common import Counters, Pacer, Rate, check_block, need_time_domain, not_open
 from .base import IoParams, Sink, Source, StreamFormat, register_sink, register_source
 
 INSTALL_HINT = "install it with: pip install 'pygpukit-dsp[net]'"
 ZERO_COPY_BYTES = 65536   # blocks this large are sent from their own memory (pyzmq's copy threshold)
-MAX_EVENTS = 10000        # gaps listed in a source's events (all of them are counted)
 _SLICE_S = 0.05           # a wait returns to Python this often (stop requests, timeouts)
 MAX_ID = 2**32 - 1
 

@@ -40,6 +40,7 @@ _OFFSET = struct.Struct("<Q")
 MAX_TAGS = 100_000               # a header announcing more is not one (raw samples that look like it)
 END_TAG = "gk_end"               # our raw sink's end of stream, in tags mode
 SRCID = "gk-stream"
+MAX_EVENTS = 10000               # events a zmq source lists (gaps, tags: all of them are counted)
 
 
 class TagHeaderError(ValueError):
@@ -135,8 +136,6 @@ class RawReceive:
         self.tag_count = 0
 
     def _event(self, event: dict[str, Any]) -> None:
-        from .net import MAX_EVENTS
-
         if len(self.events) < MAX_EVENTS:
             self.events.append(event)
 
