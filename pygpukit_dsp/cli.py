@@ -367,7 +367,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                        warmup=BENCH_WARMUP if args.warmup is None else args.warmup,
                        compare=compare, plot=args.plot, progress=not args.quiet and sys.stderr.isatty(),
                        mode=args.mode or "latency", schedule=args.schedule or "paired")
-    _print_report(args, report)
+    _bench_print_report(args, report)
     return 0
 
 
@@ -392,7 +392,7 @@ def _refuse(args: argparse.Namespace, flags: tuple[str, ...] | list[str], what: 
         raise ConfigError(f"{flag} does not apply to {what}", hint=hint)
 
 
-def _print_report(args: argparse.Namespace, report: Any) -> None:
+def _bench_print_report(args: argparse.Namespace, report: Any) -> None:
     """The report's Markdown on stdout, and to --json / --markdown when given."""
     print(report.markdown())
     if args.json:
@@ -434,7 +434,7 @@ def _bench_cadence(args: argparse.Namespace, loaded: list) -> int:
                          block_size=args.block_size, spin_us=DEFAULT_SPIN_US if args.spin_us is None else args.spin_us,
                          prewarm=not args.no_prewarm, warm_us=DEFAULT_WARM_US if args.warm_us is None else args.warm_us,
                          settings=args.settings, cpu=args.cpu, progress=None if args.quiet else _say)
-    _print_report(args, report)
+    _bench_print_report(args, report)
     return 0
 
 
@@ -454,7 +454,7 @@ def _bench_soak(args: argparse.Namespace, loaded: list) -> int:
     report = run_soak(pipeline, backend=args.backend, minutes=args.soak,
                       interval_s=10.0 if args.interval is None else args.interval,
                       progress=None if args.quiet else say)
-    _print_report(args, report)
+    _bench_print_report(args, report)
     return 0
 
 
@@ -466,7 +466,7 @@ def _bench_link(args: argparse.Namespace, bench: Any) -> int:
             + PACED_FLAGS, f"a link bench file ({args.file})",
             "it runs its sender and receiver pipelines and a bare pyzmq loop; see docs/scale-out.md, Throughput")
     report = run_link(bench, blocks=args.blocks, warmup=args.warmup, progress=None if args.quiet else _say)
-    _print_report(args, report)
+    _bench_print_report(args, report)
     failed = [r.label for r in report.rows if r.status != "ok"]
     if failed:
         _err(f"error: the link bench failed: {'; '.join(failed)}")
@@ -484,7 +484,7 @@ def _bench_contention(args: argparse.Namespace, bench: Any) -> int:
             "pins its thread); see docs/benchmarks.md, W3")
     report = run_w3(bench, backend=args.backend, blocks=args.blocks, warmup=args.warmup,
                     period_ms=args.period_ms, progress=None if args.quiet else _say)
-    _print_report(args, report)
+    _bench_print_report(args, report)
     failed = [c.name for c in report.checks if c.project and not c.ok]
     if failed:
         _err(f"error: output check failed: {'; '.join(failed)}")

@@ -21,6 +21,7 @@ from . import rawiq as _rawiq
 from . import sigmf_io as _sigmf_io
 from . import spectrum_view as _spectrum_view
 from . import synth as _synth
+from . import view_sink as _view_sink
 from .arrays import NumpySinkParams, NumpySourceParams
 from .audio_device import AudioSinkParams, AudioSourceParams, DuplexSinkParams, DuplexSourceParams
 from .audiofile import AudioFileSinkParams, AudioFileSourceParams
@@ -40,6 +41,7 @@ from .rawiq import RawIqSinkParams, RawIqSourceParams
 from .sigmf_io import SigmfSinkParams, SigmfSourceParams
 from .spectrum_view import SpectrumViewParams
 from .synth import SynthParams
+from .view_sink import ViewSinkParams
 
 class SynthSource(_synth.SynthSource):
     Params: ClassVar[type[SynthParams]]
@@ -356,6 +358,31 @@ class SpectrumView(_spectrum_view.SpectrumView):
     ) -> None: ...
 
 
+class ViewSink(_view_sink.ViewSink):
+    Params: ClassVar[type[ViewSinkParams]]
+    params: ViewSinkParams
+    @overload
+    def __init__(self, params: ViewSinkParams, *, base_dir: str | Path | None = None) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        title: str | None = None,
+        fps: float = 15.0,
+        nfft: int = 2048,
+        points: int = 512,
+        traces: int = 4,
+        scope_samples: int = 512,
+        floor_db: float = -120.0,
+        ceil_db: float = 10.0,
+        levels: Literal['db', 'power', 'magnitude'] = 'db',
+        bin_hz: float | None = None,
+        shift: bool = False,
+        queue: int = 4,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
+
 class ZmqSource(_net.ZmqSource):
     Params: ClassVar[type[ZmqSourceParams]]
     params: ZmqSourceParams
@@ -472,6 +499,7 @@ __all__ = [
     'DuplexSource',
     'DuplexSink',
     'SpectrumView',
+    'ViewSink',
     'ZmqSource',
     'ZmqSink',
     'SigmfSource',

@@ -139,9 +139,8 @@ def browser(aiohttp_installed):
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--window-size=1280,1600", "--hide-scrollbars"):
         options.add_argument(arg)
-    print(f"starting Chromium: {binary} with {driver_path}", flush=True)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    print(f"Chromium started: {driver.capabilities.get('browserVersion')}", flush=True)
+    _STARTED.append(str(driver.capabilities.get("browserVersion")))
     driver.set_page_load_timeout(30)
     driver.set_script_timeout(30)
     try:
@@ -178,3 +177,13 @@ def screenshots() -> Path | None:
 def poll():
     """wait_for, for the test modules (conftest is not importable under --import-mode=importlib)."""
     return wait_for
+
+
+_STARTED: list[str] = []  # the browser version of each Chromium the tests started
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The log says that Chromium started (and which), as CI's record of the browser tests."""
+    if _STARTED:
+        terminalreporter.write_line(f"view browser tests: headless Chromium {_STARTED[0]} started "
+                                    f"{len(_STARTED)} time(s)")
