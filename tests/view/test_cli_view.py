@@ -114,3 +114,17 @@ def test_bad_view_flags_exit_2(tmp_path, tone, args, flag):
 def test_view_with_cluster_exits_2(tmp_path, tone):
     r = run(tmp_path, tone, "--view", "--cluster", "ray")
     assert r.returncode == 2 and "--view applies to a local run" in r.stderr
+
+
+def test_validating_a_file_with_a_view_sink_imports_no_web_server(tmp_path, tone):
+    """The view sink's module stands alone: aiohttp and the server load only for --view."""
+    out = tmp_path / "modules.json"
+    code = ("import atexit, json, sys\n"
+            f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+            "from pygpukit_dsp.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", code, "validate", str(tone)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    modules = set(json.loads(out.read_text()))
+    assert "pygpukit_dsp.io.view_sink" in modules
+    assert not [m for m in modules if m.split(".")[0] == "aiohttp" or m.startswith("pygpukit_dsp.view")]
