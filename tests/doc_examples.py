@@ -24,7 +24,9 @@ A block is run by its language:
 A block that cannot run on this machine carries an HTML comment on the line before its fence:
 ``<!-- doc-test: gpu -->`` (run by a gpu-marked test), ``multi_gpu`` (two GPUs), ``jack`` (run
 against a JACK server with the dummy backend), ``file NAME`` (written to NAME in the work folder
-of the blocks after it in the same page, which check it), or ``illustrative (reason)`` for a
+of the blocks after it in the same page, which check it), ``gnuradio FILE.yaml`` (a GNU Radio
+flowgraph: run by the system's python3, where GNU Radio's bindings are, while ``gk-stream run
+FILE.yaml``, a file block before it, runs beside it; both must exit 0), or ``illustrative (reason)`` for a
 block that is not code a user runs (a diagram, an excerpt, a figure). Every other language
 needs the illustrative marker.
 """
@@ -42,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +54,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNABLE = ("python", "yaml", "console", "bash", "sh", "json")
-MARKERS = ("gpu", "multi_gpu", "jack", "file", "illustrative")
+MARKERS = ("gpu", "multi_gpu", "jack", "file", "gnuradio", "illustrative")
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)\s*$")
 _MARKER = re.compile(r"^\s*<!--\s*doc-test:\s*(?P<kind>[\w-]+)\s*(?P<arg>.*?)\s*-->\s*$")
@@ -127,6 +130,8 @@ def parse(path: Path) -> list[Block]:
                 if not (arg.startswith("(") and arg.endswith(")") and len(arg) > 2):
                     raise DocError(f"{doc}:{i}: 'illustrative' needs a reason in parentheses")
                 arg = arg[1:-1]
+            elif marker == "gnuradio" and not arg.endswith(".yaml"):
+                raise DocError(f"{doc}:{i}: 'gnuradio' needs the pipeline file that runs beside the flowgraph")
             elif marker == "file" and not arg:
                 raise DocError(f"{doc}:{i}: 'file' needs a file name")
         blocks.append(Block(doc, i + 1, m.group("lang").lower(), body + "\n", marker, arg))
@@ -302,6 +307,34 @@ def run_python_subprocess(block: Block, workdir: Path, env: dict[str, str], time
     if r.returncode != 0:
         raise DocError(f"{block.id}: the Python block failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
     return r.stdout
+
+
+def run_with_gnuradio(block: Block, workdir: Path, env: dict[str, str], python: str, timeout: float = 120) -> None:
+    """A GNU Radio flowgraph (``python``: the interpreter with GNU Radio) and ``gk-stream run`` of the
+    pipeline its marker names, started first, side by side; both must exit 0. Both are killed by their
+    PIDs when they run over."""
+    (workdir / "flowgraph.py").write_text(block.text)
+    gk = subprocess.Popen([sys.executable, "-m", "pygpukit_dsp.cli", "run", block.arg, "--quiet"], cwd=workdir,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # a receiving pipeline opens its source, then its sink (a .partial file): then it is subscribed, and a
+    # GNU Radio publisher's first samples reach it (a sending one has no such file: it waits for its peer)
+    ready = time.monotonic() + 10
+    while time.monotonic() < ready and gk.poll() is None and not list(workdir.glob("*.partial")):
+        time.sleep(0.05)
+    gr = subprocess.Popen([python, "flowgraph.py"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    outs = {}
+    try:
+        for name, p in (("flowgraph", gr), ("gk-stream", gk)):
+            outs[name] = p.communicate(timeout=timeout)[0]
+    finally:
+        for p in (gr, gk):
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=30)
+    if gr.returncode != 0 or gk.returncode != 0:
+        raise DocError(f"{block.id}: the flowgraph exited {gr.returncode}, gk-stream run {block.arg} exited "
+                       f"{gk.returncode}:\n{outs.get('flowgraph')}\n{outs.get('gk-stream')}")
 
 
 # ------------------------------------------------------------------ console

@@ -7,6 +7,8 @@ each language is run and how blocks are marked).
   the live-audio tests use, or one started here), in a fresh interpreter each.
 * Long runs in the docs run shorter (doc_examples.SHORTER: ``--duration 30`` runs 1 s,
   ``time.sleep(10)`` sleeps 0.5 s) where the output shown does not depend on the length.
+* ``<!-- doc-test: gnuradio FILE.yaml -->`` blocks (GNU Radio flowgraphs) run by the system's
+  python3 beside ``gk-stream run FILE.yaml``; without GNU Radio they skip (gnuradio_python).
 * ``illustrative`` blocks are not run; test_illustrative_blocks_are_few_and_say_why lists them.
 """
 
@@ -55,6 +57,7 @@ def _run(block: dx.Block, workdir: Path, *, gpu: bool, jack: dict[str, str] | No
 HERE = [b for b in BLOCKS if b.marker in (None, "file") and b.lang in dx.RUNNABLE]  # others: the next test
 GPU = [b for b in BLOCKS if b.marker in ("gpu", "multi_gpu")]
 JACK = [b for b in BLOCKS if b.marker == "jack"]
+GNURADIO = [b for b in BLOCKS if b.marker == "gnuradio"]
 FILES = [b for b in BLOCKS if b.marker == "file"]
 ILLUSTRATIVE = [b for b in BLOCKS if b.marker == "illustrative"]
 
@@ -83,6 +86,12 @@ def test_doc_example_runs_on_a_gpu(block, tmp_path):
 @pytest.mark.parametrize("block", [_param(b) for b in JACK])
 def test_doc_example_runs_against_jack(block, tmp_path, jack_env):
     _run(block, dx.make_workdir(tmp_path, block), gpu=False, jack=jack_env)
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in GNURADIO])
+def test_doc_flowgraph_runs_with_gnu_radio(block, tmp_path, gnuradio_python):
+    workdir = dx.make_workdir(tmp_path, block)
+    dx.run_with_gnuradio(block, workdir, dx.environment(gpu=False), gnuradio_python)
 
 
 def test_every_block_is_run_or_marked():

@@ -96,6 +96,15 @@ def _yaml(tmp_path, name, ch, dtype, source, sink):
     return path
 
 
+def _opened(tmp_path, gk, timeout_s=30):
+    """Until the receiving gk-stream has opened its source and then its sink (a .partial file): from then
+    on it is subscribed, and a publisher's first samples reach it."""
+    deadline = time.monotonic() + timeout_s
+    while not list(tmp_path.glob("*.partial")):
+        assert gk.poll() is None and time.monotonic() < deadline, "gk-stream did not open its sink"
+        time.sleep(0.05)
+
+
 def _zmq(ep, pattern, tags, topic, **extra):
     keys = {"type": "zmq", "endpoint": ep, "pattern": pattern, "mode": "raw", "tags": tags, **extra}
     if topic:
@@ -121,7 +130,7 @@ def test_gnu_radio_sends_a_finite_stream_that_ends_our_run_cleanly(tmp_path, pro
     recv = _yaml(tmp_path, "recv", ch, dtype, _zmq(ep, "pull" if pattern == "push" else "sub", tags, topic,
                                                    end_after_idle_s=1.5, start_timeout_s=60), sink)
     gk = procs.gk("run", recv, "--stats-json", "s.json")
-    time.sleep(0.5)
+    _opened(tmp_path, gk)
     gr_args = ["send", "--pattern", pattern, "--address", ep, "--input", "x.npy", "--rate", RATE]
     if tags:
         gr_args.append("--tags")
@@ -166,11 +175,14 @@ def test_gnu_radio_receives_our_finite_stream(tmp_path, procs, endpoints, patter
     if topic:
         gr_args += ["--key", topic]
     gr = procs.gr(*gr_args)
-    send = _yaml(tmp_path, "send", ch, dtype, "{type: numpy, path: x.npy}", _zmq(ep, pattern, tags, topic))
+    # pub never waits for a subscriber: a queue that holds the whole stream loses none of it to a slow one
+    extra = {"hwm": 1000} if pattern == "pub" else {}
+    send = _yaml(tmp_path, "send", ch, dtype, "{type: numpy, path: x.npy}", _zmq(ep, pattern, tags, topic, **extra))
     gk = procs.gk("run", send, "--stats-json", "s.json")  # binds; a pub waits for its subscriber
     out, err = procs.finish(gk)
     assert gk.returncode == 0, err
-    assert json.loads((tmp_path / "s.json").read_text())["ended_by"] == "source end"
+    st = json.loads((tmp_path / "s.json").read_text())
+    assert st["ended_by"] == "source end" and st["sink_stats"]["dropped"] == 0
     gr_out, gr_err = procs.finish(gr)
     assert gr.returncode == 0, gr_out + gr_err
     assert "header magic" not in gr_err and "Traceback" not in gr_err
@@ -189,7 +201,7 @@ def test_ctrl_c_after_gnu_radio_finished_reports_the_signal(tmp_path, procs, end
     recv = _yaml(tmp_path, "recv", 1, "float32", _zmq(ep, "pull", False, None, end_after_idle_s=600),
                  "{type: numpy, path: out.npy}")
     gk = procs.gk("run", recv, "--stats-json", "s.json")
-    time.sleep(0.5)
+    _opened(tmp_path, gk)
     gr = procs.gr("send", "--pattern", "push", "--address", ep, "--input", "x.npy")
     procs.finish(gr)
     assert gr.returncode == 0
@@ -214,7 +226,7 @@ def test_gnu_radio_passing_tags_to_an_untagged_source_says_what_to_set(tmp_path,
     recv = _yaml(tmp_path, "recv", 1, "float32", _zmq(ep, "pull", False, None, end_after_idle_s=1),
                  "{type: numpy, path: out.npy}")
     gk = procs.gk("run", recv, "--stats-json", "s.json")
-    time.sleep(0.5)
+    _opened(tmp_path, gk)
     gr = procs.gr("send", "--pattern", "push", "--address", ep, "--input", "x.npy", "--tags")
     _, err = procs.finish(gk)
     procs.finish(gr)
