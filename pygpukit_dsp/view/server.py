@@ -60,6 +60,7 @@ class ViewServer:
         self.bytes_sent = 0
         self.messages_sent = 0
         self.frames_dropped = 0  # frames a slow browser did not get
+        self.errors: dict[str, str] = {}  # a sink whose snapshots could not be reduced: why
         self._clients: set[asyncio.Queue] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -168,17 +169,24 @@ class ViewServer:
         while True:
             now = time.monotonic()
             for name, sink in self.sinks.items():
-                a = self._analysis(name, sink)
-                if a is None:
-                    continue
-                for snap in sink.feed.drain():
-                    a.add(snap)
-                if a.pending and self._limiters[name].ready(now):
-                    frame = a.frame()
-                    frame["type"] = "frame"
-                    frame["dropped"] = sink.feed.dropped
-                    self._broadcast(frame)
+                try:
+                    self._pump_sink(name, sink, now)
+                except Exception as exc:  # one sink's bad snapshot: said on the page, the others go on
+                    with self._lock:
+                        self.errors[name] = f"{type(exc).__name__}: {exc}"
             await asyncio.sleep(0.5 / fastest)
+
+    def _pump_sink(self, name: str, sink: Any, now: float) -> None:
+        a = self._analysis(name, sink)
+        if a is None:
+            return
+        for snap in sink.feed.drain():
+            a.add(snap)
+        if a.pending and self._limiters[name].ready(now):
+            frame = a.frame()
+            frame["type"] = "frame"
+            frame["dropped"] = sink.feed.dropped
+            self._broadcast(frame)
 
     async def _publish_health(self) -> None:
         while True:
@@ -197,6 +205,8 @@ class ViewServer:
             figures = dict(self.latest_health)
         figures["running"] = figures.get("running", False) and not self.ended
         figures["ended"] = self.ended
+        with self._lock:
+            figures["errors"] = dict(self.errors)
         return {"type": "health", **figures}
 
     def state(self) -> dict[str, Any]:
@@ -205,7 +215,10 @@ class ViewServer:
             sinks = {name: {**a.meta(), "frames_sent": a.frames_sent, "latest": a.latest,
                             "dropped": self.sinks[name].feed.dropped} for name, a in self.analyses.items()}
         waiting = [n for n in self.sinks if n not in sinks]
-        return {"title": self.title, "sinks": sinks, "sinks_not_open": waiting, "health": self._health_message(),
+        with self._lock:
+            errors = dict(self.errors)
+        return {"title": self.title, "sinks": sinks, "sinks_not_open": waiting, "errors": errors,
+                "health": self._health_message(),
                 "traffic": {"bytes_sent": self.bytes_sent, "messages_sent": self.messages_sent,
                             "frames_dropped": self.frames_dropped, "clients": len(self._clients)}}
 

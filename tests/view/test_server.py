@@ -167,3 +167,23 @@ def test_stop_ends_the_thread_and_frees_the_port():
     assert server._thread is None
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_a_sink_whose_snapshots_fail_is_reported_and_the_others_go_on(poll):
+    from pygpukit_dsp.io.view_sink import Snapshot
+    from pygpukit_dsp.view.server import ViewServer
+
+    spec = SignalSpec(48000, 1, 1024)
+    good, bad = ViewSink(fps=20), ViewSink(fps=20)
+    good.open(spec)
+    bad.open(spec)
+    bad.feed.put(Snapshot(np.zeros((1, 4, 4, 4), np.float32), 0.1))  # not a time-domain snapshot
+    server = ViewServer("127.0.0.1", 0, sinks={"good": good, "bad": bad}).start()
+    try:
+        with Feeder(good, spec):
+            poll(lambda: server.state()["sinks"].get("good", {}).get("frames_sent", 0) >= 2)
+        state = server.state()
+        assert "bad" in state["errors"] and "bad" in state["health"]["errors"]
+        assert state["sinks"]["good"]["latest"]["peak_x"] == pytest.approx(1000, abs=24)
+    finally:
+        server.stop()

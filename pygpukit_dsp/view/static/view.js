@@ -175,6 +175,9 @@
   const HEALTH = ["stream", "device", "blocks", "p50_us", "p99_us", "misses", "drops", "xruns", "busy", "view_dropped"];
   function onHealth(h) {
     state.health = h.streams || []; state.healthUpdates++; state.ended = !!h.ended;
+    const errs = Object.entries(h.errors || {}), errEl = $("#errors");
+    errEl.hidden = !errs.length;
+    errEl.textContent = errs.map(([k, v]) => `sink ${k}: ${v}`).join("; ");
     if (state.ended && !state.paused) setStatus("ended");
     if (state.paused) return;
     const body = $("#health tbody");
