@@ -128,3 +128,12 @@ def test_validating_a_file_with_a_view_sink_imports_no_web_server(tmp_path, tone
     modules = set(json.loads(out.read_text()))
     assert "pygpukit_dsp.io.view_sink" in modules
     assert not [m for m in modules if m.split(".")[0] == "aiohttp" or m.startswith("pygpukit_dsp.view")]
+
+
+def test_view_alone_takes_the_default_address():
+    from pygpukit_dsp.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["run", "f.yaml", "--view"]).view == "127.0.0.1:8750"
+    assert parse(["run", "f.yaml", "--view", "0.0.0.0:9000"]).view == "0.0.0.0:9000"
+    assert parse(["run", "f.yaml"]).view is None
