@@ -1,7 +1,7 @@
 """Sources and sinks.
 
 Every built-in type is declared in SOURCES and SINKS with the module that defines it, and that
-module (with what it needs: soundfile, sounddevice, pyzmq, sigmf) is imported when the type is
+module (with what it needs: soundfile, sounddevice, pyzmq, sigmf, libSoapySDR) is imported when the type is
 first looked up (``SOURCES["file"]``, ``source_class``, a YAML file naming it) or its class is
 first used (``io.AudioFileSource``). Listing or checking type names imports no source or sink module.
 """
@@ -37,6 +37,7 @@ CATALOG: tuple[tuple[str, str, str, str], ...] = (
     ("sink", "zmq", "net", "ZmqSink"),
     ("source", "sigmf", "sigmf_io", "SigmfSource"),
     ("sink", "sigmf", "sigmf_io", "SigmfSink"),
+    ("source", "soapy", "soapy", "SoapySource"),
 )
 _CLASS_MODULES = {cls: f"{__name__}.{module}" for _, _, module, cls in CATALOG}
 _SUBMODULES = {module for _, _, module, _ in CATALOG} | {"_common", "endpoints", "portaudio", "wire"}
@@ -69,5 +70,5 @@ __all__ = [
     "NumpySource", "NumpySink", "NullSource", "NullSink", "CallbackSource", "CallbackSink",
     "AudioDeviceSource", "AudioDeviceSink", "DuplexSource", "DuplexSink", "SpectrumView", "ViewSink", "ZmqSource",
     "ZmqSink",
-    "SigmfSource", "SigmfSink",
+    "SigmfSource", "SigmfSink", "SoapySource",
 ]

@@ -19,6 +19,7 @@ from . import net as _net
 from . import null as _null
 from . import rawiq as _rawiq
 from . import sigmf_io as _sigmf_io
+from . import soapy as _soapy
 from . import spectrum_view as _spectrum_view
 from . import synth as _synth
 from . import view_sink as _view_sink
@@ -39,6 +40,7 @@ from .net import ZmqSinkParams, ZmqSourceParams
 from .null import NullSinkParams, NullSourceParams
 from .rawiq import RawIqSinkParams, RawIqSourceParams
 from .sigmf_io import SigmfSinkParams, SigmfSourceParams
+from .soapy import SoapySourceParams
 from .spectrum_view import SpectrumViewParams
 from .synth import SynthParams
 from .view_sink import ViewSinkParams
@@ -475,6 +477,34 @@ class SigmfSink(_sigmf_io.SigmfSink):
         base_dir: str | Path | None = None,
     ) -> None: ...
 
+
+class SoapySource(_soapy.SoapySource):
+    Params: ClassVar[type[SoapySourceParams]]
+    params: SoapySourceParams
+    @overload
+    def __init__(
+        self,
+        params: SoapySourceParams,
+        *,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        device: str = '',
+        freq_hz: float,
+        sample_rate: float | None = None,
+        gain_db: float | None = None,
+        agc: bool = False,
+        antenna: str | None = None,
+        bandwidth_hz: float | None = None,
+        channels: Sequence[int] | None = None,
+        format: Literal['CF32', 'CS16'] = 'CF32',
+        timeout_s: float = 5.0,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
 __all__ = [
     'SINKS',
     'SOURCES',
@@ -504,4 +534,5 @@ __all__ = [
     'ZmqSink',
     'SigmfSource',
     'SigmfSink',
+    'SoapySource',
 ]

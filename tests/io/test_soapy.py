@@ -1,0 +1,87 @@
+"""The soapy source (io/soapy.py) against a real SoapySDR module: SoapyAudio (Debian's
+soapysdr-module-audio) over the JACK server with the dummy backend, which streams without a radio.
+Everything runs as `gk-stream` subprocesses (bounded in time): SoapyAudio opens a JACK client, which
+stays out of the test process. Without SoapySDR and that module these tests skip, unless
+GK_REQUIRE_SOAPY=1 (.ci/run installs them): then they fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+PIPE = """version: 1
+name: radio
+sample_rate: {rate}
+block_size: 1024
+dtype: complex64
+backend: cpu
+source: {{type: soapy, device: "driver=audio", freq_hz: {freq}, format: {fmt}{extra}}}
+stages: [{{type: fir, design: {{numtaps: 31, cutoff_hz: 8000}}}}]
+sink: {{type: numpy, path: out.npy}}
+"""
+
+
+@pytest.fixture(scope="module")
+def soapy_audio(jack):
+    """The environment in which SoapySDR finds SoapyAudio's device on the `jack` server."""
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-c", "from pygpukit_dsp.io.soapy import enumerate_devices; "
+                        "print(len(enumerate_devices('driver=audio')))"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode == 0 and r.stdout.strip().splitlines()[-1:] != ["0"]:
+        return env
+    reason = f"SoapySDR finds no SoapyAudio device ({(r.stdout + r.stderr).strip().splitlines()[-1:]})"
+    if os.environ.get("GK_REQUIRE_SOAPY", "") == "1":
+        pytest.fail(f"GK_REQUIRE_SOAPY=1 but {reason}: apt-get install libsoapysdr0.8 soapysdr-module-audio")
+    pytest.skip(f"{reason}; apt-get install libsoapysdr0.8 soapysdr-module-audio")
+
+
+def _run(tmp_path, gk_process, env, *args, rate=48000, freq=1e6, fmt="CF32", extra=""):
+    (tmp_path / "radio.yaml").write_text(PIPE.format(rate=rate, freq=freq, fmt=fmt, extra=extra))
+    gk_process.env.update(env)
+    return gk_process.run("run", "radio.yaml", *args, timeout=120)
+
+
+@pytest.mark.parametrize("fmt", ["CF32", "CS16"])
+def test_a_pipeline_consumes_a_soapy_source(tmp_path, gk_process, soapy_audio, fmt):
+    p = _run(tmp_path, gk_process, soapy_audio, "--duration", "0.5", "--stats-json", "s.json", fmt=fmt,
+             extra=", agc: true, antenna: RX")
+    assert p.returncode == 0, p.stderr_text
+    st = json.loads((tmp_path / "s.json").read_text())
+    assert st["ended_by"] == "duration limit" and st["sources"][0]["type"] == "soapy"
+    assert {"overflows", "timeouts"} <= set(st["source_stats"]) and st["samples_in"] == st["blocks"] * 1024 > 0
+    y = np.load(tmp_path / "out.npy")
+    assert y.dtype == np.complex64 and y.shape == (1, st["samples_out"]) and np.all(np.isfinite(y))
+
+
+def test_a_rate_out_of_range_names_the_range(tmp_path, gk_process, soapy_audio):
+    p = _run(tmp_path, gk_process, soapy_audio, "--duration", "0.2", rate=1e6)
+    assert p.returncode == 2 and "out of the device's range (0.048 MHz)" in p.stderr_text
+    assert "Traceback" not in p.stderr_text
+
+
+def test_a_frequency_out_of_range_names_the_range(tmp_path, gk_process, soapy_audio):
+    p = _run(tmp_path, gk_process, soapy_audio, "--duration", "0.2", freq=9e9)
+    assert p.returncode == 2 and "freq_hz 9e+09 is out of the device's range (0..6000 MHz)" in p.stderr_text
+
+
+def test_no_such_device_says_what_soapysdr_finds(tmp_path, gk_process, soapy_audio):
+    (tmp_path / "radio.yaml").write_text(PIPE.format(rate=48000, freq=1e6, fmt="CF32", extra="").replace(
+        "driver=audio", "driver=nosuch"))
+    gk_process.env.update(soapy_audio)
+    p = gk_process.run("run", "radio.yaml", "--duration", "0.2", timeout=120)
+    assert p.returncode == 2 and "no SoapySDR device matches 'driver=nosuch'" in p.stderr_text
+    assert "SoapySDR finds: audio" in p.stderr_text
+
+
+def test_gain_and_agc_together_are_a_config_error():
+    from pygpukit_dsp.errors import ConfigError
+    from pygpukit_dsp.io.soapy import SoapySource
+
+    with pytest.raises(ConfigError, match="gain_db or agc"):
+        SoapySource(freq_hz=1e6, gain_db=10, agc=True)
