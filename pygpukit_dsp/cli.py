@@ -159,6 +159,28 @@ def _stop_on_signals(session: Any, live: _LiveLine) -> Callable[[], None]:
     return restore
 
 
+def _print_soapy(soapy: dict[str, Any]) -> None:
+    """gk-stream devices: SoapySDR's devices (source type 'soapy') with their receive ranges."""
+    if not soapy["found"]:
+        print(f"soapy   unavailable: {soapy['reason']}")
+        return
+    if not soapy["devices"]:
+        print("soapy   SoapySDR finds no device (source type 'soapy'; SoapySDRUtil --find)")
+    for d in soapy["devices"]:
+        args = ",".join(f"{k}={v}" for k, v in d.items() if isinstance(v, str) and k in ("driver", "serial", "label"))
+        if "error" in d:
+            print(f"soapy   {args}: cannot be opened: {d['error']}")
+            continue
+        ranges = []
+        for key, scale, unit in (("rates_hz", 1e6, "MS/s"), ("freqs_hz", 1e6, "MHz")):
+            spans = d.get(key) or []
+            ranges.append(", ".join(f"{a / scale:g}" if a == b else f"{a / scale:g}..{b / scale:g}" for a, b in spans)
+                          + f" {unit}")
+        gain = d.get("gain_db")
+        print(f"soapy   {args}: {d.get('rx_channels', 0)} rx channel(s), rate {ranges[0]}, freq {ranges[1]}"
+              + (f", gain {gain[0]:g}..{gain[1]:g} dB" if gain else ""))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from .cli_validate import validate_file
 
@@ -223,6 +245,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     from .io.net import net_report
     from .io.portaudio import audio_devices
     from .io.sigmf_io import sigmf_report
+    from .io.soapy import soapy_report
 
     from .admission.calibrate import admission_report
 
@@ -230,7 +253,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     sources = kernel_sources(caps)
     audio, audio_reason = audio_devices()
     usable = usable_gpus(caps)
-    net, sigmf = net_report(), sigmf_report()
+    net, sigmf, soapy = net_report(), sigmf_report(), soapy_report()
     if args.calibrate and not usable:
         from .errors import DeviceError
 
@@ -246,7 +269,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
                           "device_auto": {"gpus": usable, "why": _device_auto_line(caps, usable)},
                           "admission": admission,
                           "audio": {"devices": audio, "reason": audio_reason},
-                          "io": {"zmq": net, "sigmf": sigmf}}, indent=2, default=str))
+                          "io": {"zmq": net, "sigmf": sigmf, "soapy": soapy}}, indent=2, default=str))
         return 0
     for lib in ("driver", "nvrtc", "cufft", "cublas"):
         info = caps.get(lib, {})
@@ -295,6 +318,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         print(f"sigmf   sigmf {sigmf['sigmf']}, SigMF {sigmf['specification']} (source/sink type 'sigmf')")
     else:
         print(f"sigmf   unavailable: {sigmf['reason']}")
+    _print_soapy(soapy)
     ok, why = usable_from(caps)
     print(f"auto    -> backend={'cuda' if ok else 'cpu'}: {why}")
     print(f"device  auto -> {_device_auto_line(caps, usable)}")

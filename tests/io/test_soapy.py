@@ -85,3 +85,15 @@ def test_gain_and_agc_together_are_a_config_error():
 
     with pytest.raises(ConfigError, match="gain_db or agc"):
         SoapySource(freq_hz=1e6, gain_db=10, agc=True)
+
+
+def test_devices_lists_soapy_devices_with_their_ranges(tmp_path, gk_process, soapy_audio):
+    gk_process.env.update(soapy_audio)
+    p = gk_process.run("devices", timeout=120)
+    assert p.returncode == 0, p.stderr_text
+    line = next(ln for ln in p.stdout_text.splitlines() if ln.startswith("soapy   driver=audio"))
+    assert "1 rx channel(s), rate 0.048 MS/s, freq 0..6000 MHz" in line
+    j = gk_process.run("devices", "--json", timeout=120)
+    found = json.loads(j.stdout_text)["io"]["soapy"]
+    audio = next(d for d in found["devices"] if d["driver"] == "audio")
+    assert found["found"] and audio["rates_hz"] == [[48000.0, 48000.0]] and audio["rx_channels"] == 1
