@@ -217,10 +217,12 @@ void StreamEngine::fill(int s, const void* block, int64_t n) {
 }
 
 void StreamEngine::check_fill(int s, int64_t n) const {
-    // a graph's sources are written into their slices of the packed input (CudaGraphEngine)
-    if (plan_.enabled)
-        throw std::invalid_argument("a graph engine's input is filled source by source through input_slot()");
+    // a graph's sources are written into their slices of the packed input (CudaGraphEngine), or
+    // the packed input is written whole (a full block of every source: run_paced, the instrument)
     const TensorDesc& in = input_desc();
+    if (plan_.enabled && n != in.items)
+        throw std::invalid_argument("a graph engine's input is filled source by source through input_slot(), "
+                                    "or whole (" + std::to_string(in.items) + " float32 words)");
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
@@ -305,9 +307,10 @@ bool StreamEngine::try_wait(int s, int64_t* n_out) {
 
 void StreamEngine::copy_output(int s, int64_t n_out, void* dst, int64_t row_items) const {
     if (s < 0 || s >= slots()) throw std::invalid_argument("no slot " + std::to_string(s));
-    if (plan_.enabled)
-        throw std::invalid_argument("a graph engine's sinks are read from their slices of output_slot()");
     const TensorDesc& d = output_desc();
+    if (plan_.enabled && (n_out != d.items || row_items != d.items))
+        throw std::invalid_argument("a graph engine's sinks are read from their slices of output_slot(), or "
+                                    "the packed output whole");
     if (n_out < 0 || n_out > d.items || row_items < n_out)
         throw std::invalid_argument("copy_output: " + std::to_string(n_out) + " items into rows of " +
                                     std::to_string(row_items) + " (block of " + std::to_string(d.items) + ")");

@@ -66,6 +66,12 @@ class CudaGraphEngine(CudaEngine):
         zeros = tuple(np.zeros(s.block_shape, s.np_dtype) for s in self._src_specs)
         return zeros if len(zeros) > 1 else zeros[0]
 
+    def packed_zero_block(self) -> np.ndarray:
+        """A full block of zeros of every source as the native engine's packed input (the native
+        drivers that fill a slot whole: admission's rehearsal through ``_native.run_paced``)."""
+        channels, words, _, _ = self._engine.input_layout
+        return np.zeros((channels, words), np.float32)
+
     # ------------------------------------------------------------------ blocks
     def _fill_graph(self, blocks: Any, final: bool) -> tuple[int, int]:
         if self._closed:
