@@ -12,6 +12,7 @@ from pygpukit_dsp.backends.cuda_graph_plan import ALIGN, SLOT_INPUT, SLOT_OUTPUT
 from pygpukit_dsp.backends.cuda_lowering import LOWERINGS, _load_families
 from pygpukit_dsp.errors import UnsupportedError
 from pygpukit_dsp.io import NullSink
+from pygpukit_dsp.io.base import StreamFormat
 
 ALL_KINDS = {"select", "combine", "add", "multiply", "gain", "power", "channelizer", "fir", "fft", "ifft", "mix",
              "magnitude", "delay"}
@@ -126,3 +127,96 @@ def test_too_many_inputs_and_a_sink_on_a_source_are_refused():
     with pytest.raises(UnsupportedError) as info:
         lower_graph(g, g.specs())
     assert info.value.stage == "raw"
+
+
+class HostStandIn:
+    """The native engine's slot interface on the host, for the graph engine's packing: each block
+    reads every source from its slice of the packed input (as the H2D copies do), runs the graph on
+    the cpu backend, and writes each output into its slice of the packed output (as the D2H do)."""
+
+    def __init__(self, device, ops, slots=2, graph=None, **options):
+        import numpy as np
+
+        self.plan, self.slots, self.build_timings = graph, slots, []
+        self._in = [np.zeros((1, graph["in_bytes"] // 4), np.float32) for _ in range(slots)]
+        self._out = [np.zeros((1, graph["out_bytes"] // 4), np.float32) for _ in range(slots)]
+        self.nonfinite_flags = np.zeros(slots, np.uint32)
+        self.input_layout = (1, graph["in_bytes"] // 4, 0, "float32")
+        self.run = None  # set by the test: (slot bytes in, n, final) -> packed outputs written
+        self._items = [0] * slots
+
+    def input_slot(self, s):
+        return self._in[s]
+
+    def output_slot(self, s):
+        return self._out[s]
+
+    def submit(self, s, n, final=False):
+        self._items[s] = self.run(self._in[s].reshape(-1).view("uint8"), self._out[s].reshape(-1).view("uint8"),
+                                  n, final)
+
+    def wait(self, s):
+        return self._items[s][0]
+
+    def sink_items(self, s):
+        return self._items[s]
+
+    def counters(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+def test_graph_engine_packs_sources_and_unpacks_sinks_by_the_plan(monkeypatch):
+    import numpy as np
+
+    from pygpukit_dsp import _native
+    from pygpukit_dsp.backends import BackendChoice
+    from pygpukit_dsp.backends.cpu import CpuGraphEngine
+    from pygpukit_dsp.backends.cuda_graph_engine import CudaGraphEngine
+
+    class Device:
+        highest_stream_priority = 0
+
+        def __init__(self, index):
+            self.index = index
+
+    monkeypatch.setattr(_native, "Device", Device, raising=False)
+    monkeypatch.setattr(_native, "StreamEngine", HostStandIn, raising=False)
+    g = Graph(name="pack", sample_rate=1000, channels=2, block_size=24)
+    g.source(name="a")
+    g.source(name="b")
+    g.add(stages.Multiply(name="m"), "a", "b")
+    g.add(stages.Select(name="one", channels=[1]), "m")
+    g.add(stages.Gain(name="lo", db=-6), "b")
+    g.sink(NullSink(), "one", name="one")
+    g.sink(NullSink(), "lo", name="lo")
+    g.sink(NullSink(), "lo", name="lo2")
+    specs = g.specs({"a": StreamFormat(dtype="float32"), "b": StreamFormat(dtype="complex64")})
+    eng = CudaGraphEngine(g, specs, BackendChoice("cuda", "test"))
+    ref = CpuGraphEngine(g, specs, BackendChoice("cpu", "test"))
+    plan = eng.plan
+
+    def run(packed_in, packed_out, n, final):
+        blocks = [packed_in[o:o + b].view(specs.nodes[name].np_dtype).reshape(specs.nodes[name].block_shape)[:, :n]
+                  for name, (o, b) in plan.sources.items()]
+        outs = ref.process(tuple(blocks), final)
+        for (name, (o, b, _)), y in zip(plan.outputs.items(), outs):
+            spec = specs.output_spec(name)
+            packed_out[o:o + b].view(spec.np_dtype).reshape(spec.block_shape)[:, :y.shape[1]] = y
+        return [y.shape[1] for y in outs]
+
+    eng._engine.run = run
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 24)).astype(np.float32)
+    b = (rng.standard_normal((2, 24)) + 1j).astype(np.complex64)
+    want = CpuGraphEngine(g, specs, BackendChoice("cpu", "test")).process((a, b))
+    got = eng.process((a, b))
+    assert len(got) == 3 and all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(got, want))
+    short = eng.process((a[:, :7], b[:, :7]), final=True)  # a short final block: the tails zeroed
+    assert [x.shape for x in short] == [(1, 7), (2, 7), (2, 7)]
+    assert not eng._engine.input_slot(1).reshape(-1).view(np.uint8)[plan.sources["a"][0] + 7 * 4:][:4].any()
+    with pytest.raises(ValueError, match="reads 2 sources"):
+        eng.process((a,))
+    eng.close()
