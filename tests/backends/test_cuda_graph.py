@@ -180,19 +180,26 @@ def test_stage_of_several_inputs_on_cuda_equals_cpu(kind, dtype, block, n):
         np.testing.assert_array_equal(gpu, cpu)
 
 
-def test_a_graph_run_on_cuda_writes_and_accounts_each_sink():
+@pytest.mark.parametrize("qos", [None, {"class": "realtime"}, {"class": "throughput"}])
+def test_a_graph_run_on_cuda_writes_and_accounts_each_sink(qos):
+    # under the scheduler as one stream: realtime (its block cost measured by admission),
+    # throughput (paced in units: chunks of the graph's ops), best effort
     from pygpukit_dsp.io import NumpySink, SynthSource
 
-    g = Graph(name="run", sample_rate=8000, channels=2, block_size=64, backend="cuda")
-    g.source(SynthSource(signal="noise", duration_s=0.05), name="mic")
-    g.add(stages.Gain(name="lo", db=-6), "mic")
-    g.add(stages.Power(name="pw"), "mic")
-    g.add(stages.Add(name="both"), "lo", "pw")
-    sinks = {"lo": NumpySink(), "both": NumpySink()}
-    for name, sink in sinks.items():
-        g.sink(sink, name, name=name)
-    summary = g.run()
-    assert summary.backend == "cuda"
-    assert [(a.name, a.input, a.blocks) for a in summary.sinks] == [("lo", "lo", summary.blocks),
-                                                                    ("both", "both", summary.blocks)]
-    assert summary.blocks == 7 and all(a.samples == 400 for a in summary.sinks)  # 400 samples: a short last block
+    results = {}
+    for backend in ("cuda", "cpu"):
+        g = Graph(name="run", sample_rate=8000, channels=2, block_size=64, backend=backend, qos=qos)
+        g.source(SynthSource(signal="noise", duration_s=0.05, seed=4), name="mic")
+        g.add(stages.Gain(name="lo", db=-6), "mic")
+        g.add(stages.Power(name="pw"), "mic")
+        g.add(stages.Add(name="both"), "lo", "pw")
+        sinks = {"lo": NumpySink(), "both": NumpySink()}
+        for name, sink in sinks.items():
+            g.sink(sink, name, name=name)
+        summary = g.run()
+        assert summary.backend == backend and summary.scheduler.submitted == 7
+        assert [(a.name, a.input, a.blocks) for a in summary.sinks] == [("lo", "lo", 7), ("both", "both", 7)]
+        assert summary.blocks == 7 and all(a.samples == 400 for a in summary.sinks)  # a short last block
+        results[backend] = {name: sink.result() for name, sink in sinks.items()}
+    for name in ("lo", "both"):
+        assert rel_err(results["cuda"][name], results["cpu"][name]) < 1e-6
