@@ -8,14 +8,13 @@ import pytest
 import soundfile as sf
 
 from pygpukit_dsp import Graph, Pipeline, Session
-from pygpukit_dsp.errors import UnsupportedError
 from pygpukit_dsp.graph import load_streams
 
 ROOT = Path(__file__).resolve().parents[1]
 LIVE = ["live_eq.yaml", "live_spectrum.yaml"]  # need an audio server: tests/io/test_audio_live.py runs them
 NET = ["zmq_recv.yaml", "zmq_send.yaml"]  # a pair: test_the_zmq_pair_runs_as_two_processes runs them together
 EXAMPLES = sorted(p.name for p in (ROOT / "pipelines").glob("*.yaml") if p.name not in LIVE + NET)
-GRAPHS = {"sdr_receiver.yaml", "mic_array.yaml"}  # graphs with branches (docs/graphs.md): the cpu backend's
+GRAPHS = {"sdr_receiver.yaml", "mic_array.yaml"}  # graphs with branches (docs/graphs.md)
 
 
 @pytest.fixture
@@ -136,11 +135,6 @@ def test_example_runs_on_cpu(workdir, name):
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_runs_on_cuda(workdir, name):
     pipelines = load_streams(workdir / name)
-    if name in GRAPHS:  # no CUDA lowering of a graph with branches yet: refused before the first block
-        with pytest.raises(UnsupportedError, match="no CUDA lowering"):
-            Session(pipelines, backend="cuda").run()
-        assert not (workdir / "out").exists()
-        return
     summaries = Session(pipelines, backend="cuda").run()
     for p, s in zip(pipelines, summaries):
         if p.stages:

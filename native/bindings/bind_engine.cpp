@@ -91,6 +91,56 @@ gk::ParamValue parse_value(py::handle v, const std::string& where) {
                           " (use bool, int, float, str or a NumPy array)");
 }
 
+// A flowgraph's memory plan from its Python lowering (cuda_graph_plan.GraphPlan.native()).
+gk::BufferRef parse_ref(py::handle obj) {
+    py::tuple t = py::reinterpret_borrow<py::object>(obj).cast<py::tuple>();
+    if (t.size() != 2) throw py::value_error("graph plan: a buffer slice is (buffer, offset)");
+    return gk::BufferRef{t[0].cast<int>(), t[1].cast<uint64_t>()};
+}
+
+gk::DeviceCopy parse_copy(py::handle obj) {
+    py::tuple t = py::reinterpret_borrow<py::object>(obj).cast<py::tuple>();
+    if (t.size() != 3) throw py::value_error("graph plan: a copy is (source slice, destination slice, bytes)");
+    return gk::DeviceCopy{parse_ref(t[0]), parse_ref(t[1]), t[2].cast<uint64_t>()};
+}
+
+gk::GraphPlan parse_plan(py::handle obj) {
+    gk::GraphPlan p;
+    if (obj.is_none()) return p;
+    py::dict d = py::reinterpret_borrow<py::object>(obj).cast<py::dict>();
+    for (const char* key : {"items", "buffers", "nodes", "sources", "sinks", "final_copies", "lanes", "in_bytes",
+                            "out_bytes"})
+        if (!d.contains(key)) throw py::value_error(std::string("graph plan has no '") + key + "'");
+    p.enabled = true;
+    p.items = d["items"].cast<int64_t>();
+    p.buffers = d["buffers"].cast<std::vector<uint64_t>>();
+    for (auto n : d["nodes"].cast<py::list>()) {
+        py::dict nd = n.cast<py::dict>();
+        gk::GraphNode node;
+        node.in = parse_ref(nd["in"]);
+        node.out = parse_ref(nd["out"]);
+        for (auto c : nd["copies"].cast<py::list>()) node.copies.push_back(parse_copy(c));
+        node.valid_from = nd["valid_from"].cast<std::vector<int>>();
+        node.lane = nd["lane"].cast<int>();
+        node.waits = nd["waits"].cast<std::vector<int>>();
+        node.signals = nd["signals"].cast<bool>();
+        p.nodes.push_back(std::move(node));
+    }
+    for (auto t : d["sources"].cast<py::list>()) {
+        py::tuple tt = t.cast<py::tuple>();
+        p.sources.push_back(gk::Transfer{tt[0].cast<uint64_t>(), tt[1].cast<uint64_t>(), -1});
+    }
+    for (auto t : d["sinks"].cast<py::list>()) {
+        py::tuple tt = t.cast<py::tuple>();
+        p.sinks.push_back(gk::Transfer{tt[0].cast<uint64_t>(), tt[1].cast<uint64_t>(), tt[2].cast<int>()});
+    }
+    for (auto c : d["final_copies"].cast<py::list>()) p.final_copies.push_back(parse_copy(c));
+    p.lanes = d["lanes"].cast<int>();
+    p.in_bytes = d["in_bytes"].cast<uint64_t>();
+    p.out_bytes = d["out_bytes"].cast<uint64_t>();
+    return p;
+}
+
 gk::OpSpec parse_op(py::handle obj, size_t index) {
     const std::string where = "op " + std::to_string(index);
     if (!py::isinstance<py::dict>(obj))
@@ -321,11 +371,12 @@ void bind_engine(py::module_& m) {
         "One pipeline's ops on one GPU, fed through pinned slots by a native worker thread.")
         .def(py::init([](std::shared_ptr<gk::Device> device, py::list ops, int slots, int priority,
                          bool use_graph, int spin_us, bool single_stream, bool inline_submit,
-                         bool mapped_io, bool direct_output, bool zero_nonfinite) {
+                         bool mapped_io, bool direct_output, bool zero_nonfinite, py::object graph) {
                  ensure_library_dirs();
                  std::vector<gk::OpSpec> specs;
                  size_t i = 0;
                  for (auto op : ops) specs.push_back(parse_op(op, i++));
+                 gk::GraphPlan plan = parse_plan(graph);
                  gk::EngineOptions options;
                  options.slots = slots;
                  options.priority = priority;
@@ -337,12 +388,14 @@ void bind_engine(py::module_& m) {
                  options.direct_output = direct_output;
                  options.zero_nonfinite = zero_nonfinite;
                  py::gil_scoped_release release;
-                 return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options);
+                 return std::make_shared<gk::StreamEngine>(std::move(device), std::move(specs), options,
+                                                           std::move(plan));
              }),
              py::arg("device"), py::arg("ops"), py::arg("slots") = 2, py::arg("priority") = 0,
              py::arg("use_graph") = true, py::arg("spin_us") = 200, py::arg("single_stream") = false,
              py::arg("inline_submit") = false, py::arg("mapped_io") = false, py::arg("direct_output") = true,
-             py::arg("zero_nonfinite") = false,
+             py::arg("zero_nonfinite") = false, py::arg("graph") = py::none(),
+             "graph: a flowgraph's memory plan (which slice each op reads and writes; docs/cuda.md); "
              "ops: [{'kind', 'name', 'in': (channels, items, bins, dtype), 'out': (...), 'params': {...}}]; "
              "inline_submit: process() runs an idle engine's block on the calling thread; "
              "mapped_io (single_stream only): kernels move blocks through device-mapped pinned slots; "
@@ -480,6 +533,20 @@ void bind_engine(py::module_& m) {
                  d["chunks"] = c.chunks;
                  return d;
              })
+        .def_property_readonly("is_graph", &gk::StreamEngine::is_graph,
+                               "built from a flowgraph's plan (several sources or sinks, branches)")
+        .def_property_readonly("block_items", &gk::StreamEngine::block_items, "items of a full source block")
+        .def("sink_items", &gk::StreamEngine::sink_items, py::arg("slot"),
+             "A graph engine's valid output items of each sink of the slot's last completed block.")
+        .def(
+            "process_split_filled",
+            [](gk::StreamEngine& e, int slot, int64_t n_valid, bool final, std::vector<int64_t> cuts) {
+                py::gil_scoped_release release;
+                return e.process_split(slot, nullptr, n_valid, final, cuts);
+            },
+            py::arg("slot"), py::arg("n_valid"), py::arg("final"), py::arg("cuts"),
+            "A graph engine's process_split: the slot's pinned input is filled already (source by source); "
+            "returns the first sink's valid items (sink_items(slot) has every sink's).")
         .def_property_readonly("units_per_block", &gk::StreamEngine::units_per_block,
                                "Units of one full block (the scheduler's units_per_block).")
         .def(

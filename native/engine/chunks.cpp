@@ -40,6 +40,7 @@ void StreamEngine::note_gpu_time(Slot& slot) {
 }
 
 void StreamEngine::enqueue_op_units(int s, int64_t begin, int64_t end) {
+    if (plan_.enabled) return enqueue_graph_units(s, begin, end);
     for (size_t i = 0; i < ops_.size(); ++i) {
         const int64_t first = unit_begin_[i];
         const int64_t last = i + 1 < ops_.size() ? unit_begin_[i + 1] : units_total_;
@@ -68,7 +69,18 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
     if (begin < 0 || end > U || begin >= end)
         throw std::invalid_argument("chunk [" + std::to_string(begin) + ", " + std::to_string(end) +
                                     ") is not a unit range of a block of " + std::to_string(U) + " units");
-    const bool full = !slot.final && slot.n_in == input_desc().items;
+    const bool full = !slot.final && slot.n_in == block_items();
+    // copies per block: one per source (H2D) and one per sink (D2H); a chain has one of each
+    const uint64_t uploads = plan_.enabled ? plan_.sources.size() : 1;
+    const uint64_t downloads = plan_.enabled ? plan_.sinks.size() : 1;
+    auto full_output = [&] {
+        if (plan_.enabled) {
+            note_sink_items(slot, nullptr);
+            slot.n_out = slot.sink_n_out.front();
+        } else {
+            slot.n_out = output_desc().items;
+        }
+    };
     const bool whole = begin == 0 && end == U;
     const bool single = options_.single_stream;
     const bool resident = resident_.load();
@@ -97,10 +109,10 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
         mark(start);
         cu_check(api.cuGraphLaunch(slot.block_graph, compute_), "cuGraphLaunch", "launching a block's graph");
         mark(stop);
-        counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
+        counters_.h2d_copies.fetch_add(uploads, std::memory_order_relaxed);
         counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
-        counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
-        slot.n_out = output_desc().items;
+        counters_.d2h_copies.fetch_add(downloads, std::memory_order_relaxed);
+        full_output();
         cu_check(api.cuEventRecord(slot.ev_done, compute_), "cuEventRecord", what);
         return;
     }
@@ -110,7 +122,7 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
     CUstream down = single ? compute_ : d2h_;
     if ((begin == 0 || !full) && !resident) {
         enqueue_upload(s, up);
-        counters_.h2d_copies.fetch_add(1, std::memory_order_relaxed);
+        counters_.h2d_copies.fetch_add(uploads, std::memory_order_relaxed);
         if (!single) {
             cu_check(api.cuEventRecord(slot.ev_h2d, h2d_), "cuEventRecord", what);
             cu_check(api.cuStreamWaitEvent(compute_, slot.ev_h2d, 0), "cuStreamWaitEvent", what);
@@ -123,12 +135,12 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
     } else if (whole) {
         cu_check(api.cuGraphLaunch(slot.graph, compute_), "cuGraphLaunch", "launching a block's graph");
         counters_.graph_launches.fetch_add(1, std::memory_order_relaxed);
-        slot.n_out = output_desc().items;
+        full_output();
     } else {
         enqueue_op_units(s, begin, end);
         counters_.chunks.fetch_add(1, std::memory_order_relaxed);
         if (end == U) counters_.eager_blocks.fetch_add(1, std::memory_order_relaxed);
-        slot.n_out = output_desc().items;
+        full_output();
     }
     mark(stop);
     if (end != U) return;
@@ -141,7 +153,7 @@ void StreamEngine::enqueue_chunk(int s, int64_t begin, int64_t end, CUevent star
         cu_check(api.cuStreamWaitEvent(d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", what);
     }
     enqueue_download(s, down);
-    counters_.d2h_copies.fetch_add(1, std::memory_order_relaxed);
+    counters_.d2h_copies.fetch_add(downloads, std::memory_order_relaxed);
     cu_check(api.cuEventRecord(slot.ev_done, down), "cuEventRecord", what);
 }
 
@@ -171,8 +183,13 @@ int64_t StreamEngine::process_split(int s, const void* block, int64_t n, bool fi
     for (size_t k = 0; k < slots_.size(); ++k)
         if (slots_[k]->state.load() != kFree)
             throw std::invalid_argument("process_split() needs an idle engine: collect every submitted slot first");
-    fill(s, block, n);
+    if (block) {
+        fill(s, block, n);
+    } else if (!plan_.enabled) {
+        throw std::invalid_argument("process_split() needs a block");
+    }  // else a graph engine: its sources are in the slot already
     Slot& slot = *slots_[static_cast<size_t>(s)];
+    init_input(slot);
     slot.n_in = n;
     slot.final = final;
     device_->make_current();

@@ -66,7 +66,7 @@ std::vector<uint64_t> EngineInstrument::pump_resident(double seconds) {
     std::vector<uint64_t> stamps;
     stamps.reserve(1 << 16);
     const int K = e.slots();
-    const int64_t items = e.input_desc().items;
+    const int64_t items = e.block_items();
     for (int s = 0; s < K; ++s) e.submit(s, items, false);
     for (uint64_t b = 0;; ++b) {
         const int s = static_cast<int>(b % static_cast<uint64_t>(K));
@@ -111,7 +111,7 @@ std::vector<double> EngineInstrument::time_resident(int iterations) {
         if (slot.graph)
             cu_check(api.cuGraphLaunch(slot.graph, compute), "cuGraphLaunch", "timing a resident block");
         else
-            e.enqueue_ops(0, e.input_desc().items, false);
+            e.enqueue_ops(0, e.block_items(), false);
         cu_check(api.cuEventRecord(ev.events[2 * k + 1], compute), "cuEventRecord");
         if (k == kChunk - 1 || i == iterations - 1) {
             cu_check(api.cuEventSynchronize(ev.events[2 * k + 1]), "cuEventSynchronize",
@@ -154,7 +154,7 @@ std::pair<double, double> EngineInstrument::time_streamed(int64_t blocks, int ns
         if (slot.graph)
             cu_check(api.cuGraphLaunch(slot.graph, e.compute_), "cuGraphLaunch", what);
         else
-            e.enqueue_ops(static_cast<int>(b % nslots), e.input_desc().items, false);
+            e.enqueue_ops(static_cast<int>(b % nslots), e.block_items(), false);
         cu_check(api.cuEventRecord(slot.ev_comp, e.compute_), "cuEventRecord", what);
         cu_check(api.cuStreamWaitEvent(e.d2h_, slot.ev_comp, 0), "cuStreamWaitEvent", what);
         cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), out_bytes, e.d2h_),

@@ -98,9 +98,16 @@ void StreamEngine::enqueue_upload(int s, CUstream stream) {
     CUdeviceptr nf_record = nf_records_->ptr() + 16 * static_cast<CUdeviceptr>(s);
     CUdeviceptr nf_flag = nf_flags_->device_ptr() + 64 * static_cast<CUdeviceptr>(s);
     unsigned nf_zero = options_.zero_nonfinite ? 1u : 0u;
+    // a chain's input is one slice; a graph's one slice per source (one copy or pull each)
+    const size_t slices = plan_.enabled ? plan_.sources.size() : 1;
     if (!options_.mapped_io) {
-        cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr(), slot.h_in->data(), input_desc().nbytes(), stream),
-                 "cuMemcpyHtoDAsync_v2", "copying a block to the GPU");
+        for (size_t k = 0; k < slices; ++k) {
+            const uint64_t off = plan_.enabled ? plan_.sources[k].offset : 0;
+            const size_t bytes = plan_.enabled ? static_cast<size_t>(plan_.sources[k].bytes) : input_desc().nbytes();
+            cu_check(api.cuMemcpyHtoDAsync(slot.d_in->ptr() + static_cast<CUdeviceptr>(off),
+                                           static_cast<const unsigned char*>(slot.h_in->data()) + off, bytes, stream),
+                     "cuMemcpyHtoDAsync_v2", "copying a block to the GPU");
+        }
         CUdeviceptr data = slot.d_in->ptr();
         unsigned long long words = input_desc().nbytes() / 4;
         void* check[] = {&data, &words, &nf_record, &nf_flag, &nf_zero};
@@ -110,30 +117,43 @@ void StreamEngine::enqueue_upload(int s, CUstream stream) {
             cu_check(r, "cuLaunchKernel", "launching gk_check_finite (a block's input checked for NaN/Inf)");
         return;
     }
-    CUdeviceptr dst = slot.d_in->ptr(), src = slot.h_in->device_ptr();
-    unsigned long long nbytes = input_desc().nbytes();
-    void* params[] = {&dst, &src, &nbytes, &nf_record, &nf_flag, &nf_zero};
-    const CUresult r =
-        api.cuLaunchKernel(io_pull_, io_pull_grid_, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
-    if (r != CUDA_SUCCESS)
-        cu_check(r, "cuLaunchKernel", "launching gk_io_pull (a block's input from mapped host memory)");
+    for (size_t k = 0; k < slices; ++k) {
+        const uint64_t off = plan_.enabled ? plan_.sources[k].offset : 0;
+        CUdeviceptr dst = slot.d_in->ptr() + static_cast<CUdeviceptr>(off);
+        CUdeviceptr src = slot.h_in->device_ptr() + static_cast<CUdeviceptr>(off);
+        unsigned long long nbytes = plan_.enabled ? plan_.sources[k].bytes : input_desc().nbytes();
+        const unsigned grid = plan_.enabled ? io_grid(static_cast<size_t>(nbytes), device_->properties().multiprocessors)
+                                            : io_pull_grid_;
+        void* params[] = {&dst, &src, &nbytes, &nf_record, &nf_flag, &nf_zero};
+        const CUresult r = api.cuLaunchKernel(io_pull_, grid, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
+        if (r != CUDA_SUCCESS)
+            cu_check(r, "cuLaunchKernel", "launching gk_io_pull (a block's input from mapped host memory)");
+    }
 }
 
 void StreamEngine::enqueue_download(int s, CUstream stream) {
     const DriverApi& api = driver();
     Slot& slot = *slots_[static_cast<size_t>(s)];
-    if (!options_.mapped_io) {
-        cu_check(api.cuMemcpyDtoHAsync(slot.h_out->data(), slot.d_out->ptr(), output_desc().nbytes(), stream),
-                 "cuMemcpyDtoHAsync_v2", "copying a block from the GPU");
-        return;
+    const size_t slices = plan_.enabled ? plan_.sinks.size() : 1;  // a graph: one per sink
+    for (size_t k = 0; k < slices; ++k) {
+        const uint64_t off = plan_.enabled ? plan_.sinks[k].offset : 0;
+        unsigned long long nbytes = plan_.enabled ? plan_.sinks[k].bytes : output_desc().nbytes();
+        if (!options_.mapped_io) {
+            cu_check(api.cuMemcpyDtoHAsync(static_cast<unsigned char*>(slot.h_out->data()) + off,
+                                           slot.d_out->ptr() + static_cast<CUdeviceptr>(off),
+                                           static_cast<size_t>(nbytes), stream),
+                     "cuMemcpyDtoHAsync_v2", "copying a block from the GPU");
+            continue;
+        }
+        CUdeviceptr dst = slot.h_out->device_ptr() + static_cast<CUdeviceptr>(off);
+        CUdeviceptr src = slot.d_out->ptr() + static_cast<CUdeviceptr>(off);
+        const unsigned grid = plan_.enabled ? io_grid(static_cast<size_t>(nbytes), device_->properties().multiprocessors)
+                                            : io_push_grid_;
+        void* params[] = {&dst, &src, &nbytes};
+        const CUresult r = api.cuLaunchKernel(io_push_, grid, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
+        if (r != CUDA_SUCCESS)
+            cu_check(r, "cuLaunchKernel", "launching gk_io_push (a block's output to mapped host memory)");
     }
-    CUdeviceptr dst = slot.h_out->device_ptr(), src = slot.d_out->ptr();
-    unsigned long long nbytes = output_desc().nbytes();
-    void* params[] = {&dst, &src, &nbytes};
-    const CUresult r =
-        api.cuLaunchKernel(io_push_, io_push_grid_, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
-    if (r != CUDA_SUCCESS)
-        cu_check(r, "cuLaunchKernel", "launching gk_io_push (a block's output to mapped host memory)");
 }
 
 }  // namespace gk

@@ -49,13 +49,14 @@ struct Driven {
     }
     void submit(int slot) {
         if (spec->floor) spec->floor->submit();
-        else spec->engine->submit(slot, items, false);
+        else spec->engine->submit(slot, spec->engine->block_items(), false);  // a graph: its sources' items
     }
     bool try_finish(int slot) {
         if (spec->floor) return spec->floor->try_finish(sink.data());
         int64_t n_out = 0;
         if (!spec->engine->try_wait(slot, &n_out)) return false;
-        spec->engine->copy_output(slot, n_out, sink.data(), out_items);
+        // a graph's packed output is copied whole (its sinks' slices side by side)
+        spec->engine->copy_output(slot, spec->engine->is_graph() ? out_items : n_out, sink.data(), out_items);
         return true;
     }
 };

@@ -41,8 +41,9 @@ void check_desc(const TensorDesc& d, const std::string& what) {
 // ---------------------------------------------------------------------------------------------
 
 StreamEngine::StreamEngine(std::shared_ptr<Device> device, std::vector<OpSpec> ops,
-                           EngineOptions options)
+                           EngineOptions options, GraphPlan plan)
     : device_(std::move(device)), specs_(std::move(ops)), options_(options) {
+    plan_ = std::move(plan);
     if (!device_) throw std::invalid_argument("StreamEngine needs a Device");
     if (specs_.empty()) throw std::invalid_argument("StreamEngine needs at least one op");
     if (options_.slots < 1 || options_.slots > kMaxSlots)
@@ -56,13 +57,14 @@ StreamEngine::StreamEngine(std::shared_ptr<Device> device, std::vector<OpSpec> o
         if (s.name.empty()) s.name = s.kind;
         check_desc(s.in, "the input of stage '" + s.name + "'");
         check_desc(s.out, "the output of stage '" + s.name + "'");
-        if (i > 0 && !same_layout(specs_[i - 1].out, s.in))
+        if (i > 0 && !plan_.enabled && !same_layout(specs_[i - 1].out, s.in))
             throw std::invalid_argument("stage '" + s.name + "' takes " + desc_text(s.in) +
                                         " but stage '" + specs_[i - 1].name + "' produces " +
                                         desc_text(specs_[i - 1].out));
         s.params.kind = s.kind;
         s.params.stage = s.name;
     }
+    if (plan_.enabled) check_plan();  // the packed layouts, every slice inside its buffer
     try {
         build();
     } catch (...) {
@@ -118,21 +120,27 @@ void StreamEngine::build() {
         unit_begin_.push_back(units_total_);
         units_total_ += u;
     }
+    // a graph's sinks are slices of the device output, pushed one by one: never direct
     direct_output_ = options_.mapped_io && options_.direct_output && options_.use_graph && !ops_.empty() &&
-                     ops_.back()->writes_output_once();
+                     !plan_.enabled && ops_.back()->writes_output_once();
     const size_t in_bytes = input_desc().nbytes(), out_bytes = output_desc().nbytes();
     {
         // The pool's first grant sized up front: every edge and slot buffer in one driver
         // allocation (DeviceMemoryPool::reserve), instead of one cuMemAlloc each.
         std::vector<size_t> sizes;
-        for (size_t i = 0; i + 1 < specs_.size(); ++i) sizes.push_back(specs_[i].out.nbytes());
+        if (plan_.enabled) {
+            for (uint64_t b : plan_.buffers) sizes.push_back(static_cast<size_t>(b));
+        } else {
+            for (size_t i = 0; i + 1 < specs_.size(); ++i) sizes.push_back(specs_[i].out.nbytes());
+        }
         for (int k = 0; k < options_.slots; ++k) {
             sizes.push_back(in_bytes);
             sizes.push_back(out_bytes);
         }
         device_->memory_pool().reserve(sizes);
     }
-    for (size_t i = 0; i + 1 < specs_.size(); ++i) {
+    if (plan_.enabled) build_graph_resources();  // its buffers (zeroed), lanes and events
+    for (size_t i = 0; !plan_.enabled && i + 1 < specs_.size(); ++i) {
         edges_.push_back(std::make_unique<DeviceBuffer>(device_, specs_[i].out.nbytes()));
         edges_.back()->memset(0, edges_.back()->nbytes(), 0, compute_);
     }
@@ -207,6 +215,7 @@ void StreamEngine::teardown() noexcept {
     try {
         ops_.clear();  // before the streams: an op's library handles may still refer to them
         edges_.clear();
+        plan_buffers_.clear();
         slots_.clear();  // pinned buffers stay alive while NumPy views hold them
         nf_records_.reset();
         nf_flags_.reset();  // NumPy views of the flags keep their memory
@@ -216,6 +225,7 @@ void StreamEngine::teardown() noexcept {
         io_module_.reset();
     } catch (...) {
     }
+    destroy_graph_resources(*api);  // a graph's events and lane streams (after the ops' handles)
     for (CUstream* s : {&h2d_, &compute_, &d2h_}) {
         if (*s) api->cuStreamDestroy(*s);
         *s = nullptr;
@@ -294,7 +304,8 @@ void StreamEngine::zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t
                  "cuMemsetD8Async", "zeroing the tail of a final block");
 }
 
-int64_t StreamEngine::enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out) {
+int64_t StreamEngine::enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out, bool capture) {
+    if (plan_.enabled) return enqueue_graph_ops(slot, n, final, capture);
     int64_t items = n;
     for (size_t i = 0; i < ops_.size(); ++i) {
         const OpSpec& spec = specs_[i];
@@ -331,7 +342,7 @@ void StreamEngine::warm_up() {
     // One eager pass before capture: every op's kernels and library handles (cuBLAS, cuFFT) get
     // loaded and bound to the compute stream outside of capture; then the state is reset.
     const DriverApi& api = driver();
-    enqueue_ops(0, input_desc().items, false);
+    enqueue_ops(0, block_items(), false);
     cu_check(api.cuStreamSynchronize(compute_), "cuStreamSynchronize",
              "running the warm-up block (stages " + stage_names() + ")");
     reset_ops_locked();
@@ -363,7 +374,8 @@ CUgraphExec StreamEngine::capture_slot(int s, bool with_copies) {
         // direct_output the last op writes the mapped output and there is no push.
         const bool direct = with_copies && direct_output_;
         if (with_copies) enqueue_upload(s, compute_);
-        enqueue_ops(s, input_desc().items, false, direct ? slots_[static_cast<size_t>(s)]->h_out->device_ptr() : 0);
+        enqueue_ops(s, block_items(), false, direct ? slots_[static_cast<size_t>(s)]->h_out->device_ptr() : 0,
+                    true);
         if (with_copies && !direct) enqueue_download(s, compute_);
     } catch (...) {
         CUgraph broken = nullptr;

@@ -39,6 +39,7 @@ namespace gk {
 
 class Device;
 class DeviceBuffer;
+struct DriverApi;
 class Dispatcher;
 class EngineInstrument;
 class Module;
@@ -50,6 +51,46 @@ struct OpSpec {
     TensorDesc in;
     TensorDesc out;
     OpParams params;
+};
+
+// A flowgraph's memory plan (docs/cuda.md, "The engine's DAG"), made by the Python lowering
+// (pygpukit_dsp/backends/cuda_graph_plan.py). Without it the ops are a chain: op i reads op i-1's
+// output. With it every op reads and writes the buffer slices the plan names, in topological order.
+struct BufferRef {
+    int buffer = 0;        // kSlotInput, kSlotOutput, or an index into GraphPlan::buffers
+    uint64_t offset = 0;   // bytes (a multiple of 256 where an op reads or writes)
+};
+constexpr int kSlotInput = -1;   // the slot's device input (the sources, packed)
+constexpr int kSlotOutput = -2;  // the slot's device output (the sinks, packed)
+
+struct DeviceCopy {
+    BufferRef src, dst;
+    uint64_t bytes = 0;
+};
+
+struct GraphNode {
+    BufferRef in, out;
+    std::vector<DeviceCopy> copies;  // queued before the op: the inputs it reads stacked in `in`
+    std::vector<int> valid_from;     // the ops whose valid items it reads (final blocks: the least); -1: a source
+    int lane = 0;                    // its capture stream (0: the compute stream)
+    std::vector<int> waits;          // earlier ops on other lanes it must follow (capture)
+    bool signals = false;            // an op on another lane waits for this one
+};
+
+struct Transfer {
+    uint64_t offset = 0, bytes = 0;  // a source's slice of the packed input, a sink's of the output
+    int op = -1;                     // sinks: the op whose valid items it holds
+};
+
+struct GraphPlan {
+    bool enabled = false;
+    int64_t items = 0;                  // the sources' block items
+    std::vector<uint64_t> buffers;      // device buffers between ops (bytes)
+    std::vector<GraphNode> nodes;       // one per op, in the order of the ops
+    std::vector<Transfer> sources, sinks;
+    std::vector<DeviceCopy> final_copies;  // after every op: a sink that repeats another's slice
+    int lanes = 1;
+    uint64_t in_bytes = 0, out_bytes = 0;  // the packed slots
 };
 
 struct EngineOptions {
@@ -117,14 +158,23 @@ struct BlockTrace {
 
 class StreamEngine {
 public:
-    StreamEngine(std::shared_ptr<Device> device, std::vector<OpSpec> ops, EngineOptions options);
+    StreamEngine(std::shared_ptr<Device> device, std::vector<OpSpec> ops, EngineOptions options,
+                 GraphPlan plan = GraphPlan{});
     ~StreamEngine();
     StreamEngine(const StreamEngine&) = delete;
     StreamEngine& operator=(const StreamEngine&) = delete;
 
     int slots() const noexcept { return options_.slots; }
-    const TensorDesc& input_desc() const noexcept { return specs_.front().in; }
-    const TensorDesc& output_desc() const noexcept { return specs_.back().out; }
+    // A chain's: the first op's input, the last op's output. A graph's: the packed slots as
+    // (1, bytes / 4) float32 (each source's and sink's slice at the plan's offsets).
+    const TensorDesc& input_desc() const noexcept { return plan_.enabled ? packed_in_ : specs_.front().in; }
+    const TensorDesc& output_desc() const noexcept { return plan_.enabled ? packed_out_ : specs_.back().out; }
+    // Items of a full block of the (every) source.
+    int64_t block_items() const noexcept { return plan_.enabled ? plan_.items : specs_.front().in.items; }
+    bool is_graph() const noexcept { return plan_.enabled; }
+    const GraphPlan& plan() const noexcept { return plan_; }
+    // A graph's valid output items of each sink of the block last completed in `slot`.
+    std::vector<int64_t> sink_items(int slot) const;
     const EngineOptions& options() const noexcept { return options_; }
     const std::vector<OpSpec>& op_specs() const noexcept { return specs_; }
     const std::shared_ptr<Device>& device() const noexcept { return device_; }
@@ -236,6 +286,7 @@ private:
         int64_t n_in = 0;   // written by submit() before publication
         bool final = false;
         int64_t n_out = 0;  // written by the worker before it marks the slot done
+        std::vector<int64_t> sink_n_out;  // a graph's: each sink's valid items (as n_out)
         // trace stamps of the block in flight (written before the slot is marked done)
         uint64_t t_launch_begin = 0, t_launched = 0, t_done_seen = 0, gpu_ns = 0;
         bool timed = false;  // this block was queued between ev_t0 and ev_t1 (set_gpu_timing)
@@ -286,7 +337,24 @@ private:
     // Queue every op on the compute stream for slot s: full block (graph-capturable) or eager
     // with n valid items; returns the valid output items.
     // last_out: where the last op writes (0: the slot's device output).
-    int64_t enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out = 0);
+    // capture: a graph's ops go on their lanes (fork/join), else all on the compute stream in order.
+    int64_t enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out = 0, bool capture = false);
+    // ---- a graph (native/engine/graph_ops.cpp) ----
+    void check_plan();
+    void build_graph_resources();
+    void destroy_graph_resources(const DriverApi& api) noexcept;
+    CUdeviceptr plan_ptr(const BufferRef& ref, int slot) const;
+    void enqueue_copy(const DeviceCopy& c, int slot, CUstream stream);
+    void queue_graph_op(size_t i, int slot, CUstream stream, int64_t items, bool final);
+    int64_t enqueue_graph_ops(int slot, int64_t n, bool final, bool capture);
+    void enqueue_graph_units(int slot, int64_t begin, int64_t end);
+    void note_sink_items(Slot& slot, const std::vector<int64_t>* valid);
+    GraphPlan plan_;
+    TensorDesc packed_in_, packed_out_;
+    std::vector<std::unique_ptr<DeviceBuffer>> plan_buffers_;
+    std::vector<CUstream> lanes_;        // lanes_[0] is compute_ (not owned)
+    std::vector<CUevent> op_events_;     // per op: recorded after it when another lane waits
+    std::vector<CUevent> lane_events_;   // [0]: the fork on compute, [L]: lane L's join
     void zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t n_valid);
     void capture_graphs();
     CUgraphExec capture_slot(int slot, bool with_copies);

@@ -124,7 +124,7 @@ void StreamEngine::check_submission(int s, int64_t n_valid, bool final) const {
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
-    const int64_t items = input_desc().items;
+    const int64_t items = block_items();
     if (n_valid < 0 || n_valid > items)
         throw std::invalid_argument("a block holds 0.." + std::to_string(items) + " items, got " +
                                     std::to_string(n_valid));
@@ -217,7 +217,12 @@ void StreamEngine::fill(int s, const void* block, int64_t n) {
 }
 
 void StreamEngine::check_fill(int s, int64_t n) const {
+    // a graph's sources are written into their slices of the packed input (CudaGraphEngine), or
+    // the packed input is written whole (a full block of every source: run_paced, the instrument)
     const TensorDesc& in = input_desc();
+    if (plan_.enabled && n != in.items)
+        throw std::invalid_argument("a graph engine's input is filled source by source through input_slot(), "
+                                    "or whole (" + std::to_string(in.items) + " float32 words)");
     if (s < 0 || s >= slots())
         throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
                                     std::to_string(slots() - 1) + ")");
@@ -303,6 +308,9 @@ bool StreamEngine::try_wait(int s, int64_t* n_out) {
 void StreamEngine::copy_output(int s, int64_t n_out, void* dst, int64_t row_items) const {
     if (s < 0 || s >= slots()) throw std::invalid_argument("no slot " + std::to_string(s));
     const TensorDesc& d = output_desc();
+    if (plan_.enabled && (n_out != d.items || row_items != d.items))
+        throw std::invalid_argument("a graph engine's sinks are read from their slices of output_slot(), or "
+                                    "the packed output whole");
     if (n_out < 0 || n_out > d.items || row_items < n_out)
         throw std::invalid_argument("copy_output: " + std::to_string(n_out) + " items into rows of " +
                                     std::to_string(row_items) + " (block of " + std::to_string(d.items) + ")");

@@ -227,7 +227,8 @@ class StreamEngine:
     # ops: [{'kind', 'name', 'in': _Layout, 'out': _Layout, 'params': {...}}]; inline_submit:
     # process() runs an idle engine's block on the calling thread; mapped_io (single_stream only):
     # kernels move blocks through device-mapped pinned slots; direct_output: the last op writes the
-    # mapped output itself; zero_nonfinite: NaN/Inf input samples become 0 on the GPU.
+    # mapped output itself; zero_nonfinite: NaN/Inf input samples become 0 on the GPU; graph: a
+    # flowgraph's memory plan (cuda_graph_plan.GraphPlan.native(); docs/cuda.md, "The engine's DAG").
     def __init__(
         self,
         device: Device,
@@ -241,6 +242,7 @@ class StreamEngine:
         mapped_io: bool = False,
         direct_output: bool = True,
         zero_nonfinite: bool = False,
+        graph: dict[str, Any] | None = None,
     ) -> None: ...
     @property
     def slots(self) -> int: ...
@@ -270,6 +272,12 @@ class StreamEngine:
     def stages(self) -> list[tuple[str, str]]: ...  # [(op kind, stage name)] in order
     @property
     def units_per_block(self) -> int: ...  # the scheduler's units_per_block
+    @property
+    def is_graph(self) -> bool: ...  # built from a flowgraph's plan
+    @property
+    def block_items(self) -> int: ...  # items of a full source block
+    def sink_items(self, slot: int) -> list[int]: ...  # a graph's valid items of each sink
+    def process_split_filled(self, slot: int, n_valid: int, final: bool, cuts: Sequence[int]) -> int: ...
     @property
     def attached(self) -> bool: ...
     def input_slot(self, slot: int) -> _Block: ...  # writable view of the slot's pinned input

@@ -10,9 +10,9 @@ The policy (DESIGN.md, "Backends and the fallback policy"):
   CUDA implementation, else cpu. :class:`BackendChoice` says which and why.
 
 A graph that is not one path (branches, several sources, a stage with several inputs:
-docs/graphs.md) runs on the cpu backend: ``cuda`` refuses it before the first block (UnsupportedError
-naming where it branches), and ``auto`` chooses cpu and says why. A graph of one path is a Pipeline
-and runs as one.
+docs/graphs.md) runs on either backend: on cuda as one CUDA graph launch per block
+(cuda_graph_plan.py, cuda_graph_engine.py), every stage lowered or the graph refused before the
+first block naming the stage that cannot run. A graph of one path is a Pipeline and runs as one.
 
 On cuda the engine runs on one GPU: the pipeline's ``device`` (default 0), or the index a
 Session placed a ``device: auto`` stream on (docs/multi-gpu.md). A GPU that does not exist or
@@ -27,24 +27,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..errors import ConfigError, GkError, UnsupportedError
+from ..errors import ConfigError, UnsupportedError
 from ..graph_model import GraphSpecs
 
 if TYPE_CHECKING:
     from ..graph import Graph
     from ..pipeline import Pipeline, SpecChain
-
-NO_GRAPH_LOWERING = "graphs with branches or several inputs have no CUDA lowering yet"
-
-
-class GraphUnsupported(UnsupportedError):
-    """A graph that is not one path, refused on cuda before the first block; ``stage`` is where it
-    branches (a stage or a source), ``reason`` says how."""
-
-    def __init__(self, graph: str, where: str, reason: str):
-        GkError.__init__(self, f"graph '{graph}' cannot run on backend 'cuda': {reason}")
-        self.stage, self.backend, self.reason = where, "cuda", reason
-
 
 @dataclass(frozen=True)
 class BackendChoice:
@@ -85,18 +73,13 @@ def choose_backend(pipeline: "Pipeline | Graph", chain: "SpecChain | GraphSpecs"
     """Decide the backend once, before the first block, and say why.
 
     ``device`` (a GPU index, overriding the pipeline's ``device``) is where a cuda engine runs.
-    A graph that is not one path (``chain`` its GraphSpecs) runs on the cpu backend.
+    A graph that is not one path (``chain`` its GraphSpecs) is lowered as a whole
+    (cuda_graph_plan.lower_graph): cuda when CUDA is usable and every stage lowers.
     """
     if requested == "cpu":
         return BackendChoice("cpu", "requested")
     if requested not in ("cuda", "auto"):
         raise ConfigError(f"unknown backend '{requested}'", hint="use auto, cuda or cpu")
-    if isinstance(chain, GraphSpecs):
-        node, why = pipeline.topology().branch() or ("", "it is not one path")
-        if requested == "cuda":
-            raise GraphUnsupported(pipeline.name, node, f"{NO_GRAPH_LOWERING} ({why}); run it with backend: cpu")
-        return BackendChoice("cpu", f"auto: a graph with branches runs on the cpu backend ({why}; "
-                                    f"{NO_GRAPH_LOWERING})")
     if not pipeline.stages:
         # e.g. a reader that only sends its source on (pipelines/cluster.yaml): no computation,
         # so no GPU engine (it would be copies there and back for nothing), whatever was asked
@@ -118,7 +101,8 @@ def open_backend(pipeline: "Pipeline | Graph", chain: "SpecChain | GraphSpecs", 
                  device: int | str | None = None, *, nonfinite: str | None = None) -> Engine:
     """The pipeline's engine on the chosen backend (on cuda: on GPU ``device``, default the
     pipeline's ``device``); every check that can fail before the first block runs here.
-    A graph that is not one path (``chain`` its GraphSpecs) gets a :class:`cpu.CpuGraphEngine`.
+    A graph that is not one path (``chain`` its GraphSpecs) gets a
+    :class:`cuda_graph_engine.CudaGraphEngine` on cuda, a :class:`cpu.CpuGraphEngine` on cpu.
 
     ``nonfinite``: what the engine does with NaN/Inf input samples (pygpukit_dsp/nonfinite.py);
     None: the pipeline's ``nonfinite``, else ``error``."""
@@ -130,9 +114,15 @@ def open_backend(pipeline: "Pipeline | Graph", chain: "SpecChain | GraphSpecs", 
     choice = choose_backend(pipeline, chain, requested, device)
     if isinstance(chain, GraphSpecs):
         from ..graph_model import memory_items
+
+        check_memory(pipeline, chain, choice.name, items=memory_items(pipeline.topology(), chain),
+                     device=choice.device or 0)
+        if choice.name == "cuda":
+            from .cuda_graph_engine import CudaGraphEngine
+
+            return CudaGraphEngine(pipeline, chain, choice, device=choice.device or 0, nonfinite=policy)
         from .cpu import CpuGraphEngine
 
-        check_memory(pipeline, chain, choice.name, items=memory_items(pipeline.topology(), chain))
         return CpuGraphEngine(pipeline, chain, choice, nonfinite=policy)
     # every engine is opened here: a block that cannot fit is refused before anything is allocated
     check_memory(pipeline, chain, choice.name, device=choice.device or 0)

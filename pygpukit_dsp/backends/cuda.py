@@ -28,11 +28,25 @@ def _named_gpu_error(pipeline: "Pipeline", device: int, why: str) -> DeviceError
                        f"run it: {why}; `gk-stream devices` lists this machine's GPUs (or use device: auto)")
 
 
+def _lower(pipeline, chain) -> None:
+    """Lower a pipeline, or a graph (``chain`` its GraphSpecs) as a whole; UnsupportedError naming
+    the first stage that cannot run."""
+    from ..graph_model import GraphSpecs
+
+    if isinstance(chain, GraphSpecs):
+        from .cuda_graph_plan import lower_graph
+
+        lower_graph(pipeline, chain)
+        return
+    from .cuda_lowering import lower_pipeline
+
+    lower_pipeline(pipeline, chain)
+
+
 def check_supported(pipeline: "Pipeline", chain: "SpecChain", device: int = 0) -> None:
     """Raise DeviceError (no usable GPU ``device``) or UnsupportedError (a stage) unless every
     stage can run on CUDA there."""
     from ..capabilities import capabilities, usable_from
-    from .cuda_lowering import lower_pipeline
 
     caps = capabilities(math_libraries=False)  # cuFFT/cuBLAS: checked by the ops that use them
     ok, why = usable_from(caps, device)
@@ -40,7 +54,7 @@ def check_supported(pipeline: "Pipeline", chain: "SpecChain", device: int = 0) -
         if device != 0 and usable_from(caps, 0)[0]:
             raise _named_gpu_error(pipeline, device, why)
         raise DeviceError(f"backend 'cuda' cannot run: {why}")
-    lower_pipeline(pipeline, chain)
+    _lower(pipeline, chain)
 
 
 def usable_for(pipeline: "Pipeline", chain: "SpecChain", device: int = 0) -> tuple[bool, str]:
@@ -50,7 +64,6 @@ def usable_for(pipeline: "Pipeline", chain: "SpecChain", device: int = 0) -> tup
     the CPU: the pipeline named that GPU.
     """
     from ..capabilities import capabilities, usable_from
-    from .cuda_lowering import lower_pipeline
 
     caps = capabilities(math_libraries=False)  # cuFFT/cuBLAS: checked by the ops that use them
     ok, why = usable_from(caps, device)
@@ -59,7 +72,7 @@ def usable_for(pipeline: "Pipeline", chain: "SpecChain", device: int = 0) -> tup
             raise _named_gpu_error(pipeline, device, why)
         return False, why
     try:
-        lower_pipeline(pipeline, chain)
+        _lower(pipeline, chain)
     except UnsupportedError as e:
         return False, f"stage '{e.stage}' cannot run on CUDA: {e.reason}"
     return True, why

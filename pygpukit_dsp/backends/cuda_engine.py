@@ -65,7 +65,8 @@ class CudaEngine:
 
         self.choice = choice
         self.chain = chain
-        self.ops = lower_pipeline(pipeline, chain)  # UnsupportedError before anything is allocated
+        # UnsupportedError before anything is allocated; a graph's engine also gets its memory plan
+        self.ops, graph_plan = self._lower(pipeline, chain)
         self.device = _native.Device(device)
         realtime = pipeline.qos.cls == "realtime"
         self.priority = self.device.highest_stream_priority if realtime else 0
@@ -99,11 +100,12 @@ class CudaEngine:
                 else DEFAULT_SPIN_US
         if inline_submit is None:
             inline_submit = single_stream
+        graph_arg = {} if graph_plan is None else {"graph": graph_plan}
         self._engine = _native.StreamEngine(self.device, [op_dict(op) for op in self.ops], slots=slots,
                                             priority=self.priority, use_graph=use_graph, spin_us=spin_us,
                                             single_stream=single_stream, inline_submit=inline_submit,
                                             mapped_io=mapped_io, direct_output=direct_output,
-                                            zero_nonfinite=nonfinite != "pass")
+                                            zero_nonfinite=nonfinite != "pass", **graph_arg)
         # NaN/Inf input samples are found on the GPU where the block arrives (the pull kernel, or
         # a check kernel after the H2D copy) and, unless the policy is pass, replaced by 0 there
         # before the first op; each slot's mapped flag says whether its last block held any.
@@ -125,6 +127,10 @@ class CudaEngine:
         self._closed = False
         self._dispatch: Any = None  # the CudaDispatch it is attached to (set and cleared by it)
         self._instrument: Any = None  # made by instrument(), on first use
+
+    def _lower(self, pipeline: Any, chain: Any) -> tuple[list[OpDesc], dict[str, Any] | None]:
+        """The native ops, and the memory plan of a graph (None: a chain)."""
+        return lower_pipeline(pipeline, chain), None
 
     # ------------------------------------------------------------------ blocks
     def _fill(self, block: np.ndarray, final: bool) -> tuple[int, int]:

@@ -87,7 +87,8 @@ def native_op_kinds() -> set[str]:
     return set(kinds()) if kinds is not None else set()
 
 
-def _lower_one(st: Stage, s_in: SignalSpec, s_out: SignalSpec, native: set[str]) -> OpDesc:
+def _lower_one(st: Stage, s_in: "SignalSpec | Sequence[SignalSpec]", s_out: SignalSpec,
+               native: set[str]) -> OpDesc:
     fn = LOWERINGS.get(st.type)
     if fn is None:
         raise UnsupportedError(st.name, "cuda", f"there is no CUDA implementation of '{st.type}' "
@@ -103,10 +104,16 @@ def lower_pipeline(pipeline: "Pipeline", chain: "SpecChain") -> list[OpDesc]:
     """The native ops for a pipeline, fusions applied (unless GK_DISABLE_FUSIONS=1); UnsupportedError
     for the first stage that can't run."""
     _load_families()
-    native = native_op_kinds()
-    stages, specs = pipeline.stages, chain.specs
+    return [op for op, _ in lower_run(pipeline.stages, chain.specs, native_op_kinds())]
+
+
+def lower_run(stages: Sequence[Stage], specs: Sequence[SignalSpec],
+              native: set[str]) -> list[tuple[OpDesc, int]]:
+    """A straight run of stages (each reads the one before; ``specs``: the run's input, then each
+    stage's output) as native ops, fusions applied; each op with how many stages it covers. A
+    pipeline is one run; a graph's straight runs are lowered one by one (cuda_graph_plan.py)."""
     fusions = [] if fusions_disabled() else FUSIONS
-    ops: list[OpDesc] = []
+    ops: list[tuple[OpDesc, int]] = []
     i = 0
     while i < len(stages):
         for pattern, fn in fusions:
@@ -114,13 +121,19 @@ def lower_pipeline(pipeline: "Pipeline", chain: "SpecChain") -> list[OpDesc]:
             if tuple(st.type for st in stages[i:i + k]) == pattern:
                 desc = fn(stages[i:i + k], specs[i:i + k + 1])
                 if desc is not None and desc.kind in native:
-                    ops.append(desc)
+                    ops.append((desc, k))
                     i += k
                     break
         else:
-            ops.append(_lower_one(stages[i], specs[i], specs[i + 1], native))
+            ops.append((_lower_one(stages[i], specs[i], specs[i + 1], native), 1))
             i += 1
     return ops
+
+
+def lower_stage(stage: Stage, specs_in: "SignalSpec | Sequence[SignalSpec]", spec_out: SignalSpec) -> OpDesc:
+    """One stage's native op (a stage that reads several gets the list of its inputs' specs)."""
+    _load_families()
+    return _lower_one(stage, specs_in, spec_out, native_op_kinds())
 
 
 def unsupported_reason(stage: Stage, spec_in: SignalSpec) -> str | None:

@@ -1,0 +1,186 @@
+"""A flowgraph (branches, several sources or sinks: docs/graphs.md) on one GPU.
+
+The graph is lowered to native ops and a memory plan (cuda_graph_plan.py), and the native engine
+runs it as it runs a chain: per block one H2D copy (or mapped-I/O pull) per source, the ops as one
+CUDA graph launch (independent branches as parallel nodes), one D2H copy (or push) per sink, one
+completion wait. It takes and gives blocks as :class:`~pygpukit_dsp.backends.cpu.CpuGraphEngine`
+does: one block per source (a tuple in the order of ``chain.sources``; an array for one source) and
+one per output (a tuple in the order of ``chain.outputs``; an array for one). Everything else
+(counters, reset, close, the scheduler's attach, the instrument) is :class:`CudaEngine`'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import StreamFault
+from ..nonfinite import DEFAULT_POLICY, find_nonfinite
+from .cuda_engine import CudaEngine
+from .cuda_graph_plan import GraphLowering, lower_graph
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..graph_model import GraphSpecs
+    from . import BackendChoice
+
+
+class CudaGraphEngine(CudaEngine):
+    """A graph's stages on one GPU; ``process(blocks, final)`` and ``submit``/``collect`` take one
+    block per source and give one per output (module doc)."""
+
+    def __init__(self, graph: "Graph", chain: "GraphSpecs", choice: "BackendChoice", *,
+                 nonfinite: str = DEFAULT_POLICY, **options: Any):
+        self.lowering: GraphLowering | None = None
+        self.nonfinite_source: str | None = None  # the source the first NaN/Inf came from
+        super().__init__(graph, chain, choice, nonfinite=nonfinite, **options)  # type: ignore[arg-type]
+        plan = self.plan
+        self._sources = list(chain.sources)
+        self._src_specs = [chain.nodes[n] for n in self._sources]
+        self._outputs = list(chain.outputs)
+        self._out_specs = [chain.output_spec(n) for n in self._outputs]
+        self._in_views: list[list[np.ndarray] | None] = [None] * self._slots  # taken when first needed
+        self._out_views = [self._views(self._out[s], plan.outputs.values(), self._out_specs)
+                           for s in range(self._slots)]
+        self._slot_n = [0] * self._slots
+
+    def _lower(self, pipeline: Any, chain: Any) -> tuple[list, dict[str, Any]]:
+        self.lowering = lower_graph(pipeline, chain)
+        return self.lowering.ops, self.lowering.plan.native()
+
+    @property
+    def plan(self):
+        """The memory plan the engine runs (cuda_graph_plan.GraphPlan)."""
+        assert self.lowering is not None
+        return self.lowering.plan
+
+    @staticmethod
+    def _views(slot_view: np.ndarray, slices, specs) -> list[np.ndarray]:
+        flat = slot_view.reshape(-1).view(np.uint8)
+        return [flat[s[0]:s[0] + s[1]].view(spec.np_dtype).reshape(spec.block_shape)
+                for s, spec in zip(slices, specs)]
+
+    def zero_block(self) -> "np.ndarray | tuple[np.ndarray, ...]":
+        """A full block of zeros for every source, as process() takes them (admission times these)."""
+        zeros = tuple(np.zeros(s.block_shape, s.np_dtype) for s in self._src_specs)
+        return zeros if len(zeros) > 1 else zeros[0]
+
+    def packed_zero_block(self) -> np.ndarray:
+        """A full block of zeros of every source as the native engine's packed input (the native
+        drivers that fill a slot whole: admission's rehearsal through ``_native.run_paced``)."""
+        channels, words, _, _ = self._engine.input_layout
+        return np.zeros((channels, words), np.float32)
+
+    # ------------------------------------------------------------------ blocks
+    def _fill_graph(self, blocks: Any, final: bool) -> tuple[int, int]:
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        if isinstance(blocks, np.ndarray):
+            blocks = (blocks,)
+        if len(blocks) != len(self._sources):
+            raise ValueError(f"the graph reads {len(self._sources)} sources ({', '.join(self._sources)}); "
+                             f"got {len(blocks)} blocks")
+        slot = self._next
+        if self._busy[slot]:
+            raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
+        ns = set()
+        for name, block, spec in zip(self._sources, blocks, self._src_specs):
+            b = np.asarray(block)
+            shape = spec.block_shape
+            if b.ndim != len(shape) or b.shape[0] != shape[0] or b.shape[1] > shape[1] or b.shape[2:] != shape[2:]:
+                raise ValueError(f"block of shape {b.shape} does not fit source '{name}' {shape}")
+            ns.add(int(b.shape[1]))
+        if len(ns) != 1:
+            raise ValueError(f"every source's block has one length in a step, got {sorted(ns)}")
+        n = ns.pop()
+        if n < self._items and not final:
+            raise ValueError(f"a partial block ({n} of {self._items} items) must be the final block (final=True)")
+        if n < 1:
+            raise ValueError("a block holds at least one item")
+        views = self._in_views[slot]
+        if views is None:
+            views = self._in_views[slot] = self._views(self._engine.input_slot(slot), self.plan.sources.values(),
+                                                       self._src_specs)
+        for view, block in zip(views, blocks):
+            view[:, :n] = block
+            if n < view.shape[1]:
+                view[:, n:] = 0
+        self._note_input(slot, n)
+        self._slot_n[slot] = n
+        return slot, n
+
+    def _outputs_of(self, slot: int, copy: bool) -> "np.ndarray | tuple[np.ndarray, ...]":
+        items = self._engine.sink_items(slot)
+        outs = tuple((v[:, :k].copy() if copy else v[:, :k]) for v, k in zip(self._out_views[slot], items))
+        return outs if len(outs) != 1 else outs[0]
+
+    def _after(self, slot: int) -> None:
+        if self._nf_flags[slot]:
+            self._take_nonfinite(slot)
+
+    def submit(self, blocks: Any, final: bool = False) -> int:  # type: ignore[override]
+        """Write each source's block into its slice of the next slot and hand it over; the slot."""
+        slot, n = self._fill_graph(blocks, final)
+        self._engine.submit(slot, n, final)
+        self._busy[slot] = True
+        self._next = (slot + 1) % self._slots
+        return slot
+
+    def collect(self, slot: int) -> "np.ndarray | tuple[np.ndarray, ...]":  # type: ignore[override]
+        """Wait for ``slot``'s block; views of each output's valid items (until the slot is reused)."""
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        if not self._busy[slot]:
+            raise ValueError(f"slot {slot} holds no submitted block")
+        self._busy[slot] = False
+        self._engine.wait(slot)
+        self._after(slot)
+        return self._outputs_of(slot, copy=False)
+
+    def process(self, blocks: Any, final: bool = False,  # type: ignore[override]
+                out: np.ndarray | None = None) -> "np.ndarray | tuple[np.ndarray, ...]":
+        """One block of every source in, one new array per output back."""
+        if out is not None:
+            raise ValueError("a graph's engine returns one block per output: process(out=...) is for a chain")
+        slot = self.submit(blocks, final)
+        self._busy[slot] = False
+        self._engine.wait(slot)
+        self._after(slot)
+        return self._outputs_of(slot, copy=True)
+
+    def process_split(self, blocks: Any, cuts: list[int],  # type: ignore[override]
+                      final: bool = False) -> "np.ndarray | tuple[np.ndarray, ...]":
+        """The block as the chunks between ``cuts`` (the scheduler's units), on the calling thread."""
+        if any(self._busy):
+            raise ValueError("process_split() needs an idle engine: collect every submitted slot first")
+        slot, n = self._fill_graph(blocks, final)
+        self._engine.process_split_filled(slot, n, final, [int(c) for c in cuts])
+        self._next = (slot + 1) % self._slots
+        self._after(slot)
+        return self._outputs_of(slot, copy=True)
+
+    def _take_nonfinite(self, slot: int) -> None:
+        """The slot's block held NaN/Inf: the GPU's count, and where the first was (each source's
+        slice of the pinned input, read on the host: the rare path)."""
+        count, _ = self._engine.take_nonfinite(slot)
+        if not count:
+            return
+        n = self._slot_n[slot]
+        views = self._in_views[slot] or []
+        for name, view, spec in zip(self._sources, views, self._src_specs):
+            found, channel, sample, value = find_nonfinite(view[:, :n])
+            if not found:
+                continue
+            nf = self.nonfinite
+            if nf.first_sample is None:
+                self.nonfinite_source = name
+            nf.add(int(count), block=self._slot_block[slot], sample=self._slot_start[slot] + sample,
+                   channel=channel, value=value, sample_rate=spec.sample_rate)
+            if nf.policy == "error":
+                raise nf.error(f"source '{name}'")
+            return
+
+    def __repr__(self) -> str:
+        return (f"CudaGraphEngine({[op.kind for op in self.ops]}, sources={len(self.plan.sources)}, "
+                f"outputs={len(self.plan.outputs)}, slots={self._slots}, closed={self._closed})")
