@@ -373,3 +373,39 @@ def empty_like_input(info: DeviceArrayInfo, shape: tuple[int, ...], dtype: np.dt
     a = DeviceArray(native_device, shape, dtype, stream=stream)
     return a, a.ptr
 
+
+
+def concatenate(parts: list[Any], what: str) -> Any:
+    """GPU arrays of one framework joined along samples, on the GPU (CuPy, torch); a ConfigError
+    for other frameworks (return whole blocks from them)."""
+    framework = framework_of(parts[0])
+    if any(framework_of(p) != framework for p in parts):
+        raise ConfigError(f"{what} returned GPU arrays of different frameworks")
+    if framework == "cupy":
+        import cupy
+
+        return cupy.concatenate(parts, axis=1)
+    if framework == "torch":
+        import torch
+
+        return torch.cat(parts, dim=1)
+    raise ConfigError(f"{what} returned {type(parts[0]).__name__} arrays shorter than the block, which cannot be "
+                      "joined on the GPU here: return whole blocks (n samples per call), or CuPy/torch arrays")
+
+
+def to_host(x: Any) -> np.ndarray:
+    """A NumPy copy of a GPU array, made by its own framework (CuPy, torch, DeviceArray), after
+    the work queued on its stream."""
+    framework = framework_of(x)
+    if framework == "cupy":
+        import cupy
+
+        return cupy.asnumpy(x)
+    if framework == "torch":
+        return x.detach().cpu().numpy()
+    if isinstance(x, DeviceArray):
+        return x.to_numpy()
+    cupy = _cupy_or_none()
+    if cupy is not None:
+        return cupy.asnumpy(cupy.asarray(x))
+    raise ConfigError(f"a {type(x).__name__} GPU array cannot be copied to the host here", hint="install CuPy")

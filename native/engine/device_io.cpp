@@ -113,13 +113,15 @@ int64_t StreamEngine::process_device(int s, CUdeviceptr in, int64_t in_row_bytes
     // Held until the block is queued: no host block can be handed to the worker in between, so
     // the compute stream sees the blocks in call order.
     std::lock_guard<std::mutex> producer(producer_mutex_);
-    if (dispatcher_)
-        throw std::invalid_argument("process_device() on an engine attached to a dispatcher: device blocks run "
-                                    "on an engine of their own (detach it first)");
     for (size_t k = 0; k < slots_.size(); ++k)
         if (slots_[k]->state.load() != kFree)
             throw std::invalid_argument("process_device() needs an idle engine: collect every submitted slot first");
-    while (completed_.load() != submitted_.load()) {  // the worker's last count (nanoseconds; see process_inline)
+    // Every block handed over is collected, so done: wait out the worker's (or the dispatcher's)
+    // last count after it marked its slot done (nanoseconds; see process_inline). Attached to a
+    // dispatcher, the engine then has no task there, and none can be posted while producer_mutex_
+    // is held: the dispatcher's thread does not touch the engine's streams meanwhile. A device
+    // block is queued here, on the calling thread, outside the scheduler's chunking.
+    while (completed_.load() != submitted_.load() || sched_done_.load() != sched_posted_.load()) {
         if (failed_.load()) rethrow_failure();
         cpu_relax();
     }

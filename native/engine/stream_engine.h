@@ -236,7 +236,8 @@ public:
     // zero_nonfinite, recorded in the slot as for host blocks), runs the slot's graph (eagerly for
     // a final or short block) and copies the output out; the caller's stream then waits for all
     // of it. Returns once queued: the output is ready in stream order on caller_stream. The
-    // engine must be idle (no submitted block uncollected) and not attached to a dispatcher.
+    // engine must be idle (no submitted block uncollected); attached to a dispatcher, the block
+    // is still queued by the calling thread (outside the scheduler's chunks).
     int64_t process_device(int slot, CUdeviceptr in, int64_t in_row_bytes, int64_t n_valid, bool final,
                            CUdeviceptr out, int64_t out_row_bytes, uint64_t caller_stream);
     // Waits (host) until every device block queued so far is done; then the slots' non-finite
