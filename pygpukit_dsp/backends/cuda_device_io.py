@@ -73,17 +73,33 @@ class DeviceBlocks:
             result, out_ptr = empty_like_input(info, shape, spec.np_dtype, e.device.index, e.device, handle)
             out_row = n_out * item
         else:
-            target = inspect(out, what="process(out=...)")
-            check_device(target, e.device.index, "process(out=...)")
-            if target.dtype != spec.np_dtype or target.shape != (spec.channels, spec.block_size) or \
-                    not target.contiguous:
-                raise ConfigError(f"process(out=...) takes a C-contiguous {spec.dtype} device array of the full "
-                                  f"output block's shape {spec.block_shape}, got {target.dtype} {target.shape}")
-            result, out_ptr, out_row = out, target.ptr, spec.block_size * item
+            result, out_ptr, out_row = out, self.out_pointer(out), spec.block_size * item
         self.issue(info, info.ptr, n, final, out_ptr, out_row, handle)
         if out is not None and n_out < spec.block_size:
             return out[:, :n_out]
         return result
+
+    def out_pointer(self, out: Any) -> int:
+        """The device address of ``process(out=...)``: a C-contiguous GPU array (CAI) of the full
+        output block's shape and dtype on the engine's GPU; ConfigError otherwise."""
+        spec = self.engine.chain.output
+        cai = getattr(out, "__cuda_array_interface__", None)
+        want = f"a C-contiguous {spec.dtype} GPU array of the full output block's shape {spec.block_shape}"
+        if cai is None:
+            raise ConfigError(f"process(out=...) of a GPU block takes {want} (with __cuda_array_interface__), "
+                              f"got {type(out).__name__}")
+        shape, dtype = tuple(int(v) for v in cai["shape"]), np.dtype(cai["typestr"])
+        strides = cai.get("strides")
+        c_order = tuple(int(np.prod(shape[k + 1:], dtype=np.int64)) * dtype.itemsize for k in range(len(shape)))
+        if shape != tuple(spec.block_shape) or dtype != spec.np_dtype or \
+                (strides is not None and tuple(int(v) for v in strides) != c_order):
+            raise ConfigError(f"process(out=...) takes {want}, got {dtype} {shape}")
+        from ..arrays_interop import _framework_device, framework_of
+
+        gpu = _framework_device(out, framework_of(out))
+        if gpu is not None and gpu != self.engine.device.index:
+            raise ConfigError(f"process(out=...) is on GPU {gpu}, but the engine runs on GPU {self.engine.device.index}")
+        return int(cai["data"][0])
 
     def process_array(self, info: DeviceArrayInfo, stream: Any = None) -> Any:
         """A whole (channels, n) device array block by block (the last one final, maybe short),

@@ -147,6 +147,14 @@ out = eng.process(Cai(src, (3, 16)))
 res["engine_out"] = [type(out).__name__, list(out.shape), bool(np.array_equal(out.to_numpy(), x))]
 out = eng.process(Cai(src2, (3, 5), strides=(160, 4), offset=8 * 4), final=True)
 res["engine_short"] = [list(out.shape), bool(np.array_equal(out.to_numpy(), wide[:, 8:13]))]
+target = DeviceArray(dev, (3, 16), np.float32)
+r = eng.process(Cai(src, (3, 16)), out=target)
+res["engine_out_arg"] = [r is target, bool(np.array_equal(target.to_numpy(), x))]
+try:
+    eng.process(Cai(src, (3, 16)), out=DeviceArray(dev, (3, 8), np.float32))
+    res["bad_out"] = None
+except ConfigError as exc:
+    res["bad_out"] = str(exc)
 res["engine_counters"] = {k: v for k, v in eng.counters().items() if k in ("h2d_copies", "d2h_copies", "device_blocks")}
 try:
     eng.submit(Cai(src, (3, 16)))
@@ -214,7 +222,9 @@ def test_fake_full_device_blocks_replay_the_slot_graph(fake_results):
 def test_fake_cuda_engine_keeps_gpu_arrays_on_the_gpu(fake_results):
     assert fake_results["engine_out"] == ["DeviceArray", [3, 16], True]
     assert fake_results["engine_short"] == [[3, 5], True]
-    assert fake_results["engine_counters"] == {"h2d_copies": 0, "d2h_copies": 0, "device_blocks": 2}
+    assert fake_results["engine_out_arg"] == [True, True]
+    assert "full output block's shape (3, 16)" in fake_results["bad_out"]
+    assert fake_results["engine_counters"] == {"h2d_copies": 0, "d2h_copies": 0, "device_blocks": 3}
     assert "process()" in fake_results["submit_refused"]
     assert "float64" in fake_results["bad_dtype"]
     assert "2 channels" in fake_results["bad_channels"]
