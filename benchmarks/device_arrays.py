@@ -12,7 +12,7 @@ of blocks after a warm-up this prints:
 * the ratio call p50 / GPU per block (the target: <= 1.1), and the engine's H2D/D2H counters over
   the loop (they must not move).
 
-    python benchmarks/device_arrays.py [--pipeline fir|sos|stft] [--channels 8] [--block 65536]
+    python benchmarks/device_arrays.py [--pipeline fir|sos|stft] [--channels 16] [--block 131072]
         [--blocks 5000] [--warmup 500] [--reuse-out] [--latency] [--json]
 """
 
@@ -88,8 +88,8 @@ def measure(args: argparse.Namespace) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pipeline", choices=("fir", "sos", "stft"), default="fir")
-    ap.add_argument("--channels", type=int, default=8)
-    ap.add_argument("--block", type=int, default=65536)
+    ap.add_argument("--channels", type=int, default=16)
+    ap.add_argument("--block", type=int, default=131072)
     ap.add_argument("--blocks", type=int, default=5000)
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--reuse-out", action="store_true", help="one output array for every block (out=)")
