@@ -185,9 +185,13 @@ class CudaEngine:
         if view is None:
             raise ConfigError(f"{method}() takes host arrays: a GPU array goes through process(), which "
                               "keeps it on the GPU", hint="call engine.process(block, final)")
-        if self._device_blocks is not None:
-            self._device_blocks.settle()
+        self._settle_device_blocks()
         return np.asarray(view)
+
+    def _settle_device_blocks(self) -> None:
+        blocks = getattr(self, "_device_blocks", None)  # None: no device block ran
+        if blocks is not None:
+            blocks.settle()
 
     def device_blocks(self) -> Any:
         """The engine's :class:`~pygpukit_dsp.backends.cuda_device_io.DeviceBlocks` (made on first use)."""
@@ -205,8 +209,7 @@ class CudaEngine:
         is done when :meth:`process` / :meth:`collect` returns."""
         if self._closed:
             raise StreamFault("the CUDA engine is closed")
-        if self._device_blocks is not None:
-            self._device_blocks.settle()
+        self._settle_device_blocks()
 
     def submit(self, block: np.ndarray, final: bool = False) -> int:
         """Copy ``block`` into the next input slot and hand it to the worker; returns the slot."""
@@ -252,8 +255,7 @@ class CudaEngine:
         slot = self._next
         if self._busy[slot]:
             raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
-        if self._device_blocks is not None:
-            self._device_blocks.settle()
+        self._settle_device_blocks()
         block = np.ascontiguousarray(block, dtype=self._in_dtype)
         if block.ndim >= 2 and block.shape[1] < self._items and not final:
             raise ValueError(f"a partial block ({block.shape[1]} of {self._items} items) must be the "
@@ -359,8 +361,7 @@ class CudaEngine:
         for slot, busy in enumerate(self._busy):  # collect what is still in flight first
             if busy:
                 self.collect(slot)
-        if self._device_blocks is not None:
-            self._device_blocks.settle()
+        self._settle_device_blocks()
         self._engine.reset()
         self._next = 0
         self._samples = self._blocks_in = 0
@@ -425,8 +426,7 @@ class CudaEngine:
             dispatch = self._dispatch
             if dispatch is not None:  # its runner is done: the stream leaves the scheduler
                 dispatch.detach(self, missing_ok=True)
-            if self._device_blocks is not None:  # counted before the engine goes (a fault still closes it)
-                self._device_blocks.settle()
+            self._settle_device_blocks()  # counted before the engine goes (a fault still closes it)
         finally:
             try:
                 self._final_counters = dict(self._engine.counters())
