@@ -138,6 +138,26 @@ res["graph_counters"] = {k: c[k] for k in ("graph_launches", "eager_blocks", "de
                                            "d2h_copies")}
 e.close()
 
+# 2b. an engine attached to a dispatcher: host blocks through the scheduler, a device block
+#     between them queued by the calling thread
+import pygpukit_dsp_core
+sched = pygpukit_dsp_core.Scheduler(quantum_ns=100_000)
+sid = sched.register_stream("s", "throughput", cost_ns=100_000)
+disp = _native.Dispatcher(dev, sched.capsule(), spin_us=50)
+e = _native.StreamEngine(dev, chain, use_graph=False)
+e.attach(disp, sid)
+first = e.process(0, x + 3, False)
+dst4 = on_device(np.zeros((3, 16), np.float32))
+n = e.process_device(1, src.ptr, 64, 16, False, dst4.ptr, 64, 0)
+e.synchronize_device()
+last = e.process(0, x + 4, False)
+c = e.counters()
+res["attached"] = [bool(e.attached), bool(np.array_equal(first, x + 3)), int(n),
+                   bool(np.array_equal(to_host(dst4, (3, 16)), x)), bool(np.array_equal(last, x + 4)),
+                   c["device_blocks"], c["h2d_copies"], c["d2h_copies"]]
+e.close()
+disp.close()
+
 # 3. CudaEngine.process and Pipeline.process of a GPU array (no CuPy here: DeviceArray comes back)
 p = Pipeline([stages.Delay(samples=0, name="a"), stages.Delay(samples=0, name="b")], sample_rate=1000,
              channels=3, block_size=16)
@@ -217,6 +237,10 @@ def test_fake_device_block_misuse_is_refused(fake_results):
 def test_fake_full_device_blocks_replay_the_slot_graph(fake_results):
     assert fake_results["graph_counters"] == {"graph_launches": 4, "eager_blocks": 1, "device_blocks": 5,
                                               "h2d_copies": 0, "d2h_copies": 0}
+
+
+def test_fake_device_block_of_an_engine_attached_to_a_dispatcher(fake_results):
+    assert fake_results["attached"] == [True, True, 16, True, True, 1, 2, 2]
 
 
 def test_fake_cuda_engine_keeps_gpu_arrays_on_the_gpu(fake_results):
