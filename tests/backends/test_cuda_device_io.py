@@ -469,3 +469,14 @@ def test_gpu_callback_source_of_cupy_blocks_runs_on_the_gpu():
     assert c["device_blocks"] == summary.blocks == 7
     # host blocks (admission's calibration, of zeros) copied each way; the run's blocks did not
     assert c["h2d_copies"] == c["d2h_copies"] == c["blocks"] - c["device_blocks"]
+
+
+def test_cpu_engine_refuses_a_gpu_block():
+    from pygpukit_dsp.backends import BackendChoice
+    from pygpukit_dsp.backends.cpu import CpuEngine
+
+    p = Pipeline([stages.Gain(db=0.0)], sample_rate=1000, channels=1, block_size=64)
+    eng = CpuEngine(p, p.specs(), BackendChoice("cpu", "test"))
+    with pytest.raises(ConfigError) as info:
+        eng.process(_FakeGpuArray())
+    assert "cpu backend" in info.value.message
