@@ -480,3 +480,35 @@ def test_cpu_engine_refuses_a_gpu_block():
     with pytest.raises(ConfigError) as info:
         eng.process(_FakeGpuArray())
     assert "cpu backend" in info.value.message
+
+
+@pytest.mark.gpu
+def test_gpu_cupy_array_on_the_cpu_backend_is_refused():
+    cupy = pytest.importorskip("cupy")
+    p = Pipeline([stages.Gain(db=0.0)], sample_rate=RATE, channels=1, block_size=256, backend="cpu")
+    with pytest.raises(ConfigError) as info:
+        p.process(cupy.zeros((1, 1000), cupy.float32))
+    assert "cpu backend" in info.value.message
+
+
+@pytest.mark.gpu
+def test_gpu_dlpack_only_producer_is_read_from_its_capsule():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    from pygpukit_dsp.arrays_interop import to_host
+
+    class DLPackOnly:  # a CUDA array that speaks DLPack only (as JAX arrays may)
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None):
+            return self.t.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    p = _pipelines()["fir"]
+    x = _signal(2, 256 * 3 + 5)
+    got = p.process(DLPackOnly(torch.from_numpy(x).cuda()))
+    np.testing.assert_allclose(to_host(got), p.process(x), rtol=1e-5, atol=1e-5)
