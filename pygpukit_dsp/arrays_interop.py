@@ -169,7 +169,7 @@ class _DLTensor(ctypes.Structure):
 
 
 class _DLManagedTensor(ctypes.Structure):
-    pass
+    """DLPack's DLManagedTensor (its fields are set below: the deleter takes a pointer to it)."""
 
 
 _DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
