@@ -43,7 +43,12 @@ def process(pipeline: "Pipeline | Graph", x: Any, *, backend: str | None = None,
 
 
 def _as_signal(x: Any, what: str) -> np.ndarray:
-    x = np.asarray(x)
+    from .arrays_interop import as_host_array, is_device_array
+
+    if is_device_array(x):
+        raise ConfigError(f"process() got a GPU array for {what}: a graph with branches runs on the cpu backend, "
+                          "which takes host arrays", hint="copy it to the host first (e.g. cupy.asnumpy(x))")
+    x = np.asarray(as_host_array(x))
     if x.ndim == 1:
         x = x[np.newaxis, :]
     if x.ndim != 2:
@@ -107,7 +112,11 @@ def _process_graph(graph: "Graph", x: Any, *, backend: str | None, device: int |
 
 def _process_chain(pipeline: "Pipeline", x: np.ndarray, *, backend: str | None = None,
                    device: int | str | None = None, nonfinite: str | None = None) -> np.ndarray:
-    x = np.asarray(x)
+    from .arrays_interop import as_host_array, is_device_array
+
+    if is_device_array(x):
+        return _process_chain_device(pipeline, x, backend=backend, device=device, nonfinite=nonfinite)
+    x = np.asarray(as_host_array(x))
     if x.ndim == 1:
         x = x[np.newaxis, :]
     if x.ndim != 2:
@@ -131,6 +140,42 @@ def _process_chain(pipeline: "Pipeline", x: np.ndarray, *, backend: str | None =
             outs.append(engine.process(block, final=start + bs >= n))
         return np.concatenate(outs, axis=1) if outs else np.zeros(
             chain.output.block_shape[:1] + (0,) + chain.output.block_shape[2:], chain.output.np_dtype)
+    except NonFiniteInput as exc:
+        raise exc.count.error("process()'s input array") from None
+    finally:
+        engine.close()
+
+
+def _process_chain_device(pipeline: "Pipeline", x: Any, *, backend: str | None, device: int | str | None,
+                          nonfinite: str | None) -> Any:
+    """process() of a GPU array: on the cuda backend, block by block from device memory to device
+    memory (backends/cuda_device_io.py), into one array of the input's framework. Any other
+    backend is refused before a block runs: nothing is copied to the host behind the caller's back."""
+    from .arrays_interop import inspect
+
+    info = inspect(x, what="process()'s input array")
+    requested = backend or pipeline.backend
+    if requested == "cpu":
+        raise ConfigError(f"process() got a GPU array ({type(x).__name__}) but pipeline '{pipeline.name}' runs on the "
+                          "cpu backend, which takes host arrays",
+                          hint="use backend='cuda' to keep it on the GPU, or copy it to the host first")
+    dtype = str(info.dtype)
+    if pipeline.dtype is not None and pipeline.dtype != dtype:
+        raise ConfigError(f"pipeline '{pipeline.name}' takes {pipeline.dtype} input, got a {dtype} GPU array "
+                          "(GPU arrays are not converted on the way in)",
+                          hint=f"convert it on the GPU first (x.astype('{pipeline.dtype}'))")
+    chain = pipeline.specs(StreamFormat(channels=info.shape[0], dtype=dtype))
+    from .backends import open_backend
+    from .backends.cuda_engine import CudaEngine
+
+    engine = open_backend(pipeline, chain, requested, device=device,
+                          nonfinite=check_policy(nonfinite, "process(nonfinite=...)"))
+    try:
+        if not isinstance(engine, CudaEngine):
+            raise ConfigError(f"process() got a GPU array but backend '{requested}' chose {engine.choice.name} "
+                              f"({engine.choice.reason}), which takes host arrays",
+                              hint="use backend='cuda' to keep it on the GPU, or copy it to the host first")
+        return engine.device_blocks().process_array(info)
     except NonFiniteInput as exc:
         raise exc.count.error("process()'s input array") from None
     finally:

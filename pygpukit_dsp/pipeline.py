@@ -360,6 +360,10 @@ class Pipeline(PipelineBase):
         StreamFault naming the sample and channel) unless ``nonfinite`` (default: the pipeline's)
         is ``zero`` (replaced by 0 before the stages see them) or ``pass`` (pygpukit_dsp/nonfinite.py;
         ``run()``'s summary counts them).
+
+        A GPU array (CuPy, torch, or any ``__cuda_array_interface__`` / CUDA ``__dlpack__`` array)
+        stays on the GPU on the cuda backend: the output is an array of its framework, ordered on
+        its current stream, with no host copy; other backends refuse it (docs/graphs.md, "GPU arrays").
         """
         from .execute import process
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .affinity import pinned, resolve_cpu
+from .arrays_interop import is_device_array
 from .errors import ConfigError, GkError, StreamFault
 from .io.base import StreamFormat
 from .nonfinite import NonFiniteInput
@@ -143,6 +144,8 @@ class StreamRunner:
                 chunk = source.read(bs - have)
             except Exception as exc:  # a source failing mid-stream is a fault, never a silent end
                 raise _fault(source, index, exc) from exc
+            if not parts and not isinstance(chunk, np.ndarray) and is_device_array(chunk):
+                return self._read_device_block(chunk, bs, channels, dtype, index, source)
             chunk = np.asarray(chunk)
             if chunk.ndim != 2 or chunk.shape[0] != channels or chunk.shape[1] > bs - have:
                 raise _fault(source, index, f"delivered shape {chunk.shape}; expected "
@@ -160,6 +163,50 @@ class StreamRunner:
         if block.dtype != dtype:
             block = block.astype(dtype)
         return np.ascontiguousarray(block)
+
+    def _read_device_block(self, chunk: Any, bs: int, channels: int, dtype: np.dtype, index: int,
+                           source: Any) -> Any:
+        """_read_block for a source that delivers GPU arrays: checked as they are (no host copy,
+        no conversion), joined on the GPU when a block comes in parts; only the cuda backend
+        takes them (checked at the first, before it runs)."""
+        from .arrays_interop import concatenate, inspect, is_device_array
+
+        if self.engine.choice.name != "cuda":
+            raise _fault(source, index, f"delivered a GPU array ({type(chunk).__name__}) but the stream runs on the "
+                                        f"{self.engine.choice.name} backend, which takes host arrays (set backend: "
+                                        "cuda to keep the blocks on the GPU)")
+        parts: list[Any] = []
+        have = 0
+        while True:
+            try:
+                info = inspect(chunk, what="the GPU array")
+            except ConfigError as exc:
+                raise _fault(source, index, exc.message) from None
+            if info.shape[0] != channels or info.shape[1] > bs - have or info.dtype != dtype:
+                raise _fault(source, index, f"delivered a GPU array of shape {info.shape}, {info.dtype}; expected "
+                                            f"({channels}, <= {bs - have}), {dtype} (GPU arrays are not converted)")
+            if info.shape[1] == 0:
+                break
+            parts.append(chunk)
+            have += info.shape[1]
+            if have >= bs:
+                break
+            try:
+                chunk = source.read(bs - have)
+            except Exception as exc:
+                raise _fault(source, index, exc) from exc
+            if not is_device_array(chunk):
+                if np.asarray(chunk).size == 0:
+                    break
+                raise _fault(source, index, "delivered a host array after GPU arrays in one block")
+        if not parts:
+            return np.zeros((channels, 0), dtype)
+        if len(parts) == 1:
+            return parts[0]
+        try:
+            return concatenate(parts, f"{source.describe()}")
+        except ConfigError as exc:
+            raise _fault(source, index, exc.message) from None
 
     # -- the loop's hooks: one source and one sink here; every source and sink in GraphRunner
     def _read_inputs(self, bs: int, index: int) -> tuple[Any, int]:
@@ -296,7 +343,8 @@ class StreamRunner:
                 final = n < bs
                 t0 = perf_ns()
                 try:
-                    out = collect(submit(block, final)) if zero_copy else engine.process(block, final)
+                    out = collect(submit(block, final)) if zero_copy and isinstance(block, np.ndarray) \
+                        else engine.process(block, final)
                 except NonFiniteInput as exc:  # nonfinite: error
                     raise self._nonfinite_error(exc) from None
                 except StreamFault as exc:

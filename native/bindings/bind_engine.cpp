@@ -531,6 +531,9 @@ void bind_engine(py::module_& m) {
                  d["graph_launches"] = c.graph_launches;
                  d["eager_blocks"] = c.eager_blocks;
                  d["chunks"] = c.chunks;
+                 d["device_blocks"] = c.device_blocks;
+                 d["d2d_in"] = c.d2d_in;
+                 d["d2d_out"] = c.d2d_out;
                  return d;
              })
         .def_property_readonly("is_graph", &gk::StreamEngine::is_graph,
@@ -547,6 +550,28 @@ void bind_engine(py::module_& m) {
             py::arg("slot"), py::arg("n_valid"), py::arg("final"), py::arg("cuts"),
             "A graph engine's process_split: the slot's pinned input is filled already (source by source); "
             "returns the first sink's valid items (sink_items(slot) has every sink's).")
+        .def("device_output_items", &gk::StreamEngine::device_output_items, py::arg("n_valid"),
+             py::arg("final") = false, "Valid output items of a block of n_valid items (final: the last).")
+        .def(
+            "process_device",
+            [](gk::StreamEngine& e, int slot, uint64_t in, int64_t in_row_bytes, int64_t n_valid, bool final,
+               uint64_t out, int64_t out_row_bytes, uint64_t stream) {
+                py::gil_scoped_release release;
+                return e.process_device(slot, static_cast<CUdeviceptr>(in), in_row_bytes, n_valid, final,
+                                        static_cast<CUdeviceptr>(out), out_row_bytes, stream);
+            },
+            py::arg("slot"), py::arg("in_ptr"), py::arg("in_row_bytes"), py::arg("n_valid"), py::arg("final"),
+            py::arg("out_ptr"), py::arg("out_row_bytes"), py::arg("stream") = 0,
+            "One block from device memory to device memory (rows at in_ptr + r * in_row_bytes; the output's\n"
+            "device_output_items per row at out_ptr + r * out_row_bytes), ordered after the work queued on\n"
+            "`stream` (a CUstream handle; 0/1 legacy default, 2 per-thread default) and before what is queued\n"
+            "there next; returns once queued (no host copy, no host wait) with the valid output items.")
+        .def("synchronize_device", &gk::StreamEngine::synchronize_device, py::call_guard<py::gil_scoped_release>(),
+             "Wait until every device block queued so far is done (then take_nonfinite reads their records).")
+        .def("read_device_word", [](gk::StreamEngine& e, uint64_t address) {
+                 py::gil_scoped_release release;
+                 return e.read_device_word(static_cast<CUdeviceptr>(address));
+             }, py::arg("address"), "One float32 of device memory (a synchronous read; the error path's value).")
         .def_property_readonly("units_per_block", &gk::StreamEngine::units_per_block,
                                "Units of one full block (the scheduler's units_per_block).")
         .def(

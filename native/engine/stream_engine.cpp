@@ -212,6 +212,7 @@ void StreamEngine::teardown() noexcept {
     }
     if (prewarm_event_) api->cuEventDestroy(prewarm_event_);
     prewarm_event_ = nullptr;
+    device_io_.reset();  // process_device's events
     try {
         ops_.clear();  // before the streams: an op's library handles may still refer to them
         edges_.clear();
@@ -463,6 +464,9 @@ EngineCounters StreamEngine::counters() const {
     c.graph_launches = counters_.graph_launches.load();
     c.eager_blocks = counters_.eager_blocks.load();
     c.chunks = counters_.chunks.load();
+    c.device_blocks = counters_.device_blocks.load();
+    c.d2d_in = counters_.d2d_in.load();
+    c.d2d_out = counters_.d2d_out.load();
     return c;
 }
 

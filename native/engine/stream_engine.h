@@ -140,6 +140,12 @@ struct EngineCounters {
     uint64_t graph_launches = 0;    // blocks run through a captured graph
     uint64_t eager_blocks = 0;      // blocks run eagerly (final blocks, use_graph=false, chunked)
     uint64_t chunks = 0;            // partial chunks launched (a block split by the scheduler)
+    // Device blocks (process_device: the caller's GPU arrays, device_io.cpp): blocks, and their
+    // device-to-device copies into the slot's device input and out of its device output. They
+    // count in blocks / graph_launches / eager_blocks too, never in h2d_copies / d2h_copies.
+    uint64_t device_blocks = 0;
+    uint64_t d2d_in = 0;
+    uint64_t d2d_out = 0;
 };
 
 // Where one process() call's time went (steady clock ns, CLOCK_MONOTONIC: Python's
@@ -267,6 +273,30 @@ public:
     void detach();
     bool attached() const;
 
+    // ---- device blocks: the caller's GPU arrays in and out (device_io.cpp; docs/cuda.md, "GPU arrays") ----
+    // Valid output items of a block of n_valid items (final: the ops' final-block rule), known
+    // before it runs: the caller allocates the output from it.
+    int64_t device_output_items(int64_t n_valid, bool final) const;
+    // One block from device memory to device memory, with no host copy and no host wait: `in`
+    // holds channels rows of n_valid items (row r at in + r * in_row_bytes), `out` receives
+    // device_output_items(n_valid, final) items per row (row r at out + r * out_row_bytes).
+    // The engine's work waits for what is queued on `caller_stream` so far (a CUstream handle;
+    // 0 or 1: the legacy default stream, 2: the per-thread default stream), then copies the block
+    // into the slot's device input (tail zeroed), checks it for non-finite samples (the policy of
+    // zero_nonfinite, recorded in the slot as for host blocks), runs the slot's graph (eagerly for
+    // a final or short block) and copies the output out; the caller's stream then waits for all
+    // of it. Returns once queued: the output is ready in stream order on caller_stream. The
+    // engine must be idle (no submitted block uncollected); attached to a dispatcher, the block
+    // is still queued by the calling thread (outside the scheduler's chunks).
+    int64_t process_device(int slot, CUdeviceptr in, int64_t in_row_bytes, int64_t n_valid, bool final,
+                           CUdeviceptr out, int64_t out_row_bytes, uint64_t caller_stream);
+    // Waits (host) until every device block queued so far is done; then the slots' non-finite
+    // records of those blocks can be read (take_nonfinite). A no-op without device blocks.
+    void synchronize_device();
+    // One float32 word of device memory (the value of a non-finite sample in a caller's array,
+    // read on the error path only; a synchronous device read, not counted as a block's copy).
+    float read_device_word(CUdeviceptr address);
+
 private:
     friend class Dispatcher;
     friend class EngineInstrument;  // resident mode, the timing loops, paced blocks (benchmarks)
@@ -302,7 +332,14 @@ private:
     struct Counters {
         std::atomic<uint64_t> blocks{0}, h2d_copies{0}, d2h_copies{0}, completion_waits{0},
             graph_launches{0}, eager_blocks{0}, chunks{0};
+        std::atomic<uint64_t> device_blocks{0}, d2d_in{0}, d2d_out{0};  // process_device
     };
+    // process_device's events (made on its first block, freed by teardown); device_io.cpp.
+    struct DeviceIoEvents;
+    std::shared_ptr<DeviceIoEvents> device_io_;
+    // The row copies of a device block (one copy when both sides are one contiguous block).
+    void copy_rows_d2d(CUdeviceptr dst, int64_t dst_row_bytes, CUdeviceptr src, int64_t src_row_bytes,
+                       int64_t rows, int64_t row_bytes, CUstream stream);
 
     // The io kernels' module (gk_io_pull/push/touch, gk_check_finite), loaded once.
     void load_io_module();

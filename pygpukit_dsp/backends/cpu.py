@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import StreamFault
+from ..errors import ConfigError, StreamFault
 from ..nonfinite import DEFAULT_POLICY, NonFiniteCount, find_nonfinite, zeroed
 
 if TYPE_CHECKING:
@@ -36,6 +36,13 @@ class CpuEngine:
         """One block through the stages; ``out`` as :meth:`CudaEngine.process` takes it."""
         if self._closed:
             raise StreamFault("the CPU engine is closed")
+        if not isinstance(block, np.ndarray):  # never a silent device -> host copy
+            from ..arrays_interop import as_host_array, is_device_array
+
+            if is_device_array(block):
+                raise ConfigError("the cpu backend takes host arrays, got a GPU array "
+                                  f"({type(block).__name__})", hint="use backend='cuda' to keep it on the GPU")
+            block = np.asarray(as_host_array(block))
         spec = self.chain.output
         if out is not None and (out.shape != spec.block_shape or out.dtype != spec.np_dtype
                                 or not out.flags.c_contiguous or not out.flags.writeable):

@@ -13,6 +13,11 @@ over. Two ways to use it:
   again. With two slots, ``submit(b1); submit(b2); collect(s1); collect(s2)`` keeps two blocks
   in flight, so block 2's upload overlaps block 1's compute.
 
+GPU arrays (any object with ``__cuda_array_interface__`` or a CUDA ``__dlpack__``: CuPy, torch,
+JAX, Numba) go through :meth:`CudaEngine.process` with no host copy: device-to-device into the
+slot, the slot's graph, device-to-device out into an array of the input's framework, ordered on
+the caller's CUDA stream with no host wait (cuda_device_io.py; docs/cuda.md, "GPU arrays").
+
 Measurement is opt-in and kept apart: :meth:`CudaEngine.instrument` hands the benchmarks the
 native ``EngineInstrument`` (resident blocks, the timing loops, paced blocks); the engine pays
 nothing for it otherwise. See docs/cuda.md ("Python API", "Benchmark entry points").
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import StreamFault
+from ..errors import ConfigError, StreamFault
 from ..nonfinite import DEFAULT_POLICY, NonFiniteCount
 from .cuda_lowering import OpDesc, lower_pipeline
 
@@ -126,6 +131,7 @@ class CudaEngine:
         self._next = 0
         self._closed = False
         self._dispatch: Any = None  # the CudaDispatch it is attached to (set and cleared by it)
+        self._device_blocks: Any = None  # cuda_device_io.DeviceBlocks, made on the first device block
         self._instrument: Any = None  # made by instrument(), on first use
 
     def _lower(self, pipeline: Any, chain: Any) -> tuple[list[OpDesc], dict[str, Any] | None]:
@@ -136,7 +142,7 @@ class CudaEngine:
     def _fill(self, block: np.ndarray, final: bool) -> tuple[int, int]:
         if self._closed:
             raise StreamFault("the CUDA engine is closed")
-        block = np.asarray(block)
+        block = self._host_block(block, "submit")
         shape = self._in_shape
         if block.ndim != len(shape) or block.shape[0] != shape[0] or block.shape[2:] != shape[2:] \
                 or block.shape[1] > self._items:
@@ -175,6 +181,42 @@ class CudaEngine:
         if nf.policy == "error":
             raise nf.error("the input")
 
+    def _host_block(self, block: Any, method: str) -> np.ndarray:
+        """``block`` as the host path takes it; device blocks queued before it are settled first
+        (their non-finite counts belong before this block's). A GPU array is refused by the
+        methods that copy through the pinned slots (``submit``, ``process_split``)."""
+        from .cuda_device_io import host_view
+
+        view = host_view(block)
+        if view is None:
+            raise ConfigError(f"{method}() takes host arrays: a GPU array goes through process(), which "
+                              "keeps it on the GPU", hint="call engine.process(block, final)")
+        self._settle_device_blocks()
+        return np.asarray(view)
+
+    def _settle_device_blocks(self) -> None:
+        blocks = getattr(self, "_device_blocks", None)  # None: no device block ran
+        if blocks is not None:
+            blocks.settle()
+
+    def device_blocks(self) -> Any:
+        """The engine's :class:`~pygpukit_dsp.backends.cuda_device_io.DeviceBlocks` (made on first use)."""
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        if self._device_blocks is None:
+            from .cuda_device_io import DeviceBlocks
+
+            self._device_blocks = DeviceBlocks(self)
+        return self._device_blocks
+
+    def synchronize(self) -> None:
+        """Wait (host) for every device block queued so far and count their non-finite input
+        samples (under ``nonfinite: error``, raise for them). Host blocks need no call: each one
+        is done when :meth:`process` / :meth:`collect` returns."""
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        self._settle_device_blocks()
+
     def submit(self, block: np.ndarray, final: bool = False) -> int:
         """Copy ``block`` into the next input slot and hand it to the worker; returns the slot."""
         slot, n = self._fill(block, final)
@@ -195,19 +237,31 @@ class CudaEngine:
             self._take_nonfinite(slot)
         return self._out[slot][:, :n_out]
 
-    def process(self, block: np.ndarray, final: bool = False, out: np.ndarray | None = None) -> np.ndarray:
+    def process(self, block: Any, final: bool = False, out: Any = None, *, stream: Any = None) -> Any:
         """Process one block and return a new array with its output (the safe API).
 
         One native call: the copy into the pinned slot, the hand-over, the wait and the copy
         out all happen in C++ without the GIL. ``out`` (a C-contiguous array of the full
         output block's shape and dtype) is filled and returned instead of a new array (a view
         of its first valid items for a short final block).
+
+        A GPU array (``__cuda_array_interface__`` or a CUDA ``__dlpack__``) stays on the GPU: the
+        output is a new array of its framework (``out``: a device array), ready in stream order
+        on ``stream`` (default: the framework's current stream) when this returns, with no host
+        copy and no host wait (cuda_device_io.py).
         """
         if self._closed:
             raise StreamFault("the CUDA engine is closed")
+        if not isinstance(block, np.ndarray):
+            from ..arrays_interop import as_host_array, is_device_array
+
+            if is_device_array(block):
+                return self.device_blocks().process(block, final, out, stream)
+            block = as_host_array(block)
         slot = self._next
         if self._busy[slot]:
             raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
+        self._settle_device_blocks()
         block = np.ascontiguousarray(block, dtype=self._in_dtype)
         if block.ndim >= 2 and block.shape[1] < self._items and not final:
             raise ValueError(f"a partial block ({block.shape[1]} of {self._items} items) must be the "
@@ -236,7 +290,7 @@ class CudaEngine:
         slot = self._next
         if any(self._busy):
             raise ValueError("process_split() needs an idle engine: collect every submitted slot first")
-        block = np.ascontiguousarray(block, dtype=self._in_dtype)
+        block = np.ascontiguousarray(self._host_block(block, "process_split"), dtype=self._in_dtype)
         self._note_input(slot, int(block.shape[1]))
         out = self._engine.process_split(slot, block, final, [int(c) for c in cuts])
         self._next = (slot + 1) % self._slots
@@ -313,6 +367,7 @@ class CudaEngine:
         for slot, busy in enumerate(self._busy):  # collect what is still in flight first
             if busy:
                 self.collect(slot)
+        self._settle_device_blocks()
         self._engine.reset()
         self._next = 0
         self._samples = self._blocks_in = 0
@@ -377,6 +432,7 @@ class CudaEngine:
             dispatch = self._dispatch
             if dispatch is not None:  # its runner is done: the stream leaves the scheduler
                 dispatch.detach(self, missing_ok=True)
+            self._settle_device_blocks()  # counted before the engine goes (a fault still closes it)
         finally:
             try:
                 self._final_counters = dict(self._engine.counters())

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import StreamFault
+from ..errors import ConfigError, StreamFault
 from ..nonfinite import DEFAULT_POLICY, find_nonfinite
 from .cuda_engine import CudaEngine
 from .cuda_graph_plan import GraphLowering, lower_graph
@@ -84,6 +84,12 @@ class CudaGraphEngine(CudaEngine):
         slot = self._next
         if self._busy[slot]:
             raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
+        from ..arrays_interop import is_device_array
+
+        if any(is_device_array(b) for b in blocks):
+            raise ConfigError("a graph with several sources or sinks takes host (NumPy) blocks on the cuda "
+                              "backend; GPU arrays go into a chain (a graph of one path)",
+                              hint="copy the blocks to the host, or run each path as its own Pipeline")
         ns = set()
         for name, block, spec in zip(self._sources, blocks, self._src_specs):
             b = np.asarray(block)

@@ -247,6 +247,7 @@ class CallbackSink(_callback.CallbackSink):
         *,
         fn: Callable[..., Any] | None = None,
         function: str | None = None,
+        device_arrays: bool = False,
         base_dir: str | Path | None = None,
     ) -> None: ...
 

@@ -7,6 +7,14 @@ In Python pass ``fn=``; in YAML name an importable function as ``function: "modu
   channel, any ``m``; ``None`` (or an empty array) ends the stream.
 * sink: ``fn(block)`` for every output block. The block's buffer may be reused after
   the call returns: copy it to keep it.
+
+GPU arrays (pygpukit_dsp/arrays_interop.py): a source may return arrays that live on the GPU
+(``__cuda_array_interface__`` or a CUDA ``__dlpack__``: CuPy, torch, ...; float32/complex64 as
+the pipeline's dtype, never converted); on the cuda backend they reach the engine with no host
+copy (another backend refuses them at the first block). A sink with ``device_arrays: true``
+receives such blocks as GPU arrays of the input's framework, ready in stream order on the
+stream the source's arrays were made on; without it, a GPU block is copied to NumPy by its
+framework before ``fn`` sees it, and ``device_arrays: true`` with host blocks is a fault.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from ..arrays_interop import concatenate, inspect, is_device_array, to_host
 from ..errors import ConfigError, StreamFault
 from ..signal import SignalSpec
 from ..stages.base import did_you_mean
@@ -137,6 +146,8 @@ class CallbackSource(_CallbackComponent, Source):
             raise StreamFault(f"callback source '{self.fn_name}' raised {type(exc).__name__}: {exc}") from exc
         if out is None:
             return None
+        if is_device_array(out):
+            return self._device_part(out)
         arr = np.asarray(out)
         if arr.ndim == 1:
             arr = arr[None, :]
@@ -150,6 +161,18 @@ class CallbackSource(_CallbackComponent, Source):
         if arr.dtype.kind not in "biufc":
             raise StreamFault(f"callback source '{self.fn_name}' returned {arr.dtype} values, not numbers")
         return arr.astype(self._fmt.dtype, copy=False)
+
+    def _device_part(self, out: Any) -> Any:
+        """A GPU array from fn, checked as it is (its layout, the pipeline's dtype and channels)."""
+        try:
+            info = inspect(out, what=f"callback source '{self.fn_name}''s GPU array")
+        except ConfigError as exc:
+            raise StreamFault(exc.message) from None
+        channels = self._fmt.channels
+        if info.shape[0] != channels or str(info.dtype) != self._fmt.dtype:
+            raise StreamFault(f"callback source '{self.fn_name}' returned a GPU array of shape {info.shape}, "
+                              f"{info.dtype}; expected ({channels}, m), {self._fmt.dtype} (GPU arrays are not converted)")
+        return out.reshape(1, -1) if len(out.shape) == 1 else out
 
     def read(self, n: int) -> np.ndarray:
         if self._fmt is None:
@@ -167,18 +190,30 @@ class CallbackSource(_CallbackComponent, Source):
             have += arr.shape[1]
         if not parts:
             return np.zeros((self._fmt.channels, 0), dtype=self._fmt.dtype)
-        joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        device = is_device_array(parts[0])
+        if len(parts) == 1:
+            joined = parts[0]
+        elif device:  # joined on the GPU by its framework
+            try:
+                joined = concatenate(parts, f"callback source '{self.fn_name}'")
+            except ConfigError as exc:
+                raise StreamFault(exc.message) from None
+        else:
+            joined = np.concatenate(parts, axis=1)
         if joined.shape[1] > n:
             self._rest = joined[:, n:]
             joined = joined[:, :n]
         self._counts["samples"] += joined.shape[1]
         if self._pacer is not None and joined.shape[1]:
             self._pacer.wait_until(self._counts["samples"])
-        return np.ascontiguousarray(joined)
+        return joined if device else np.ascontiguousarray(joined)
 
 
 class CallbackSinkParams(_CallbackParams):
     """``function`` or ``fn``: called as fn(block) for every output block."""
+
+    device_arrays: bool = Field(False, description="hand GPU blocks over as GPU arrays of the input's framework "
+                                                   "(cuda backend, a source of GPU arrays); false: NumPy arrays")
 
 
 @register_sink
@@ -201,9 +236,28 @@ class CallbackSink(_CallbackComponent, Sink):
     def write(self, block: np.ndarray) -> None:
         if self._spec is None:
             raise not_open("callback sink", "write")
-        block = check_block(block, self._spec, f"callback sink '{self.fn_name}'")
+        what = f"callback sink '{self.fn_name}'"
+        if is_device_array(block):
+            if not self.params.device_arrays:
+                try:
+                    block = to_host(block)  # the sink takes NumPy: its framework copies the block
+                except ConfigError as exc:
+                    raise StreamFault(f"{what}: {exc.message}") from None
+            else:
+                self._check_device_block(block, what)
+        elif self.params.device_arrays:
+            raise StreamFault(f"{what} takes GPU arrays (device_arrays: true) but the stream's blocks are host "
+                              "arrays: give it a source of GPU arrays on the cuda backend, or drop device_arrays")
+        if not is_device_array(block):
+            block = check_block(block, self._spec, what)
         try:
             self._fn(block)
         except Exception as exc:
             raise StreamFault(f"callback sink '{self.fn_name}' raised {type(exc).__name__}: {exc}") from exc
-        self._counts["samples"] += block.shape[1]
+        self._counts["samples"] += int(block.shape[1])
+
+    def _check_device_block(self, block: Any, what: str) -> None:
+        expected = self._spec.block_shape
+        shape = tuple(int(s) for s in block.shape)
+        if len(shape) != len(expected) or shape[0] != expected[0] or shape[2:] != tuple(expected[2:]):
+            raise StreamFault(f"{what}: got a GPU block of shape {shape}, expected {expected} (or shorter along axis 1)")

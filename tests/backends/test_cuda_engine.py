@@ -277,7 +277,8 @@ def fake_results(fake_driver: str) -> dict:
 
 def test_fake_hot_path_counts_one_copy_each_way_and_one_wait_per_block(fake_results):
     assert fake_results["after_50"] == {"blocks": 50, "h2d_copies": 50, "d2h_copies": 50, "chunks": 0,
-                                        "completion_waits": 50, "graph_launches": 50, "eager_blocks": 0}
+                                        "completion_waits": 50, "graph_launches": 50, "eager_blocks": 0,
+                                        "device_blocks": 0, "d2d_in": 0, "d2d_out": 0}
     assert fake_results["driver_graph_launches"] == 50
     assert fake_results["graphs_live"] == 2  # one graph per slot
 
@@ -467,7 +468,8 @@ def test_gpu_hot_path_counts_exactly_one_h2d_one_d2h_one_wait_per_block():
         for b in _blocks(50):
             eng.process(b)
         assert eng.counters() == {"blocks": 50, "h2d_copies": 50, "d2h_copies": 50,
-                                  "completion_waits": 50, "graph_launches": 50, "eager_blocks": 0, "chunks": 0}
+                                  "completion_waits": 50, "graph_launches": 50, "eager_blocks": 0, "chunks": 0,
+                                  "device_blocks": 0, "d2d_in": 0, "d2d_out": 0}
         eng.process(_blocks(1)[0][:, :100], final=True)
         c = eng.counters()
         assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (51, 51, 51, 51)

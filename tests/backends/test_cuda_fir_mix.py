@@ -222,7 +222,8 @@ def test_fake_inline_submit_counts_one_copy_each_way_and_one_wait_per_block(fake
     r = fake_inline_results[mode]
     assert r["flag"] is True and r["data"] is True
     assert r["after_20"] == {"blocks": 20, "h2d_copies": 20, "d2h_copies": 20, "completion_waits": 20,
-                             "graph_launches": 0, "eager_blocks": 20, "chunks": 0}
+                             "graph_launches": 0, "eager_blocks": 20, "chunks": 0, "device_blocks": 0, "d2d_in": 0,
+                             "d2d_out": 0}
     assert r["inline_after_20"] == 20  # every block ran on the calling thread
 
 

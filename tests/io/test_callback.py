@@ -126,3 +126,71 @@ def test_sink_wraps_exceptions():
     sink.open(SignalSpec(10, 1, 4))
     with pytest.raises(StreamFault, match="raised ValueError: disk full"):
         sink.write(np.zeros((1, 4), np.float32))
+
+
+# GPU arrays (the protocols: pygpukit_dsp/arrays_interop.py). FakeGpu speaks CAI over NumPy
+# memory: enough for the source's checks and re-cutting, which never touch the data.
+class FakeGpu:
+    def __init__(self, a):
+        self.a = a
+        self.shape = a.shape
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "version": 3,
+                                         "data": (a.ctypes.data, False), "strides": a.strides, "stream": None}
+
+    def __getitem__(self, key):
+        return FakeGpu(self.a[key])
+
+    def reshape(self, *shape):
+        return FakeGpu(self.a.reshape(*shape))
+
+
+def test_source_passes_gpu_arrays_through_and_recuts_them_on_the_gpu():
+    x = np.arange(24, dtype=np.float32).reshape(1, 24)
+    parts = iter([FakeGpu(x[:, :16]), FakeGpu(x[0, 16:].copy())])
+    src = CallbackSource(fn=lambda n: next(parts, None))
+    src.open(StreamFormat(sample_rate=100))
+    first, second = src.read(8), src.read(8)
+    assert isinstance(first, FakeGpu) and isinstance(second, FakeGpu)  # no host copy
+    np.testing.assert_array_equal(second.a, x[:, 8:16])
+    third = src.read(8)  # a 1-D GPU array is one channel
+    assert third.shape == (1, 8) and src.stats()["samples"] == 24
+
+
+def test_source_gpu_arrays_are_checked_not_converted():
+    src = CallbackSource(fn=lambda n: FakeGpu(np.zeros((1, n), np.float64)))
+    src.open(StreamFormat(sample_rate=100))
+    with pytest.raises(StreamFault, match="not converted"):
+        src.read(4)
+
+
+def test_source_gpu_parts_of_an_unknown_framework_must_be_whole_blocks():
+    src = CallbackSource(fn=lambda n: FakeGpu(np.zeros((1, 3), np.float32)))
+    src.open(StreamFormat(sample_rate=100))
+    with pytest.raises(StreamFault, match="whole blocks"):
+        src.read(8)
+
+
+def test_gpu_source_on_the_cpu_backend_faults_at_its_first_block():
+    from pygpukit_dsp import Pipeline, stages
+
+    p = Pipeline([stages.Gain(db=0.0)], sample_rate=100, block_size=8,
+                 source=CallbackSource(fn=lambda n: FakeGpu(np.zeros((1, n), np.float32))), sink=CallbackSink(fn=print))
+    with pytest.raises(StreamFault) as info:
+        p.run(blocks=2, backend="cpu")
+    assert info.value.block == 0 and "cpu backend" in str(info.value)
+
+
+def test_sink_that_wants_gpu_arrays_refuses_host_blocks():
+    sink = CallbackSink(fn=lambda b: None, device_arrays=True)
+    sink.open(SignalSpec(sample_rate=100, channels=1, block_size=4))
+    with pytest.raises(StreamFault, match="device_arrays"):
+        sink.write(np.zeros((1, 4), np.float32))
+
+
+def test_sink_hands_gpu_blocks_over_as_they_are_with_device_arrays():
+    got = []
+    sink = CallbackSink(fn=got.append, device_arrays=True)
+    sink.open(SignalSpec(sample_rate=100, channels=1, block_size=4))
+    block = FakeGpu(np.zeros((1, 4), np.float32))
+    sink.write(block)
+    assert got == [block] and sink.stats()["samples"] == 4
