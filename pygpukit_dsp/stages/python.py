@@ -37,7 +37,9 @@ from __future__ import annotations
 import copy
 import importlib
 import re
+import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
 import numpy as np
@@ -117,15 +119,20 @@ class PythonParams(StageParams):
         return self
 
 
-def resolve_function(ref: str | Callable[..., Any]) -> Callable[..., Any]:
-    """The callable a ``function`` parameter names; ConfigError (at ``function``) when it can't be had."""
+def resolve_function(ref: str | Callable[..., Any], base_dir: Path | None = None) -> Callable[..., Any]:
+    """The callable a ``function`` parameter names, its module searched in ``base_dir`` (the YAML
+    file's folder) first, then on sys.path; ConfigError (at ``function``) when it can't be had."""
     if not isinstance(ref, str):
         if not callable(ref):
             raise ConfigError(f"function must be callable, got {type(ref).__name__}", path=("function",))
         return ref
     module_name, _, attr = ref.partition(":")
-    hint = ("the module is imported from sys.path: put its folder on PYTHONPATH (or install its package), "
-            "and write function: package.module:function")
+    folder = str(base_dir) if base_dir is not None else None
+    hint = ("the module is imported from " + (f"{folder} (the YAML file's folder), then " if folder else "") +
+            "sys.path: put it there or its folder on PYTHONPATH (or install its package)")
+    added = folder is not None and folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
     try:
         value: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -136,6 +143,9 @@ def resolve_function(ref: str | Callable[..., Any]) -> Callable[..., Any]:
         raise ConfigError(f"function '{ref}': importing module '{module_name}' raised "
                           f"{type(exc).__name__}: {exc}", hint="fix the module so that it imports",
                           path=("function",)) from None
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
     owner = module_name
     for part in attr.split("."):
         if not hasattr(value, part):
@@ -168,7 +178,7 @@ class Python(Stage):
             params = validate_params(PythonParams, fields, what=f"stage '{name or self.type}' ({self.type})")
             kwargs = {k: v for k, v in kwargs.items() if k in ("name", "base_dir")}
         super().__init__(params, **kwargs)
-        self.function = resolve_function(self.params.function)
+        self.function = resolve_function(self.params.function, self.base_dir)
 
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         out = self.params.output
@@ -185,8 +195,18 @@ class Python(Stage):
                           dtype=out.dtype or spec.dtype, domain=domain, bins=bins)
 
     def to_config(self) -> dict[str, Any]:
+        ref = function_text(self.params.function)
+        if not isinstance(self.params.function, str):  # YAML can name it only if its module:qualname finds it
+            try:
+                found = resolve_function(ref) if _REFERENCE.match(ref) else None
+            except ConfigError:
+                found = None
+            if found is not self.params.function:
+                raise ConfigError(f"stage '{self.name}' (python): its function {ref} cannot be named in YAML",
+                                  hint="define it at the top level of an importable module and use "
+                                       "function: 'package.module:function'", path=("function",))
         cfg = super().to_config()
-        cfg["function"] = function_text(self.params.function)
+        cfg["function"] = ref
         return cfg
 
     def cpu(self, spec: SignalSpec) -> "PythonProcessor":

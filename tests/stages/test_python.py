@@ -1,9 +1,7 @@
 """The ``python`` stage on the cpu backend: the calling convention, state between blocks, reset,
 the last short block, the checks on what the function returns, YAML's ``function:`` import errors,
-and the per-call accounting in the run's summary.
-
-The cuda backend has no implementation of it: tests/backends/test_choose_backend.py-style refusal
-is checked here without a GPU (the lowering is absent)."""
+and the per-call accounting in the run's summary. The cuda backend has no implementation of it
+(checked here without a GPU: no lowering, so cuda refuses it and auto picks cpu)."""
 
 from __future__ import annotations
 
@@ -191,11 +189,25 @@ def test_function_by_reference_and_to_config(user_module):
     spec = SignalSpec(1000.0, 2, 16)
     x = np.random.default_rng(3).standard_normal((2, 50)).astype(np.float32)
     np.testing.assert_allclose(stream(st.cpu(spec), x, 16), ema_reference(x, 0.5), rtol=1e-6, atol=1e-6)
-    assert Python(running_sum).to_config()["function"].endswith(":running_sum")
+    assert Python(running_sum).to_config()["function"] == f"{__name__}:running_sum"
+    with pytest.raises(ConfigError, match="cannot be named in YAML"):
+        Python(lambda x: x).to_config()
+
+
+def test_a_module_beside_the_yaml_file_is_found(tmp_path):
+    (tmp_path / "gk_beside_fns.py").write_text(MODULE)
+    (tmp_path / "p.yaml").write_text("version: 1\nname: py\nsample_rate: 1000\nchannels: 1\nblock_size: 8\n"
+                                     "stages:\n  - {type: python, function: 'gk_beside_fns:double'}\n")
+    try:
+        p = Pipeline.from_yaml(tmp_path / "p.yaml")
+        np.testing.assert_array_equal(p.process(np.ones((1, 20), np.float32), backend="cpu"), 2)
+    finally:
+        sys.modules.pop("gk_beside_fns", None)
+    assert str(tmp_path) not in sys.path
 
 
 @pytest.mark.parametrize("ref, words, hint", [
-    ("gk_user_nothere:f", "cannot import module 'gk_user_nothere'", "PYTHONPATH"),
+    ("gk_user_nothere:f", "cannot import module 'gk_user_nothere'", "the YAML file's folder"),
     ("gk_user_fns:emma", "has no attribute 'emma'", "did you mean 'ema'?"),
     ("gk_user_fns:NOT_A_FUNCTION", "is not callable", "name a function"),
     ("gk_user_broken:f", "raised SyntaxError", "fix the module"),
@@ -259,7 +271,8 @@ def test_cuda_backend_has_no_python_stage_and_auto_says_why():
 
 
 def test_gk_stream_run_with_a_function_from_pythonpath(tmp_path):
-    (tmp_path / "gk_cli_fns.py").write_text(MODULE)
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "gk_cli_fns.py").write_text(MODULE)
     (tmp_path / "p.yaml").write_text(textwrap.dedent("""\
         version: 1
         name: py
@@ -275,7 +288,7 @@ def test_gk_stream_run_with_a_function_from_pythonpath(tmp_path):
 
     package_parent = Path(pygpukit_dsp.__file__).resolve().parents[1]
     env = dict(os.environ, GK_LIBCUDA="/nonexistent/libcuda.so.1",
-               PYTHONPATH=os.pathsep.join([str(package_parent), str(tmp_path)]))
+               PYTHONPATH=os.pathsep.join([str(package_parent), str(tmp_path / "mods")]))
     stats = tmp_path / "stats.json"
     r = subprocess.run([sys.executable, "-m", "pygpukit_dsp.cli", "run", str(tmp_path / "p.yaml"), "--stats-json",
                         str(stats)], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path.anchor)
