@@ -19,8 +19,8 @@ and the block; so does an exception the function raises.
 given and passes it to every block; ``reset()`` (and every new run) starts again from a fresh
 deep copy of the initial one. In YAML it is a mapping (or list) of plain values.
 
-``function`` is a callable in Python, or ``"package.module:function"`` in YAML (imported the way
-Python imports it: the module on ``sys.path`` / ``PYTHONPATH``). A module that cannot be
+``function`` is a callable in Python, or ``"package.module:function"`` in YAML (its module looked
+for in the YAML file's folder first, then on ``sys.path`` / ``PYTHONPATH``). A module that cannot be
 imported, a missing name or a value that is not callable is a :class:`ConfigError` before the
 first block (in YAML at the ``function:`` value's FILE:LINE:COL).
 
@@ -96,7 +96,7 @@ class PythonOutput(StageParams):
 class PythonParams(StageParams):
     function: FunctionRef = Field(
         ..., description="The function: a callable in Python, or 'package.module:function' in YAML "
-        "(imported from sys.path / PYTHONPATH).")
+        "(its module imported from the YAML file's folder first, then from sys.path / PYTHONPATH).")
     output: PythonOutput | None = Field(
         None, description="Output format when the function changes it: {channels, dtype, domain, bins, "
         "block_size, sample_rate}; default: the input's.")
