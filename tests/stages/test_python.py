@@ -301,3 +301,28 @@ def test_gk_stream_run_with_a_function_from_pythonpath(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pygpukit_dsp.cli", "run", str(tmp_path / "p.yaml")],
                        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path.anchor)
     assert r.returncode == 2 and f"{tmp_path / 'p.yaml'}:8:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_graph_with_branches_accounts_its_python_stages(user_module):
+    from pygpukit_dsp import Graph
+
+    path = user_module / "g.yaml"
+    path.write_text(textwrap.dedent("""\
+        version: 1
+        name: g
+        sample_rate: 8000
+        channels: 2
+        block_size: 64
+        source: {type: synth, signal: noise, seed: 2, duration_s: 0.02}
+        stages:
+          - {name: smooth, type: python, function: "gk_user_fns:ema", state: {alpha: 0.5}}
+          - {name: twice, type: python, function: "gk_user_fns:double", input: source}
+        sinks:
+          - {type: "null", input: smooth}
+          - {type: "null", input: twice}
+    """))
+    g = Graph.from_yaml(path)
+    assert g.branch() is not None  # the source feeds two stages: the cpu graph engine runs it
+    summary = g.run()
+    assert summary.backend == "cpu" and summary.blocks == 3
+    assert {n: c["calls"] for n, c in summary.python_stages.items()} == {"smooth": 3, "twice": 3}
