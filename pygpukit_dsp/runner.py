@@ -407,7 +407,7 @@ class StreamRunner:
             engine_counters=self.engine.counters(), ended_by=ended_by,
             fault=str(fault) if fault is not None else None,
             output_unit="frames" if self.chain.output.domain == "frames" else "samples",
-            cpu=self.cpu, nonfinite=_nonfinite(self.engine),
+            cpu=self.cpu, nonfinite=_nonfinite(self.engine), python_stages=_python_stages(self.engine),
             **self._io_report(n_blocks, samples_in, samples_out), **self._placement_and_cost())
         if fault is not None:
             fault.summary = summary  # type: ignore[attr-defined]
@@ -484,6 +484,11 @@ def _stats(obj: Any) -> dict[str, int]:
 def _nonfinite(engine: Any) -> dict[str, Any] | None:
     count = getattr(engine, "nonfinite", None)
     return count.to_dict() if count is not None else None
+
+
+def _python_stages(engine: Any) -> dict[str, dict[str, float]]:
+    calls = getattr(engine, "python_calls", None)
+    return calls() if calls is not None else {}
 
 
 def _events(source: Any) -> list[dict[str, Any]]:

@@ -189,6 +189,9 @@ class RunSummary:
     nonfinite: dict[str, Any] | None = None
     sources: list[SourceAccount] = field(default_factory=list)
     sinks: list[SinkAccount] = field(default_factory=list)
+    # each python stage's Python calls, by stage name: {"calls", "mean_us", "p50_us", "p99_us",
+    # "max_us", "total_us"} (the time of the call itself, measured around it; docs/stages.md, "python")
+    python_stages: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:  # read back from JSON (to_dict): the accounts as records again
         self.sources = [SourceAccount(**a) if isinstance(a, dict) else a for a in self.sources]
@@ -229,6 +232,8 @@ class RunSummary:
             f"p99.9 {lat.get('p999', 0):.1f}  max {lat.get('max', 0):.1f}",
             f"  qos {self.qos_class}: deadline {self.deadline_us:.1f} us, deadline misses {self.deadline_misses} (host)",
             *([f"  admitted with a measured cost: {self.admission}"] if self.admission else []),
+            *(f"  python stage {name}: {c['calls']} calls, per call p50 {c['p50_us']:.1f}  p99 {c['p99_us']:.1f}  "
+              f"max {c['max_us']:.1f} us, {c['total_us'] / 1e3:.3f} ms in all" for name, c in self.python_stages.items()),
         ]
         sa = self.scheduler
         if sa is not None:

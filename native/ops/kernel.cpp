@@ -6,10 +6,15 @@
 //   extern "C" __global__ void entry(const T* in, T_out* out, long long channels,
 //                                    long long items_in, long long row_in, long long row_out,
 //                                    [float p0, float p1, ...])
+//                                    [, S* state])
 // in/out: full blocks, C-contiguous (channels, items[, bins]); channels: input channels;
 // items_in: valid items (samples or frames) in this block; row_in/row_out: elements per channel
 // row of the input/output block; p0...: the stage's `params`. Launched with `threads` threads
 // per block and `grid` blocks (0 = one thread per output element).
+// state (only when the stage declares `state`: params state_elements > 0 and state_dtype): the
+// op's own device buffer of state_elements float32 or complex64 values, kept between blocks,
+// zeroed when the op is made and on reset(); the kernel reads and writes it as it likes. A kernel
+// without declared state gets exactly the arguments above, as before.
 //
 // Units (the scheduler's pacing, Op::units): with `split: channels` (the stage's declaration that
 // the kernel treats channels independently: output channel c depends on input channel c only,
@@ -26,6 +31,8 @@
 #include "gk/device.h"
 #include "gk/errors.h"
 #include "gk/jit.h"
+#include "gk/loader.h"
+#include "gk/memory.h"
 #include "gk/op.h"
 
 namespace gk {
@@ -56,6 +63,19 @@ public:
             if (p.shape.size() > 1) throw std::invalid_argument(label + ": params must be a flat list of numbers");
             fparams_ = p.real_f32();
         }
+        const int64_t state_elements = a.params.get_int("state_elements", 0);
+        if (state_elements < 0)
+            throw std::invalid_argument(label + ": state_elements must be >= 0, got " +
+                                        std::to_string(state_elements));
+        if (state_elements > 0) {
+            const std::string sd = a.params.get_str("state_dtype", "float32");
+            if (sd != "float32" && sd != "complex64")
+                throw std::invalid_argument(label + ": state dtype must be float32 or complex64, got '" + sd + "'");
+            state_bytes_ = static_cast<size_t>(state_elements) * (sd == "complex64" ? 8u : 4u);
+            state_ = std::make_unique<DeviceBuffer>(a.device, state_bytes_);
+            state_->memset(0, state_bytes_, 0, nullptr);  // zero at open (completes before returning)
+            state_ptr_ = state_->ptr();
+        }
         const std::string what = a.name + " (entry '" + entry_ + "')";
         CompileOptions options;
         options.arch = a.device->arch();
@@ -81,6 +101,7 @@ public:
         if (kernel_->parameters_known()) {
             std::vector<size_t> expected = {8, 8, 8, 8, 8, 8};
             expected.insert(expected.end(), fparams_.size(), 4);
+            if (state_) expected.push_back(8);
             if (kernel_->parameter_sizes() != expected) {
                 std::string got;
                 for (size_t s : kernel_->parameter_sizes()) got += (got.empty() ? "" : ", ") + std::to_string(s);
@@ -92,7 +113,7 @@ public:
                                              "items_in, long long row_in, long long row_out" +
                                              (fparams_.empty() ? std::string()
                                                                : ", " + std::to_string(fparams_.size()) + " float params") +
-                                             ")");
+                                             (state_ ? std::string(", S* state") : std::string()) + ")");
             }
         }
         threads_ = static_cast<unsigned>(threads);
@@ -111,6 +132,7 @@ public:
         params_.push_back(&row_in_);
         params_.push_back(&row_out_);
         for (float& p : fparams_) params_.push_back(&p);
+        if (state_) params_.push_back(&state_ptr_);  // the state buffer: the last argument
         channels_ = a.in.channels;
         items_full_ = a.in.items;
         row_in_ = a.in.row();
@@ -122,6 +144,9 @@ public:
         if (split != "none" && split != "channels")
             throw std::invalid_argument(label + ": split must be none or channels, got '" + split + "'");
         if (split == "channels") {
+            if (state_)
+                throw std::invalid_argument(label + ": split: channels cannot be used with state (a chunk of "
+                                                    "channels would see the whole state buffer)");
             if (a.out.channels != a.in.channels)
                 throw std::invalid_argument(label + ": split: channels needs as many output channels as input "
                                                     "channels (" + std::to_string(a.out.channels) + " != " +
@@ -169,7 +194,11 @@ public:
     }
 
     int64_t output_items(int64_t n_in) const override { return n_in; }
-    void reset(CUstream) override {}
+    void reset(CUstream stream) override {
+        if (!state_) return;
+        cu_check(driver().cuMemsetD8Async(state_->ptr(), 0, state_bytes_, stream), "cuMemsetD8Async",
+                 "resetting the kernel stage's state");
+    }
     const char* kind() const override { return "kernel"; }
 
 private:
@@ -186,6 +215,9 @@ private:
     int64_t in_bytes_ = 4, out_bytes_ = 4;
     long long items_full_ = 0;
     dsp::UnitSplit split_;
+    std::unique_ptr<DeviceBuffer> state_;  // declared state: kept between blocks, zeroed on reset
+    size_t state_bytes_ = 0;
+    CUdeviceptr state_ptr_ = 0;            // the launch reads the state argument through this address
     long long channels_all() const { return in_.channels; }
 };
 

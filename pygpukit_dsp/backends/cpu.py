@@ -81,8 +81,17 @@ class CpuEngine:
     def counters(self) -> dict[str, int]:
         return {"blocks": self._blocks}
 
+    def python_calls(self) -> dict[str, dict[str, float]]:
+        """The Python calls of each python stage so far, by stage name (RunSummary.python_stages)."""
+        return python_calls(self._procs)
+
     def close(self) -> None:
         self._closed = True
+
+
+def python_calls(procs) -> dict[str, dict[str, float]]:
+    """``call_stats()`` of the processors that call Python per block (the python stage), by stage name."""
+    return {p.stage_name: p.call_stats() for p in procs if hasattr(p, "call_stats")}
 
 
 class CpuGraphEngine:
@@ -166,6 +175,10 @@ class CpuGraphEngine:
 
     def counters(self) -> dict[str, int]:
         return {"blocks": self._blocks}
+
+    def python_calls(self) -> dict[str, dict[str, float]]:
+        """The Python calls of each python stage so far, by stage name (RunSummary.python_stages)."""
+        return python_calls(proc for _, _, proc, _ in self._steps)
 
     def close(self) -> None:
         self._closed = True

@@ -32,6 +32,7 @@ CATALOG: tuple[tuple[str, str, str], ...] = (
     ("gain", "gain", "Gain"),
     ("kernel", "kernel", "Kernel"),
     ("mix", "mix", "Mix"),
+    ("python", "python", "Python"),
     ("resample", "resample", "Resample"),
     ("combine", "routing", "Combine"),
     ("select", "routing", "Select"),
@@ -70,5 +71,5 @@ def __dir__() -> list[str]:
 __all__ = [
     "STAGES", "CpuProcessor", "Stage", "StageParams", "register_stage", "stage_class", "make_stage",
     "Average", "Channelizer", "Delay", "Db", "Magnitude", "Power", "Fft", "Ifft", "Irfft", "Rfft",
-    "Fir", "Gain", "Kernel", "Mix", "Resample", "Sos", "Stft", "Add", "Multiply", "Combine", "Select",
+    "Fir", "Gain", "Kernel", "Mix", "Python", "Resample", "Sos", "Stft", "Add", "Multiply", "Combine", "Select",
 ]

@@ -21,6 +21,7 @@ from . import fir as _fir
 from . import gain as _gain
 from . import kernel as _kernel
 from . import mix as _mix
+from . import python as _python
 from . import resample as _resample
 from . import routing as _routing
 from . import sos as _sos
@@ -40,8 +41,9 @@ from .elementwise import DbParams, NoParams
 from .fft import FftParams, InverseFftParams
 from .fir import FirDesign, FirParams
 from .gain import GainParams
-from .kernel import KernelOutput, KernelParams
+from .kernel import KernelOutput, KernelParams, KernelState
 from .mix import MixParams
+from .python import PythonOutput, PythonParams
 from .resample import ResampleParams
 from .routing import SelectParams
 from .sos import SosDesign, SosParams
@@ -320,6 +322,7 @@ class Kernel(_kernel.Kernel):
         grid: Literal['auto'] | int = 'auto',
         output: KernelOutput | Mapping[str, Any] | None = None,
         params: Sequence[float] = ...,
+        state: KernelState | Mapping[str, Any] | None = None,
         split: Literal['none', 'channels'] = 'none',
         name: str | None = None,
         base_dir: str | Path | None = None,
@@ -343,6 +346,29 @@ class Mix(_mix.Mix):
         *,
         matrix: ArrayLike | None = None,
         matrix_file: str | None = None,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
+
+class Python(_python.Python):
+    Params: ClassVar[type[PythonParams]]
+    params: PythonParams
+    @overload
+    def __init__(
+        self,
+        params: PythonParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        function: str | Callable[..., Any],
+        output: PythonOutput | Mapping[str, Any] | None = None,
+        state: Any = None,
         name: str | None = None,
         base_dir: str | Path | None = None,
     ) -> None: ...
@@ -503,6 +529,7 @@ __all__ = [
     'Gain',
     'Kernel',
     'Mix',
+    'Python',
     'Resample',
     'Sos',
     'Stft',

@@ -14,14 +14,23 @@ The kernel contract (``T``/``T_out`` are ``float`` for float32, ``float2`` for c
                                      long long items_in,  // valid samples (or frames) in this block
                                      long long row_in,    // elements per input channel row
                                      long long row_out,   // elements per output channel row
-                                     float p0, float p1, ...)  // the stage's `params`, if any
+                                     float p0, float p1, ...,  // the stage's `params`, if any
+                                     S* state)                 // only with `state` declared
 
 ``in`` and ``out`` are whole blocks, C-contiguous ``(channels, block_size)`` (time domain) or
 ``(channels, frames, bins)`` (frames domain, ``row = frames * bins``). ``items_in`` equals the
 block size except on the last block of a stream, which may be shorter: process only the first
 ``items_in`` items (``items_in * bins`` elements in the frames domain) of each row. The
-output keeps the number of items; ``output`` may change the channel count and the dtype. The
-kernel has no state between blocks. ``grid: auto`` launches one thread per output element
+output keeps the number of items; ``output`` may change the channel count and the dtype.
+
+State between blocks: ``state: {dtype: float32, shape: [channels]}`` (dtype float32 or complex64;
+``shape`` a list of sizes or one size) declares a device buffer that the stage owns: zeroed when
+the pipeline starts and on ``reset()``, kept from block to block, and passed to the kernel as one
+more argument after all the others (``S*``: ``float*`` for float32, ``float2*`` for complex64;
+C-contiguous ``shape``). The kernel reads and writes it as it likes (the launches of one stream
+run in order, so block n+1 sees what block n wrote). Without ``state`` the kernel takes the
+arguments above and nothing more, as before. ``split: channels`` cannot be combined with state.
+``grid: auto`` launches one thread per output element
 (``out_channels * row_out`` threads, ``threads`` per block).
 
 ``split: channels`` declares that output channel ``c`` depends on input channel ``c`` only: the
@@ -49,6 +58,7 @@ Example (YAML)::
 from __future__ import annotations
 
 import re
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -60,6 +70,7 @@ from ..signal import SignalSpec
 from ._common import check_file_exists, exactly_one
 from .base import Stage, StageParams, register_stage, validate_params
 
+MAX_STATE_ELEMENTS = 2**31 - 1  # a long long index; the memory check bounds it further
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -68,6 +79,29 @@ class KernelOutput(StageParams):
                                  description="Output channels (default: the input's).")
     dtype: Literal["float32", "complex64"] | None = Field(
         None, description="Output dtype (default: the input's).")
+
+
+class KernelState(StageParams):
+    dtype: Literal["float32", "complex64"] = Field("float32", description="Element type of the state buffer.")
+    shape: int | list[int] = Field(..., description="Its shape: a list of sizes, or one size (elements).")
+
+    @field_validator("shape")
+    @classmethod
+    def _positive(cls, v: int | list[int]) -> int | list[int]:
+        sizes = [v] if isinstance(v, int) else v
+        if not sizes or any(n < 1 for n in sizes):
+            raise ValueError(f"shape must be one or more sizes >= 1, got {v!r}")
+        if math.prod(sizes) > MAX_STATE_ELEMENTS:
+            raise ValueError(f"shape {v!r} holds {math.prod(sizes)} elements; at most {MAX_STATE_ELEMENTS}")
+        return v
+
+    @property
+    def elements(self) -> int:
+        return math.prod([self.shape] if isinstance(self.shape, int) else self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * (8 if self.dtype == "complex64" else 4)
 
 
 class KernelParams(StageParams):
@@ -84,6 +118,9 @@ class KernelParams(StageParams):
         "the input's.")
     params: list[float] = Field(
         default_factory=list, description="Float scalars passed after the fixed arguments (p0, p1, ...).")
+    state: KernelState | None = Field(
+        None, description="A device buffer kept between blocks, {dtype: float32|complex64, shape: [...]}: "
+        "zeroed at start and on reset, passed to the kernel as its last argument (S* state).")
     split: Literal["none", "channels"] = Field(
         "none", description="How the scheduler may split a block into chunks (pacing a throughput stream "
         "beside realtime ones): 'channels' declares that output channel c depends on input channel c only "
@@ -120,6 +157,9 @@ class KernelParams(StageParams):
         if self.split == "channels" and self.output is not None and self.output.channels is not None:
             raise ValueError("split: channels needs the input's channel count on the output "
                              "(leave output.channels out)")
+        if self.split == "channels" and self.state is not None:
+            raise ValueError("split: channels cannot be used with state (a chunk of channels would see the "
+                             "whole state buffer); leave split out")
         return self
 
 
@@ -163,6 +203,9 @@ class Kernel(Stage):
         if out is None:
             return spec
         return spec.with_(channels=out.channels or spec.channels, dtype=out.dtype or spec.dtype)
+
+    def state_bytes(self, spec: SignalSpec) -> int:
+        return self.params.state.nbytes if self.params.state is not None else 0
 
     def cpu(self, spec: SignalSpec):
         raise UnsupportedError(self.name, "cpu", "a custom CUDA kernel runs only on the cuda backend")

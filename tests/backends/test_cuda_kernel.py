@@ -157,3 +157,89 @@ def test_too_many_threads_for_the_kernel_is_refused_before_the_first_block():
                  channels=1, block_size=32, backend="cuda")
     with pytest.raises(UnsupportedError, match="threads"):
         p.process(np.zeros((1, 32), np.float32))
+
+
+# One thread per channel walks its row in order, carrying the running sum in the state buffer
+# (one float per channel) from block to block.
+RUNNING_SUM_SOURCE = """
+extern "C" __global__ void running_sum(const float* in, float* out, long long channels, long long items,
+                                       long long row_in, long long row_out, float* state) {
+    long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    float acc = state[c];
+    for (long long t = 0; t < items; ++t) {
+        acc += in[c * row_in + t];
+        out[c * row_out + t] = acc;
+    }
+    state[c] = acc;
+}
+"""
+
+# A leaky integrator acc = a * acc + x: the float param comes before the state pointer.
+LEAKY_SOURCE = """
+extern "C" __global__ void leaky(const float* in, float* out, long long channels, long long items,
+                                 long long row_in, long long row_out, float a, float* state) {
+    long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    float acc = state[c];
+    for (long long t = 0; t < items; ++t) {
+        acc = a * acc + in[c * row_in + t];
+        out[c * row_out + t] = acc;
+    }
+    state[c] = acc;
+}
+"""
+
+
+def _running_sum_stage(channels: int) -> stages.Kernel:
+    return stages.Kernel(name="rsum", entry="running_sum", source=RUNNING_SUM_SOURCE, threads=32, grid=1,
+                         state={"shape": [channels], "dtype": "float32"})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block", [64, 100])
+def test_kernel_state_is_kept_between_blocks(block):
+    # 1000 samples: full blocks and a short last one; the sum runs on across every block boundary
+    x = np.random.default_rng(block).standard_normal((3, 1000)).astype(np.float32)
+    p = Pipeline([_running_sum_stage(3)], sample_rate=48000, block_size=block, backend="cuda")
+    y = p.process(x)
+    # float32 sums in the same order as np.cumsum's (sequential); tolerance for contraction
+    np.testing.assert_allclose(y, np.cumsum(x, axis=1, dtype=np.float32), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_kernel_state_after_params_and_reset_zeroes_it():
+    from pygpukit_dsp.backends import BackendChoice
+    from pygpukit_dsp.backends.cuda_engine import CudaEngine
+
+    st = stages.Kernel(name="leak", entry="leaky", source=LEAKY_SOURCE, params=[0.5], threads=32, grid=1,
+                       state={"shape": 2})
+    p = Pipeline([st], sample_rate=1000, channels=2, block_size=32)
+    x = np.random.default_rng(4).standard_normal((2, 96)).astype(np.float32)
+    ref = np.empty_like(x)
+    acc = np.zeros(2, np.float32)
+    for t in range(x.shape[1]):
+        acc = np.float32(0.5) * acc + x[:, t]
+        ref[:, t] = acc
+    eng = CudaEngine(p, p.specs(), BackendChoice("cuda", "test"))
+    try:
+        ys = [eng.process(x[:, i:i + 32]) for i in range(0, 96, 32)]
+        np.testing.assert_allclose(np.concatenate(ys, axis=1), ref, rtol=1e-5, atol=1e-5)
+        eng.reset()  # state zeroed: the first block's output again
+        np.testing.assert_allclose(eng.process(x[:, :32]), ys[0], rtol=0, atol=0)
+    finally:
+        eng.close()
+
+
+@pytest.mark.gpu
+def test_declared_state_needs_the_state_argument():
+    from pygpukit_dsp import _native
+
+    dev = _native.Device(0)
+    sizes = dev.load_cubin(_native.compile("scale_probe2", GAIN_SOURCE, dev.arch).cubin).function("scale").parameter_sizes
+    if sizes is None:
+        pytest.skip("this driver does not report a kernel's parameters (cuFuncGetParamInfo, CUDA 12.4)")
+    p = Pipeline([stages.Kernel(name="k3", entry="scale", source=GAIN_SOURCE, params=[1.0], state={"shape": 1})],
+                 sample_rate=1000, channels=1, block_size=32, backend="cuda")
+    with pytest.raises(CompileError, match="S\\* state"):
+        p.process(np.zeros((1, 32), np.float32))

@@ -161,6 +161,7 @@ SEEDS = {
     "mix": [{"matrix": [[1.0, -1.0]]}, {"matrix": [[1.0, 0.5], ["1j", 2.0]]}],
     "multiply": [{}],
     "power": [{}],
+    "python": [{"function": "numpy:negative"}, {"function": "numpy:conjugate", "state": None}],
     "rfft": [{}, {"n": 4}],
     "resample": [{"up": 2, "down": 1}, {"up": 3, "down": 2, "taps": 31}, {"up": 1, "down": 2}],
     "select": [{"channels": [1, 0]}, {"channels": [0, 0, 1]}],

@@ -155,3 +155,40 @@ def test_yaml_errors_point_at_the_stage(tmp_path):
     with pytest.raises(ConfigError) as info:
         Pipeline.from_yaml(tmp_path / "p.yaml")
     assert "p.yaml:" in str(info.value) and "did you mean 'source'" in str(info.value)
+
+
+def test_state_declaration_is_checked_and_lowered():
+    from pygpukit_dsp.backends.cuda_ops.kernel import lower_kernel
+
+    spec = SignalSpec(1000.0, 3, 64)
+    st = Kernel(entry="k", source=SRC, state={"shape": [3, 2], "dtype": "complex64"})
+    assert st.params.state.elements == 6 and st.state_bytes(spec) == 48
+    desc = lower_kernel(st, spec, spec)
+    assert desc.params["state_elements"] == 6 and desc.params["state_dtype"] == "complex64"
+    one = Kernel(entry="k", source=SRC, state={"shape": 5})
+    assert one.params.state.dtype == "float32" and one.state_bytes(spec) == 20
+    # no state: the op gets none, and the kernel's arguments are as before
+    plain = lower_kernel(Kernel(entry="k", source=SRC), spec, spec)
+    assert plain.params["state_elements"] == 0 and Kernel(entry="k", source=SRC).state_bytes(spec) == 0
+    assert "shape" in str(config_error(Kernel, entry="k", source=SRC, state={"shape": [3, 0]}))
+    assert "shape" in str(config_error(Kernel, entry="k", source=SRC, state={"shape": []}))
+    assert "dtype" in str(config_error(Kernel, entry="k", source=SRC, state={"shape": 2, "dtype": "int8"}))
+    assert "split: channels cannot be used with state" in str(
+        config_error(Kernel, entry="k", source=SRC, state={"shape": 2}, split="channels"))
+
+
+def test_state_round_trips_through_yaml(tmp_path):
+    (tmp_path / "p.yaml").write_text(textwrap.dedent(f"""
+        version: 1
+        name: custom
+        sample_rate: 48000
+        channels: 2
+        stages:
+          - type: kernel
+            entry: k
+            source: '{SRC}'
+            state: {{shape: [2], dtype: float32}}
+    """))
+    st = Pipeline.from_yaml(tmp_path / "p.yaml").stages[0]
+    assert st.params.state.elements == 2
+    assert st.to_config()["state"] == {"shape": [2]}

@@ -19,4 +19,7 @@ def lower_kernel(stage: Kernel, spec_in: SignalSpec, spec_out: SignalSpec) -> Op
         "grid": 0 if p.grid == "auto" else int(p.grid),
         "params": np.asarray(p.params, dtype=np.float64),
         "split": p.split,
+        # declared state: the op's own zeroed device buffer, passed to the kernel last (0: none)
+        "state_elements": p.state.elements if p.state is not None else 0,
+        "state_dtype": p.state.dtype if p.state is not None else "float32",
     })
