@@ -10,7 +10,7 @@ taps x 64 channels x 256-sample blocks), and uniformly partitioned overlap-save 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -21,8 +21,10 @@ from ..signal import SignalSpec
 from ._design_rules import firwin_refusal
 from ._common import (check_file_exists, exactly_one, load_array_file, output_dtype, require_domain,
                       require_multiple)
-from ._polyphase import DecimatingFir
 from .base import NumberArray, Stage, StageParams, register_stage
+
+if TYPE_CHECKING:
+    from ._polyphase import DecimatingFir
 
 WindowSpec = str | list[str | float]
 
@@ -555,10 +557,11 @@ class Fir(Stage):
                 hint=f"give {spec.channels} rows, or a 1-D taps list applied to every channel")
         return spec.with_(dtype=output_dtype(np.iscomplexobj(taps), spec.is_complex), **rate)
 
-    def cpu(self, spec: SignalSpec) -> DirectFir | MatmulFir | OverlapSaveFir | DecimatingFir:
+    def cpu(self, spec: SignalSpec) -> "DirectFir | MatmulFir | OverlapSaveFir | DecimatingFir":
         out = self.output_spec(spec)
         taps = self.taps_for(spec)
         if self.params.decimate > 1:
+            from ._polyphase import DecimatingFir  # loaded when a decimating filter runs
             return DecimatingFir(taps, self.params.decimate, spec.channels, spec.block_size, out.np_dtype)
         method, step, K, _ = plan_fir(taps.shape[-1], spec.channels, spec.block_size,
                                       out.is_complex, self.params.method, per_channel=taps.ndim == 2)
