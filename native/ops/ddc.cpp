@@ -6,6 +6,9 @@
 //              (the lowering makes them), h itself for fir
 //   decimate   D: outputs at the block's samples 0, D, 2D... (the block size is a multiple of D)
 //   step       the 64-bit phase step of inc cycles per sample (0: no rotation, fir)
+// Kernels: the tiled form (a CTA of T <= 256 outputs stages its input window in shared memory,
+// ordered by phase) when D * (T + (L-1)/D) samples fit in 48 KiB, else one thread per output
+// reading global memory (kernels/ddc.cu).
 // State on the device: the last L - 1 input samples of every channel (dsp::DeviceHistory) and
 // the stream's sample index (one uint64, advanced by the block size after each block).
 //
@@ -68,9 +71,18 @@ public:
         index_->memset(0, sizeof(unsigned long long), 0, nullptr);
         history_ = std::make_unique<dsp::DeviceHistory>(device_, in_.dtype, channels_, L_ - 1, n_);
         module_ = load_embedded_module(device_, "ddc", CompileOptions{});
-        const char* entry = x_complex ? (h_complex ? "gk_ddc_cc" : "gk_ddc_cr")
-                                      : (h_complex ? "gk_ddc_rc" : "gk_ddc_rr");
-        kernel_ = module_->function(entry);
+        const std::string variant = x_complex ? (h_complex ? "cc" : "cr") : (h_complex ? "rc" : "rr");
+        // the tiled kernel when a CTA's phase-ordered window fits in 48 KiB of shared memory
+        const int64_t esz = static_cast<int64_t>(dtype_size(in_.dtype));
+        for (int64_t t : {256, 128, 64, 32}) {
+            const int64_t bytes = D_ * (t + (L_ - 1) / D_) * esz;
+            if (bytes <= kMaxSharedBytes) {
+                tile_ = t;
+                shared_bytes_ = static_cast<unsigned>(bytes);
+                break;
+            }
+        }
+        kernel_ = module_->function((tile_ ? "gk_ddc_tiled_" : "gk_ddc_") + variant);
         advance_ = module_->function("gk_nco_advance");
         split_ = dsp::split_units(out_.items, channels_);
     }
@@ -108,9 +120,11 @@ private:
     // Outputs [k0, k1) of every channel.
     void run(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t k0, int64_t k1) const {
         if (k1 <= k0) return;
-        launch(*kernel_, dim(static_cast<unsigned>(ceil_div(k1 - k0, 256)), static_cast<unsigned>(channels_)),
-               dim(256), 0, s, out, in, history_->ptr(), taps_->ptr(), index_->ptr(), step_, u32(n_),
-               u32(out_.items), u32(L_), u32(D_), u32(taps_row_), u32(k0), u32(k1));
+        const int64_t threads = tile_ ? tile_ : 256;
+        launch(*kernel_, dim(static_cast<unsigned>(ceil_div(k1 - k0, threads)), static_cast<unsigned>(channels_)),
+               dim(static_cast<unsigned>(threads)), shared_bytes_, s, out, in, history_->ptr(), taps_->ptr(),
+               index_->ptr(), step_, u32(n_), u32(out_.items), u32(L_), u32(D_), u32(taps_row_), u32(k0),
+               u32(k1));
     }
 
     void finish_block(CUstream s, CUdeviceptr in) const {
@@ -119,11 +133,14 @@ private:
             launch(*advance_, dim(1), dim(1), 0, s, index_->ptr(), static_cast<unsigned long long>(n_));
     }
 
+    static constexpr int64_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
     std::shared_ptr<Device> device_;
     std::string label_;
     TensorDesc in_, out_;
     dsp::UtilKernels util_;
     int64_t channels_ = 1, n_ = 0, D_ = 1, L_ = 1, taps_row_ = 0;
+    int64_t tile_ = 0;  // outputs per CTA of the tiled kernel; 0: the plain kernel
+    unsigned shared_bytes_ = 0;
     unsigned long long step_ = 0;
     std::unique_ptr<DeviceBuffer> taps_, index_;
     std::unique_ptr<dsp::DeviceHistory> history_;

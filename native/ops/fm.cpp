@@ -70,7 +70,7 @@ public:
     const char* kind() const override { return "fm_demod"; }
 
 private:
-    static constexpr unsigned kScanThreads = 256;  // fm.cu's kScanThreads
+    static constexpr unsigned kScanThreads = 1024;  // fm.cu's kScanThreads
     std::shared_ptr<Device> device_;
     std::string label_;
     TensorDesc in_;

@@ -135,6 +135,8 @@ cases = {
     "fir_dec_cr": op("ddc", 2, 1000, {"taps": np.ones((2, 5)), "decimate": 5, "step": 0}, "complex64",
                      out=(2, 200, "complex64")),
     "fir_dec_one_tap": op("ddc", 1, 64, {"taps": np.ones(1), "decimate": 2, "step": 0}, out=(1, 32, "float32")),
+    "fir_dec_plain": op("ddc", 2, 1280, {"taps": np.ones(4161) + 0j, "decimate": 64, "step": 0}, "complex64",
+                        out=(2, 20, "complex64")),
     "fm": op("fm_demod", 3, 1000, {"gain": 1.0}, "complex64", out=(3, 1000, "float32")),
     "fm_real": op("fm_demod", 3, 1000, {"gain": 2.0}, out=(3, 1000, "float32")),
     "fm_deemph": op("fm_demod", 3, 1000, {"gain": 1.0, "pole": 0.75}, "complex64", out=(3, 1000, "float32")),
@@ -179,6 +181,7 @@ def test_fake_every_op_runs_full_final_and_split_blocks(fake_sdr):
     assert runs["fir_dec_cr"] == ([[2, 200]] * 3 + [[2, 200]]) * 2  # ceil(997 / 5) = 200
     assert runs["fir_dec_rr"] == ([[64, 2048]] * 3 + [[64, 2047]]) * 2  # ceil(4093 / 2)
     assert runs["fir_dec_one_tap"] == ([[1, 32]] * 3 + [[1, 31]]) * 2
+    assert runs["fir_dec_plain"] == ([[2, 20]] * 3 + [[2, 20]]) * 2
     for name in ("fm", "fm_real", "fm_deemph", "hilbert_fir"):
         assert runs[name][3] == [runs[name][0][0], 997]
 
@@ -225,6 +228,18 @@ def test_fir_decimate_matches_cpu(complex_x, D, L):
     taps = ss.firwin(L, 0.8 / D) if L % 2 else np.random.default_rng(L).standard_normal(L) / np.sqrt(L)
     gpu, cpu = both(Fir(taps=taps, decimate=D), x, 1000)
     assert gpu.shape[1] == -(-N // D)
+    assert rel_err(gpu, cpu) < FIR_TOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("complex_x", [True, False])
+@pytest.mark.parametrize("L", [257, 4161])  # complex: tiles of 64 outputs; beyond 48 KiB: the plain kernel
+def test_fir_decimate_by_64_matches_cpu(complex_x, L):
+    n = 3 * 1280 + 357
+    x = signal(2, n, complex_x, seed=L)
+    taps = np.random.default_rng(L).standard_normal(L) / np.sqrt(L)
+    gpu, cpu = both(Fir(taps=taps, decimate=64), x, 1280)
+    assert gpu.shape[1] == -(-n // 64)
     assert rel_err(gpu, cpu) < FIR_TOL
 
 

@@ -61,10 +61,77 @@ __device__ __forceinline__ void ddc(Y* __restrict__ out, const X* __restrict__ i
     out[c * out_n + k] = finish(acc, index, step, (unsigned long long)base);
 }
 
+// The tiled form: a CTA of T threads computes T consecutive outputs [k0, k0 + T) of one channel.
+// It stages the input window they read, w[i] = x[k0*D - (L-1) + i] (history before the block,
+// zeros past it), in shared memory *by phase*, sh[r][j] = w[j*D + r], J = T + (L-1)/D columns per
+// phase (coalesced global loads, once per sample). Output t is
+//     sum_{m < L} h[L-1-m] * w[t*D + m] = sum_{q, r: qD + r < L} h[L-1-qD-r] * sh[r][t + q],
+// so for every tap the CTA's threads read consecutive words of one row: no bank conflicts, where
+// a plain strided read (t*D + m) would serialise on D-way conflicts.
+template <class X, class H, class Y>
+__device__ __forceinline__ void ddc_tiled(Y* __restrict__ out, const X* __restrict__ in,
+                                          const X* __restrict__ hist, const H* __restrict__ taps,
+                                          const unsigned long long* __restrict__ index,
+                                          unsigned long long step, unsigned n, unsigned out_n,
+                                          unsigned L, unsigned D, unsigned taps_row,
+                                          unsigned k_begin, unsigned k_end) {
+    extern __shared__ __align__(16) unsigned char gk_ddc_smem[];
+    X* sh = reinterpret_cast<X*>(gk_ddc_smem);
+    const unsigned T = blockDim.x;
+    const unsigned J = T + (L - 1) / D;
+    const unsigned k0 = k_begin + blockIdx.x * T;
+    const gk_size_t c = blockIdx.y;
+    const unsigned hist_len = L - 1;
+    const X* in_row = in + c * n;
+    const X* hist_row = hist + c * hist_len;
+    const long long first = (long long)k0 * D - (long long)hist_len;  // w[0]'s stream index in the block
+    const unsigned span = J * D;
+    for (unsigned i = threadIdx.x; i < span; i += T) {
+        const long long g = first + (long long)i;
+        X v = zero<X>();
+        if (g >= 0) {
+            if (g < (long long)n) v = __ldg(in_row + g);
+        } else {
+            v = __ldg(hist_row + (hist_len + g));  // g >= -hist_len
+        }
+        const unsigned j = i / D, r = i - j * D;
+        sh[(gk_size_t)r * J + j] = v;
+    }
+    __syncthreads();
+    const unsigned t = threadIdx.x;
+    const unsigned k = k0 + t;
+    if (k >= k_end) return;
+    const H* h = taps + c * taps_row;
+    Y acc = zero<Y>();
+    unsigned m = 0;
+    for (unsigned q = 0; m < L; ++q) {
+        const X* col = sh + t + q;
+        for (unsigned r = 0; r < D && m < L; ++r, ++m) madd(acc, __ldg(h + (L - 1 - m)), col[(gk_size_t)r * J]);
+    }
+    out[c * out_n + k] = finish(acc, index, step, (unsigned long long)k * D);
+}
+
 }  // namespace
 
-// grid (ceil((k_end - k_begin) / 256), channels), block 256: outputs [k_begin, k_end) of every
-// channel. index: the stream's sample index of the block's first input (read only when step != 0).
+// Tiled: grid (ceil((k_end - k_begin) / T), channels), block T, dynamic shared memory
+// D * (T + (L-1)/D) samples (the op picks T so that it fits in 48 KiB).
+#define GK_DDC_TILED_KERNEL(name, X, H, Y)                                                      \
+    extern "C" __global__ void name(Y* out, const X* in, const X* hist, const H* taps,          \
+                                    const unsigned long long* index, unsigned long long step,   \
+                                    unsigned n, unsigned out_n, unsigned L, unsigned D,         \
+                                    unsigned taps_row, unsigned k_begin, unsigned k_end) {      \
+        ddc_tiled<X, H, Y>(out, in, hist, taps, index, step, n, out_n, L, D, taps_row, k_begin, \
+                           k_end);                                                               \
+    }
+
+GK_DDC_TILED_KERNEL(gk_ddc_tiled_rr, float, float, float)
+GK_DDC_TILED_KERNEL(gk_ddc_tiled_rc, float, float2, float2)
+GK_DDC_TILED_KERNEL(gk_ddc_tiled_cr, float2, float, float2)
+GK_DDC_TILED_KERNEL(gk_ddc_tiled_cc, float2, float2, float2)
+
+// Plain (windows too large to stage): grid (ceil((k_end - k_begin) / 256), channels), block 256:
+// outputs [k_begin, k_end) of every channel. index: the stream's sample index of the block's
+// first input (read only when step != 0).
 #define GK_DDC_KERNEL(name, X, H, Y)                                                            \
     extern "C" __global__ void name(Y* out, const X* in, const X* hist, const H* taps,          \
                                     const unsigned long long* index, unsigned long long step,   \

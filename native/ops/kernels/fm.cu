@@ -34,7 +34,7 @@ __device__ __forceinline__ void demod(float* __restrict__ y, const X* __restrict
     }
 }
 
-constexpr int kScanThreads = 256;
+constexpr int kScanThreads = 1024;
 
 // grid (channels), block kScanThreads: one CTA per channel. Thread t takes the contiguous chunk
 // [t*K, min(n, (t+1)*K)), K = ceil(n / threads): it runs the recurrence from 0 over its chunk
@@ -100,11 +100,11 @@ extern "C" __global__ void gk_fm_demod_c64(float* y, const float2* x, const floa
                                            gk_size_t channels, gk_size_t n, float gain) {
     demod(y, x, prev, channels, n, gain);
 }
-extern "C" __global__ void gk_fm_deemph_f32(float* y, const float* x, const float* prev, float* state,
+extern "C" __global__ void __launch_bounds__(kScanThreads) gk_fm_deemph_f32(float* y, const float* x, const float* prev, float* state,
                                             gk_size_t n, float gain, float a) {
     demod_deemph(y, x, prev, state, n, gain, a);
 }
-extern "C" __global__ void gk_fm_deemph_c64(float* y, const float2* x, const float2* prev,
+extern "C" __global__ void __launch_bounds__(kScanThreads) gk_fm_deemph_c64(float* y, const float2* x, const float2* prev,
                                             float* state, gk_size_t n, float gain, float a) {
     demod_deemph(y, x, prev, state, n, gain, a);
 }
