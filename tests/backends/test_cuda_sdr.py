@@ -28,7 +28,7 @@ from pygpukit_dsp.pipeline import Pipeline
 from pygpukit_dsp.signal import SignalSpec
 from pygpukit_dsp.stages.fir import Fir
 from pygpukit_dsp.stages.fm import FmDemod
-from pygpukit_dsp.stages.hilbert import Hilbert, analytic_taps
+from pygpukit_dsp.stages.hilbert import Hilbert, analytic_taps, hilbert_taps
 from pygpukit_dsp.stages.shift import Ddc, Shift
 
 from .compare import both, rel_err, signal
@@ -94,12 +94,29 @@ def test_fir_decimate_lowers_to_the_ddc_op_without_rotation():
     assert lower_fir(Fir(taps=np.ones(8)), s, s).kind == "fir"  # decimate 1: the fir op as before
 
 
-def test_hilbert_lowers_to_the_fir_op_with_complex_taps():
+def test_hilbert_lowers_to_its_op_with_the_odd_taps():
     st = Hilbert(numtaps=127)
     s = spec(dtype="float32")
     desc = lower_hilbert(st, s, st.output_spec(s))
-    assert desc.kind == "fir" and desc.spec_out.dtype == "complex64"
-    np.testing.assert_array_equal(desc.params["taps"], analytic_taps(127))
+    assert desc.kind == "hilbert" and desc.spec_out.dtype == "complex64" and desc.params["numtaps"] == 127
+    h = hilbert_taps(127)
+    np.testing.assert_array_equal(desc.params["odd_taps"], h[64::2])  # h[d + 1], h[d + 3], ... (d = 63)
+    assert desc.params["odd_taps"].size == 32
+    # the symmetric form: x[n - d] + j * sum_j odd[j] * (x[n - d - m] - x[n - d + m]), m = 2j + 1
+    x = signal(1, 600, False, 9)[0].astype(np.float64)
+    xp = np.concatenate([np.zeros(126), x])
+    n = np.arange(126, 726)
+    imag = sum(o * (xp[n - 63 - (2 * j + 1)] - xp[n - 63 + (2 * j + 1)]) for j, o in enumerate(desc.params["odd_taps"]))
+    np.testing.assert_allclose(imag, ss.lfilter(h, 1, x), atol=1e-12)
+
+
+def test_a_hilbert_beyond_its_window_runs_on_the_fir_op():
+    st = Hilbert(numtaps=12035)  # (256 + 12034) floats: more than 48 KiB
+    s = spec(channels=1, block=4096, dtype="float32")
+    desc = lower_hilbert(st, s, st.output_spec(s))
+    assert desc.kind == "fir"
+    np.testing.assert_array_equal(desc.params["taps"], analytic_taps(12035))
+    assert lower_hilbert(Hilbert(numtaps=12033), s, s.with_(dtype="complex64")).kind == "hilbert"
 
 
 def test_fm_demod_passes_the_pole_only_with_deemphasis():
@@ -141,6 +158,7 @@ cases = {
     "fm_real": op("fm_demod", 3, 1000, {"gain": 2.0}, out=(3, 1000, "float32")),
     "fm_deemph": op("fm_demod", 3, 1000, {"gain": 1.0, "pole": 0.75}, "complex64", out=(3, 1000, "float32")),
     "hilbert_fir": op("fir", 2, 1000, {"taps": np.ones(127) + 1j, "method": "direct"}, out=(2, 1000, "complex64")),
+    "hilbert": op("hilbert", 64, 4096, {"numtaps": 127, "odd_taps": np.ones(32)}, out=(64, 4096, "complex64")),
 }
 res = {"units": {}, "runs": {}}
 for name, o in cases.items():
@@ -184,6 +202,7 @@ def test_fake_every_op_runs_full_final_and_split_blocks(fake_sdr):
     assert runs["fir_dec_plain"] == ([[2, 20]] * 3 + [[2, 20]]) * 2
     for name in ("fm", "fm_real", "fm_deemph", "hilbert_fir"):
         assert runs[name][3] == [runs[name][0][0], 997]
+    assert runs["hilbert"] == ([[64, 4096]] * 3 + [[64, 4093]]) * 2
 
 
 def test_fake_units_of_the_new_ops(fake_sdr):
@@ -191,6 +210,7 @@ def test_fake_units_of_the_new_ops(fake_sdr):
     assert u["shift_f32"] == u["fm_deemph"] == u["fm"] == 1
     assert u["fir_dec_rr"] == 32  # 2048 outputs x 64 channels: ranges of 64 outputs (4096 over the channels)
     assert u["ddc_cc"] == 1  # 250 outputs x 3 channels: below one unit's worth
+    assert u["hilbert"] == 64  # 4096 outputs x 64 channels: ranges of 64 outputs
 
 
 def test_fake_a_block_not_a_multiple_of_decimate_is_refused(fake_sdr):
@@ -292,7 +312,7 @@ def test_fm_demod_deemphasis_matches_cpu(complex_, us, block):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("numtaps", [31, 127, 255])
+@pytest.mark.parametrize("numtaps", [3, 31, 127, 255, 12033, 12035])  # 12035: on the fir op
 def test_hilbert_matches_cpu(numtaps):
     x = signal(3, N, False, seed=numtaps)
     gpu, cpu = both(Hilbert(numtaps=numtaps), x, 1000)
