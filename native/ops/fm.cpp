@@ -5,9 +5,9 @@
 //   gain   the output scale
 //   pole   a = exp(-1 / (fs * tau)) of the de-emphasis (absent: none)
 // State on the device: the last input sample of every channel (dsp::DeviceHistory of one sample)
-// and, with de-emphasis, the filter's last output per channel. One unit: the de-emphasis is a
-// recurrence along each channel (a CTA per channel scans it), the plain discriminator a light
-// elementwise pass.
+// and, with de-emphasis, the filter's last output per channel. The discriminator is elementwise
+// over the whole GPU; the de-emphasis then runs in place, one CTA per channel scanning its
+// recurrence. One unit: the scan is a recurrence along each channel.
 #include <string>
 
 #include "dsp_util.h"
@@ -37,22 +37,19 @@ public:
         }
         prev_ = std::make_unique<dsp::DeviceHistory>(device_, in_.dtype, in_.channels, 1, in_.items);
         module_ = load_embedded_module(device_, "fm", CompileOptions{});
-        const bool c = in_.dtype == DType::C64;
-        kernel_ = module_->function(deemph_ ? (c ? "gk_fm_deemph_c64" : "gk_fm_deemph_f32")
-                                            : (c ? "gk_fm_demod_c64" : "gk_fm_demod_f32"));
+        kernel_ = module_->function(in_.dtype == DType::C64 ? "gk_fm_demod_c64" : "gk_fm_demod_f32");
+        if (deemph_) deemph_kernel_ = module_->function("gk_fm_deemphasis");
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
         const unsigned long long channels = static_cast<unsigned long long>(in_.channels);
         const unsigned long long n = static_cast<unsigned long long>(in_.items);
-        if (deemph_) {
-            launch(*kernel_, dim(static_cast<unsigned>(in_.channels)), dim(kScanThreads), 0, s, out, in,
-                   prev_->ptr(), state_->ptr(), n, gain_, pole_);
-        } else {
-            const unsigned gx = dsp::grid_for(*device_, in_.items);
-            const unsigned gy = static_cast<unsigned>(in_.channels < 65535 ? in_.channels : 65535);
-            launch(*kernel_, dim(gx, gy), dim(256), 0, s, out, in, prev_->ptr(), channels, n, gain_);
-        }
+        const unsigned gx = dsp::grid_for(*device_, in_.items);
+        const unsigned gy = static_cast<unsigned>(in_.channels < 65535 ? in_.channels : 65535);
+        launch(*kernel_, dim(gx, gy), dim(256), 0, s, out, in, prev_->ptr(), channels, n, gain_);
+        if (deemph_)
+            launch(*deemph_kernel_, dim(static_cast<unsigned>(in_.channels)), dim(kScanThreads), 0, s, out,
+                   state_->ptr(), n, pole_);
         prev_->update(s, util_, in);
         if (final)  // the next op reads zeros past a final block's n_in (op.h)
             dsp::zero_after(s, util_, out, in_.channels, in_.items, sizeof(float), n_in);
@@ -80,7 +77,7 @@ private:
     std::unique_ptr<DeviceBuffer> state_;
     std::unique_ptr<dsp::DeviceHistory> prev_;
     std::shared_ptr<Module> module_;
-    std::shared_ptr<Kernel> kernel_;
+    std::shared_ptr<Kernel> kernel_, deemph_kernel_;
 };
 
 GK_REGISTER_OP("fm_demod", [](const OpArgs& a) { return std::make_unique<FmDemodOp>(a); });

@@ -1,6 +1,7 @@
 // fm_demod (pygpukit_dsp/stages/fm.py): d[n] = gain * angle(x[n] * conj(x[n-1])), x[-1] from the
-// previous block (prev: one sample per channel, zero at the stream's start); optionally
-// de-emphasised, y[n] = a * y[n-1] + (1 - a) * d[n], its state (y of the previous block's last
+// previous block (prev: one sample per channel, zero at the stream's start), elementwise over
+// the whole GPU (gk_fm_demod_*); optionally de-emphasised after it, in place,
+// y[n] = a * y[n-1] + (1 - a) * d[n] (gk_fm_deemphasis), its state (y of the previous block's last
 // sample) per channel in `state`.
 #include "gk_common.cuh"
 
@@ -36,20 +37,18 @@ __device__ __forceinline__ void demod(float* __restrict__ y, const X* __restrict
 
 constexpr int kScanThreads = 1024;
 
+// The de-emphasis of d (the discriminator's output, already in y), in place.
 // grid (channels), block kScanThreads: one CTA per channel. Thread t takes the contiguous chunk
 // [t*K, min(n, (t+1)*K)), K = ceil(n / threads): it runs the recurrence from 0 over its chunk
 // (pass 1), the CTA scans the chunks' (a^len, end value) pairs to get each chunk's carry-in,
 // and each thread adds a^(i - start + 1) * carry to its outputs (pass 2). The last chunk's end
 // becomes the state.
-template <class X>
-__device__ __forceinline__ void demod_deemph(float* __restrict__ y, const X* __restrict__ x,
-                                             const X* __restrict__ prev, float* __restrict__ state,
-                                             gk_size_t n, float gain, float a) {
+__device__ __forceinline__ void deemphasis(float* __restrict__ y, float* __restrict__ state,
+                                           gk_size_t n, float a) {
     __shared__ float scan_m[kScanThreads];
     __shared__ float scan_e[kScanThreads];
     const gk_size_t c = blockIdx.x;
     const int t = threadIdx.x;
-    const X* xc = x + c * n;
     float* yc = y + c * n;
     const float s0 = state[c];
     const float b = 1.0f - a;
@@ -59,8 +58,7 @@ __device__ __forceinline__ void demod_deemph(float* __restrict__ y, const X* __r
     if (i1 > n) i1 = n;
     float v = 0.0f;
     for (gk_size_t i = i0; i < i1; ++i) {
-        const float d = gain * discriminate(xc[i], i == 0 ? prev[c] : xc[i - 1]);
-        v = fmaf(a, v, b * d);
+        v = fmaf(a, v, b * yc[i]);
         yc[i] = v;
     }
     float m = powf(a, (float)(i1 - i0));  // a^0 = 1: an empty chunk passes the state through
@@ -100,11 +98,8 @@ extern "C" __global__ void gk_fm_demod_c64(float* y, const float2* x, const floa
                                            gk_size_t channels, gk_size_t n, float gain) {
     demod(y, x, prev, channels, n, gain);
 }
-extern "C" __global__ void __launch_bounds__(kScanThreads) gk_fm_deemph_f32(float* y, const float* x, const float* prev, float* state,
-                                            gk_size_t n, float gain, float a) {
-    demod_deemph(y, x, prev, state, n, gain, a);
-}
-extern "C" __global__ void __launch_bounds__(kScanThreads) gk_fm_deemph_c64(float* y, const float2* x, const float2* prev,
-                                            float* state, gk_size_t n, float gain, float a) {
-    demod_deemph(y, x, prev, state, n, gain, a);
+// grid (channels), block kScanThreads; after gk_fm_demod_* on the same y.
+extern "C" __global__ void __launch_bounds__(kScanThreads) gk_fm_deemphasis(float* y, float* state,
+                                                                            gk_size_t n, float a) {
+    deemphasis(y, state, n, a);
 }
