@@ -332,3 +332,24 @@ def test_the_fm_receiver_chain_matches_cpu():
              FmDemod(gain=240000.0 / (2 * np.pi * 75e3), deemphasis_us=75), Resample(up=1, down=5)]
     gpu, cpu = both(chain, x, 9600, rate=fs)
     assert rel_err(gpu, cpu) < DEEMPH_TOL
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: the units of ddc (fir decimate) and hilbert, split in chunks, give the unsplit result
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("complex_", [False, True])
+def test_ddc_splits_over_output_samples(complex_):
+    from .test_cuda_chunked import check_split_stream, time_spec
+
+    st = Ddc(freq_hz=3000.0, taps=ss.firwin(63, 0.1), decimate=4)
+    assert check_split_stream([st], time_spec(4, 24000, complex_), exact=True, kinds=["ddc"], cpu_rtol=DDC_TOL) > 4
+
+
+@pytest.mark.gpu
+def test_fir_decimate_and_hilbert_split_over_output_samples():
+    from .test_cuda_chunked import check_split_stream, time_spec
+
+    st = Fir(taps=ss.firwin(127, 0.1), decimate=2)
+    assert check_split_stream([st], time_spec(4, 24000), exact=True, kinds=["ddc"]) > 4
+    assert check_split_stream([Hilbert(numtaps=127)], time_spec(4, 12000), exact=True, kinds=["hilbert"]) > 4
