@@ -65,8 +65,8 @@ class FmDemodProcessor:
 class FmDemod(Stage):
     """FM discriminator: ``y[n] = gain * angle(x[n] * conj(x[n-1]))``, ``x[-1] = 0`` at the start.
 
-    Complex input (a real one gives angle(x[n] * x[n-1]): pi where the product is negative, else 0), float32 output at the
-    input's rate and block size, no delay. ``deemphasis_us`` (50 or 75) adds the broadcast
+    Complex input (a real one gives angle(x[n] * x[n-1]): pi where the product is negative,
+    else 0), float32 output at the input's rate and block size, no delay. ``deemphasis_us`` (50 or 75) adds the broadcast
     de-emphasis, ``lfilter([1 - a], [1, -a])`` with ``a = exp(-1 / (fs * tau))`` (unit gain at 0
     Hz), its state carried across blocks.
     """

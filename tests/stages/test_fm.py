@@ -61,7 +61,8 @@ def test_deemphasis_gains_one_at_dc_and_cuts_high_audio():
 
 def test_state_carries_across_blocks_of_any_size(rng):
     x = iq(rng, 2, 3000)
-    outs = [run_stage(FmDemod(deemphasis_us=50), SignalSpec(FS, 2, b, dtype="complex64"), x) for b in (1, 7, 1000, 3000)]
+    outs = [run_stage(FmDemod(deemphasis_us=50), SignalSpec(FS, 2, b, dtype="complex64"), x)
+            for b in (1, 7, 1000, 3000)]
     for y in outs[1:]:
         np.testing.assert_allclose(y, outs[0], rtol=0, atol=2e-6)
 
