@@ -19,15 +19,38 @@ GRAPHS = {"sdr_receiver.yaml", "mic_array.yaml"}  # graphs with branches (docs/g
 
 @pytest.fixture
 def workdir(tmp_path):
-    """A copy of pipelines/ so that outputs land in a temporary folder."""
+    """A copy of pipelines/ so that outputs land in a temporary folder, with the IQ file that
+    fm_receiver.yaml reads made there (pipelines/data/make_data.py --fm makes it in place)."""
     dst = tmp_path / "pipelines"
     shutil.copytree(ROOT / "pipelines", dst, ignore=shutil.ignore_patterns("out"))
+    if not (dst / "data" / "fm_broadcast.cs16").exists():
+        _make_data().fm_broadcast_cs16(dst / "data" / "fm_broadcast.cs16")
     return dst
 
 
+def _make_data():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_data", ROOT / "pipelines" / "data" / "make_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tone_snr_db(y: np.ndarray, fs: float, f0: float) -> tuple[float, float]:
+    """(SNR in dB, amplitude) of the tone at f0 in y: a least-squares fit of the tone and a DC
+    offset; everything else (noise, distortion, other tones) counts as noise."""
+    t = np.arange(y.size) / fs
+    basis = np.stack([np.sin(2 * np.pi * f0 * t), np.cos(2 * np.pi * f0 * t), np.ones(y.size)], axis=1)
+    coef, *_ = np.linalg.lstsq(basis, y.astype(np.float64), rcond=None)
+    tone = basis[:, :2] @ coef[:2]
+    noise = y - basis @ coef
+    return float(10 * np.log10(np.sum(tone ** 2) / np.sum(noise ** 2))), float(np.hypot(coef[0], coef[1]))
+
+
 def test_the_examples_exist():
-    assert EXAMPLES == ["beamformer.yaml", "cluster.yaml", "demo.yaml", "file_filter.yaml", "mic_array.yaml", "multi.yaml",
-                        "sdr_channelizer.yaml", "sdr_receiver.yaml", "sdr_to_sigmf.yaml"]
+    assert EXAMPLES == ["beamformer.yaml", "cluster.yaml", "demo.yaml", "file_filter.yaml", "fm_receiver.yaml",
+                        "mic_array.yaml", "multi.yaml", "sdr_channelizer.yaml", "sdr_receiver.yaml", "sdr_to_sigmf.yaml"]
     assert GRAPHS < set(EXAMPLES)
     assert all((ROOT / "pipelines" / name).exists() for name in LIVE + NET)
 
@@ -107,6 +130,13 @@ def _check_outputs(workdir, name, summaries):
         np.testing.assert_array_equal(compare[0], mic0)
         np.testing.assert_array_equal(compare[1], beams[3])
         assert int(np.argmax((np.abs(beams[:, 4096:]) ** 2).mean(axis=1))) == 3
+    elif name == "fm_receiver.yaml":  # the station's 1 kHz tone back in the WAV
+        y, fs = sf.read(workdir / "out" / "fm_tone.wav", dtype="float32")
+        assert fs == 48000 and y.shape == (summary.samples_in // 10,)  # 480 kHz IQ -> 48 kHz audio
+        snr, amplitude = tone_snr_db(y[960:], fs, 1000.0)  # after the filters settle (20 ms)
+        # measured 74.4 dB (cpu); 50/75 of full deviation, times the de-emphasis at 1 kHz (0.905)
+        assert snr > 60.0, snr
+        assert abs(amplitude - 50 / 75 * 0.905) < 0.02, amplitude
     elif name == "demo.yaml":
         assert summary.samples_in == 5 * 48000 and summary.samples_out == -(-5 * 48000 // 256)
     elif name == "multi.yaml":

@@ -1,6 +1,10 @@
 """Regenerates the small input files the example pipelines read (deterministic).
 
-    python pipelines/data/make_data.py
+    python pipelines/data/make_data.py          # every file
+    python pipelines/data/make_data.py --fm     # fm_broadcast.cs16 alone (pipelines/fm_receiver.yaml)
+
+fm_broadcast.cs16 is not kept in the repository (it is made when needed: the example tests
+make it in their copy of pipelines/).
 """
 
 from pathlib import Path
@@ -34,6 +38,32 @@ def iq_cs16(path: Path, fs: float = 1.024e6, n: int = 32768) -> None:
     iq.tofile(path)
 
 
+FM_RATE = 480000.0     # IQ sample rate of fm_broadcast.cs16
+FM_STATION_HZ = 100e3  # the station's offset from the tuned centre
+FM_TONE_HZ = 1000.0    # its modulating tone
+FM_DEVIATION_HZ = 50e3
+
+
+def fm_broadcast_cs16(path: Path, fs: float = FM_RATE, seconds: float = 0.3) -> None:
+    """Interleaved int16 IQ of an FM broadcast band: a station at +100 kHz carrying a 1 kHz tone
+    at 50 kHz peak deviation (no pre-emphasis), a weaker station at -150 kHz carrying 3 kHz, and
+    noise (about 40 dB carrier-to-noise in the station's 200 kHz)."""
+    n = int(fs * seconds)
+    t = np.arange(n) / fs
+    rng = np.random.default_rng(4)
+
+    def station(offset_hz: float, tone_hz: float, amplitude: float) -> np.ndarray:
+        phase = 2 * np.pi * FM_DEVIATION_HZ * np.cumsum(np.sin(2 * np.pi * tone_hz * t)) / fs
+        return amplitude * np.exp(1j * (2 * np.pi * offset_hz * t + phase))
+
+    z = station(FM_STATION_HZ, FM_TONE_HZ, 0.5) + station(-150e3, 3000.0, 0.2)
+    z += 0.005 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    iq = np.empty(2 * n, np.int16)
+    iq[0::2] = np.round(z.real * 32767)
+    iq[1::2] = np.round(z.imag * 32767)
+    iq.tofile(path)
+
+
 def beam_weights(path: Path, elements: int = 8, beams: int = 5, nfft: int = 256, fs: float = 48000.0,
                  spacing_m: float = 0.04, c: float = 343.0) -> None:
     """Per-bin delay-and-sum weights (bins, beams, elements) for a uniform linear array."""
@@ -57,6 +87,12 @@ def room_ir(path: Path, fs: float = 48000.0, seconds: float = 0.25, rt60_s: floa
 
 
 if __name__ == "__main__":
+    import sys
+
+    fm_broadcast_cs16(HERE / "fm_broadcast.cs16")
+    if "--fm" in sys.argv[1:]:
+        print("wrote fm_broadcast.cs16")
+        raise SystemExit(0)
     chirp_wav(HERE / "chirp_hum.wav")
     iq_cs16(HERE / "three_carriers.cs16")
     beam_weights(HERE / "beam_weights.npy")

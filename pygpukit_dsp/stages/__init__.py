@@ -29,13 +29,17 @@ CATALOG: tuple[tuple[str, str, str], ...] = (
     ("irfft", "fft", "Irfft"),
     ("rfft", "fft", "Rfft"),
     ("fir", "fir", "Fir"),
+    ("fm_demod", "fm", "FmDemod"),
     ("gain", "gain", "Gain"),
+    ("hilbert", "hilbert", "Hilbert"),
     ("kernel", "kernel", "Kernel"),
     ("mix", "mix", "Mix"),
     ("python", "python", "Python"),
     ("resample", "resample", "Resample"),
     ("combine", "routing", "Combine"),
     ("select", "routing", "Select"),
+    ("ddc", "shift", "Ddc"),
+    ("shift", "shift", "Shift"),
     ("sos", "sos", "Sos"),
     ("stft", "stft", "Stft"),
 )
@@ -72,4 +76,5 @@ __all__ = [
     "STAGES", "CpuProcessor", "Stage", "StageParams", "register_stage", "stage_class", "make_stage",
     "Average", "Channelizer", "Delay", "Db", "Magnitude", "Power", "Fft", "Ifft", "Irfft", "Rfft",
     "Fir", "Gain", "Kernel", "Mix", "Python", "Resample", "Sos", "Stft", "Add", "Multiply", "Combine", "Select",
+    "Shift", "Ddc", "FmDemod", "Hilbert",
 ]

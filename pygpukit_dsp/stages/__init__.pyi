@@ -18,12 +18,15 @@ from . import delay as _delay
 from . import elementwise as _elementwise
 from . import fft as _fft
 from . import fir as _fir
+from . import fm as _fm
 from . import gain as _gain
+from . import hilbert as _hilbert
 from . import kernel as _kernel
 from . import mix as _mix
 from . import python as _python
 from . import resample as _resample
 from . import routing as _routing
+from . import shift as _shift
 from . import sos as _sos
 from . import stft as _stft
 from .average import AverageParams
@@ -40,12 +43,15 @@ from .delay import DelayParams
 from .elementwise import DbParams, NoParams
 from .fft import FftParams, InverseFftParams
 from .fir import FirDesign, FirParams
+from .fm import FmDemodParams
 from .gain import GainParams
+from .hilbert import HilbertParams
 from .kernel import KernelOutput, KernelParams, KernelState
 from .mix import MixParams
 from .python import PythonOutput, PythonParams
 from .resample import ResampleParams
 from .routing import SelectParams
+from .shift import DdcParams, ShiftParams
 from .sos import SosDesign, SosParams
 from .stft import StftParams
 
@@ -273,6 +279,7 @@ class Fir(_fir.Fir):
         taps_file: str | None = None,
         design: FirDesign | Mapping[str, Any] | None = None,
         method: Literal['auto', 'direct', 'matmul', 'overlap_save'] = 'auto',
+        decimate: int = 1,
         name: str | None = None,
         base_dir: str | Path | None = None,
     ) -> None: ...
@@ -507,6 +514,95 @@ class Select(_routing.Select):
         base_dir: str | Path | None = None,
     ) -> None: ...
 
+
+class Shift(_shift.Shift):
+    Params: ClassVar[type[ShiftParams]]
+    params: ShiftParams
+    @overload
+    def __init__(
+        self,
+        params: ShiftParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        freq_hz: float,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
+
+class Ddc(_shift.Ddc):
+    Params: ClassVar[type[DdcParams]]
+    params: DdcParams
+    @overload
+    def __init__(
+        self,
+        params: DdcParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        taps: ArrayLike | None = None,
+        taps_file: str | None = None,
+        design: FirDesign | Mapping[str, Any] | None = None,
+        freq_hz: float,
+        decimate: int = 1,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
+
+class FmDemod(_fm.FmDemod):
+    Params: ClassVar[type[FmDemodParams]]
+    params: FmDemodParams
+    @overload
+    def __init__(
+        self,
+        params: FmDemodParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        gain: float = 1.0,
+        deemphasis_us: Literal[50, 75] | None = None,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
+
+class Hilbert(_hilbert.Hilbert):
+    Params: ClassVar[type[HilbertParams]]
+    params: HilbertParams
+    @overload
+    def __init__(
+        self,
+        params: HilbertParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        numtaps: int = 127,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
 __all__ = [
     'STAGES',
     'CpuProcessor',
@@ -537,4 +633,8 @@ __all__ = [
     'Multiply',
     'Combine',
     'Select',
+    'Shift',
+    'Ddc',
+    'FmDemod',
+    'Hilbert',
 ]

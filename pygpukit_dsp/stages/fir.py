@@ -10,7 +10,7 @@ taps x 64 channels x 256-sample blocks), and uniformly partitioned overlap-save 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -19,8 +19,12 @@ from ..errors import ConfigError
 from ..limits import MAX_TAPS, limit
 from ..signal import SignalSpec
 from ._design_rules import firwin_refusal
-from ._common import check_file_exists, exactly_one, load_array_file, output_dtype, require_domain
+from ._common import (check_file_exists, exactly_one, load_array_file, output_dtype, require_domain,
+                      require_multiple)
 from .base import NumberArray, Stage, StageParams, register_stage
+
+if TYPE_CHECKING:
+    from ._polyphase import DecimatingFir
 
 WindowSpec = str | list[str | float]
 
@@ -144,7 +148,9 @@ class FirDesign(StageParams):
         return h
 
 
-class FirParams(StageParams):
+class FirTapsParams(StageParams):
+    """The filter of fir and ddc: exactly one of taps, taps_file, design."""
+
     taps: NumberArray | None = Field(
         None, description="Filter coefficients, real or complex: shape (L,) for every channel or "
         "(channels, L), one row per channel. y[n] = sum_k taps[k] * x[n-k].")
@@ -153,11 +159,6 @@ class FirParams(StageParams):
         "row per channel). Relative paths are resolved against the YAML file's folder.")
     design: FirDesign | None = Field(
         None, description="Design the taps with scipy.signal.firwin at the stream's sample rate.")
-    method: Literal["auto", "direct", "matmul", "overlap_save"] = Field(
-        "auto", description="Implementation: 'direct' (multiply-adds per tap), 'matmul' (direct "
-        "form as a block-Toeplitz matrix product), 'overlap_save' (partitioned FFT convolution); "
-        "'auto' picks the cheapest for the filter length, channels and block size.")
-
     @field_validator("taps")
     @classmethod
     def _taps_shape(cls, v: np.ndarray | None) -> np.ndarray | None:
@@ -171,8 +172,27 @@ class FirParams(StageParams):
         return check_file_exists(v, info)
 
     @model_validator(mode="after")
-    def _one_of(self) -> "FirParams":
+    def _one_of(self) -> "FirTapsParams":
         exactly_one(self, ("taps", "taps_file", "design"))
+        return self
+
+
+class FirParams(FirTapsParams):
+    method: Literal["auto", "direct", "matmul", "overlap_save"] = Field(
+        "auto", description="Implementation: 'direct' (multiply-adds per tap), 'matmul' (direct "
+        "form as a block-Toeplitz matrix product), 'overlap_save' (partitioned FFT convolution); "
+        "'auto' picks the cheapest for the filter length, channels and block size. A decimating "
+        "filter (decimate > 1) has one form, polyphase: it takes 'auto' only.")
+    decimate: int = Field(
+        1, ge=1, description="Keep every D-th output: y = lfilter(taps, 1, x)[..., ::D] (outputs "
+        "0, D, 2D...), computing only those (polyphase). The output rate is the input's / D; "
+        "block_size must be a multiple of D.")
+
+    @model_validator(mode="after")
+    def _method_of_a_decimator(self) -> "FirParams":
+        if self.decimate > 1 and self.method != "auto":
+            raise ValueError(f"method '{self.method}' is for decimate: 1; a decimating filter "
+                             "(decimate > 1) runs its polyphase form: leave method out (auto)")
         return self
 
 
@@ -469,7 +489,10 @@ class Fir(Stage):
     Taps of shape ``(L,)`` filter every channel; ``(channels, L)`` gives each channel its own
     filter. Real or complex taps and input; the output is complex64 if either is complex,
     else float32. Time-domain input only, any block size; the output block has the input's
-    length (no latency beyond the filter's own delay). The implementation (per-tap loop,
+    length (no latency beyond the filter's own delay). With ``decimate: D`` the output is
+    ``lfilter(taps, 1, x)[..., ::D]`` (outputs 0, D, 2D... of the stream), computed polyphase
+    (only the kept outputs), at rate / D in blocks of block_size / D; block_size must be a
+    multiple of D, and a final partial block of n samples gives ceil(n / D) outputs. The implementation (per-tap loop,
     block-Toeplitz matmul, or partitioned overlap-save with scipy.fft) is chosen by estimated
     cost; ``method`` forces one. Output blocks may be views of freshly allocated arrays; the
     processor never writes to a block it has returned.
@@ -513,22 +536,33 @@ class Fir(Stage):
         L = self._taps.shape[-1] if self._taps is not None else self.params.design.numtaps
         return 4 * spec.channels * (L + spec.block_size) * 8 + 16 * L
 
+    @property
+    def decimate(self) -> int:
+        return self.params.decimate
+
     def output_spec(self, spec: SignalSpec) -> SignalSpec:
         require_domain(spec, "time", where=self.where)
+        D = self.params.decimate
+        if D > 1:
+            require_multiple(spec, D, "decimate", where=self.where)
+        rate = {} if D == 1 else {"sample_rate": spec.sample_rate / D, "block_size": spec.block_size // D}
         if self._taps is None:  # a design: real taps of shape (numtaps,), checked without designing
             self.params.design.check(spec.sample_rate)
-            return spec.with_(dtype=output_dtype(spec.is_complex))
+            return spec.with_(dtype=output_dtype(spec.is_complex), **rate)
         taps = self._taps
         if taps.ndim == 2 and taps.shape[0] != spec.channels:
             raise ConfigError(
                 f"taps have {taps.shape[0]} rows (one per channel, shape {taps.shape}) but the input "
                 f"has {spec.channels} channels", where=self.where,
                 hint=f"give {spec.channels} rows, or a 1-D taps list applied to every channel")
-        return spec.with_(dtype=output_dtype(np.iscomplexobj(taps), spec.is_complex))
+        return spec.with_(dtype=output_dtype(np.iscomplexobj(taps), spec.is_complex), **rate)
 
-    def cpu(self, spec: SignalSpec) -> DirectFir | MatmulFir | OverlapSaveFir:
+    def cpu(self, spec: SignalSpec) -> "DirectFir | MatmulFir | OverlapSaveFir | DecimatingFir":
         out = self.output_spec(spec)
         taps = self.taps_for(spec)
+        if self.params.decimate > 1:
+            from ._polyphase import DecimatingFir  # loaded when a decimating filter runs
+            return DecimatingFir(taps, self.params.decimate, spec.channels, spec.block_size, out.np_dtype)
         method, step, K, _ = plan_fir(taps.shape[-1], spec.channels, spec.block_size,
                                       out.is_complex, self.params.method, per_channel=taps.ndim == 2)
         if method == "direct":

@@ -16,6 +16,9 @@ with a stated cost rule, in estimated microseconds per block on an H100-class GP
 The cheaper one wins; ``direct`` is limited to 4096 taps. ``method: direct`` or ``matmul``
 forces the direct kernel (the GPU has no separate matmul form), ``overlap_save`` forces the FFT
 path. W1 (64 ch x 256 samples, 256 taps) costs about 3.4 us direct against 12.5 us overlap-save.
+
+``decimate: D > 1`` lowers to the ``ddc`` op without rotation (backends/cuda_ops/shift.py): only
+the kept outputs are computed, one thread each.
 """
 
 from __future__ import annotations
@@ -113,6 +116,10 @@ def plan_cuda_fir(L: int, channels: int, block: int, x_complex: bool, h_complex:
 @lowering("fir")
 def lower_fir(stage: Stage, spec_in: SignalSpec, spec_out: SignalSpec) -> OpDesc:
     taps = np.asarray(stage.taps_for(spec_in))
+    decimate = getattr(stage.params, "decimate", 1)
+    if decimate > 1:  # the polyphase decimating kernel of ddc, without its rotation
+        return OpDesc("ddc", stage.name, spec_in, spec_out,
+                      {"taps": np.ascontiguousarray(taps), "decimate": int(decimate), "step": 0})
     h_complex = bool(np.iscomplexobj(taps))
     taps = taps.astype(np.complex128 if h_complex else np.float64)
     L = taps.shape[-1]
