@@ -13,6 +13,11 @@ carry gives (an error of the order of the signal).
 
 from __future__ import annotations
 
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.signal as ss
@@ -246,3 +251,118 @@ def test_gpu_small_blocks_keep_the_one_thread_per_lane_kernel_and_agree():
     small, large = run_cuda(ELLIP8, x, 2048), run_cuda(ELLIP8, x, 8192)
     assert max_err_over_rms(small, ref) < 1e-5 and max_err_over_rms(large, ref) < 1e-5
     assert max_err_over_rms(small, large) < 2e-5
+
+
+# ------------------------------------------------- the kernels themselves, compiled for the CPU
+
+KERNELS = Path(__file__).resolve().parents[2] / "native" / "ops" / "kernels" / "sos.cu"
+HARNESS = Path(__file__).resolve().parents[1] / "native" / "sos_kernels_on_cpu.cpp"
+F32P, F64P = ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_double)
+
+
+@pytest.fixture(scope="module")
+def cpu_kernels(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    """sos.cu built for the CPU by tests/native/sos_kernels_on_cpu.cpp (threads for a CTA's
+    threads, barriers for __syncwarp): the kernels' own code, run here without a GPU."""
+    compiler = shutil.which("g++") or shutil.which("clang++")
+    if compiler is None:
+        pytest.skip("no C++ compiler to build the kernels for the CPU")
+    folder = tmp_path_factory.mktemp("sos_kernels_on_cpu")
+    src = KERNELS.read_text()
+    src = src.replace('#include "gk_common.cuh"', "")
+    src = src.replace("extern __shared__ double sos_shared[];", "__shared__ double sos_shared[8192];")
+    (folder / "sos_kernels.inc").write_text(src)
+    lib = folder / "libsos_kernels_on_cpu.so"
+    subprocess.run([compiler, "-std=c++20", "-O2", "-shared", "-fPIC", "-pthread",
+                    f'-DSOS_KERNELS="{folder / "sos_kernels.inc"}"', "-o", str(lib), str(HARNESS)],
+                   check=True, timeout=300)
+    dll = ctypes.CDLL(str(lib))
+    i64, i32 = ctypes.c_int64, ctypes.c_int
+    dll.cpu_sos_samples.argtypes = [F32P, F32P, F64P, F64P, i32, i64, i64, i32, i64, i64]
+    dll.cpu_sos_scan.argtypes = [F32P, F32P, F64P, F64P, i32, i64, i64, i32, i64, i64, F64P, F64P, i64]
+    return dll
+
+
+def ptr(a: np.ndarray, kind):
+    return a.ctypes.data_as(kind)
+
+
+class CpuKernelStream:
+    """One stream through the kernels on the CPU, block by block as the engine feeds the op: the
+    final block zero-padded, the state in float64 between blocks (zi[(2 s + k) * lanes + lane])."""
+
+    def __init__(self, dll: ctypes.CDLL, sos: np.ndarray, channels: int, block: int, complex_: bool,
+                 scan: bool, per_unit: int = 0):
+        self.dll, self.S, self.channels, self.block, self.complex_ = dll, sos.shape[0], channels, block, complex_
+        self.lanes = channels * (2 if complex_ else 1)
+        self.coef = np.ascontiguousarray(sos[:, [0, 1, 2, 4, 5]], dtype=np.float64)
+        self.zi = np.zeros(2 * self.S * self.lanes)
+        self.plan = scan_plan(sos, self.lanes, block) if scan else None
+        self.per_unit = per_unit
+
+    def process(self, x: np.ndarray) -> np.ndarray:
+        dtype = np.complex64 if self.complex_ else np.float32
+        xb = np.zeros((self.channels, self.block), dtype)
+        xb[:, :x.shape[1]] = x
+        out = np.zeros_like(xb)
+        args = (ptr(out.view(np.float32), F32P), ptr(xb.view(np.float32), F32P), ptr(self.zi, F64P),
+                ptr(self.coef, F64P), self.S, self.block, self.lanes, int(self.complex_))
+        if self.plan is None:
+            self.dll.cpu_sos_samples(*args, 0, self.block)
+        else:
+            p = self.plan
+            self.dll.cpu_sos_scan(*args, p.chunk, p.per_group, ptr(p.phi, F64P), ptr(p.phi_group, F64P),
+                                  self.per_unit)
+        return out[:, :x.shape[1]]
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        return np.concatenate([self.process(x[:, a:a + self.block]) for a in range(0, x.shape[1], self.block)],
+                              axis=1)
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("channels,block,total", [
+    (2, 4096, 3 * 4096 + 1001),     # 128 chunks of 32 in 8 groups, an odd final block
+    (1, 100001, 100001 + 4321),     # a last chunk of one sample, a shorter last group
+])
+def test_cpu_built_scan_kernels_match_sosfilt_over_a_stream(cpu_kernels, channels, block, total, complex_):
+    x = signal(channels, total, complex_, seed=total)
+    y = CpuKernelStream(cpu_kernels, ELLIP8, channels, block, complex_, scan=True).run(x)
+    ref = ss.sosfilt(ELLIP8, x.astype(np.complex128 if complex_ else np.float64), axis=-1)
+    assert y.dtype == x.dtype and max_err_over_rms(y, ref) < 1e-5
+
+
+def test_cpu_built_scan_kernels_on_16_channels_of_65536(cpu_kernels):
+    x = signal(16, 65536 + 5000, False, seed=65536)
+    y = CpuKernelStream(cpu_kernels, ELLIP8, 16, 65536, False, scan=True).run(x)
+    assert max_err_over_rms(y, ss.sosfilt(ELLIP8, x.astype(np.float64), axis=-1)) < 1e-5
+
+
+def test_cpu_built_scan_kernels_on_one_channel_of_2_20(cpu_kernels):
+    x = signal(1, 1 << 20, False, seed=20)
+    y = CpuKernelStream(cpu_kernels, ELLIP8, 1, 1 << 20, False, scan=True).run(x)
+    assert max_err_over_rms(y, ss.sosfilt(ELLIP8, x.astype(np.float64), axis=-1)) < 1e-5
+
+
+@pytest.mark.parametrize("per_unit", [1, 7, 64])
+def test_cpu_built_scan_kernels_in_units_are_bit_identical_to_the_whole_block(cpu_kernels, per_unit):
+    # units 0..G-1 (step 1 of a unit group each), G..2G-1 (step 5; unit G first steps 2-4)
+    x = signal(3, 2 * 5000 + 99, True, seed=per_unit)
+    whole = CpuKernelStream(cpu_kernels, ELLIP8, 3, 5000, True, scan=True).run(x)
+    split = CpuKernelStream(cpu_kernels, ELLIP8, 3, 5000, True, scan=True, per_unit=per_unit).run(x)
+    np.testing.assert_array_equal(split, whole)
+
+
+def test_cpu_built_small_block_kernel_matches_sosfilt_and_the_scan(cpu_kernels):
+    x = signal(40, 4 * 4096 + 17, False, seed=40)
+    ref = ss.sosfilt(ELLIP8, x.astype(np.float64), axis=-1)
+    lanes_form = CpuKernelStream(cpu_kernels, ELLIP8, 40, 256, False, scan=False).run(x)
+    scan_form = CpuKernelStream(cpu_kernels, ELLIP8, 40, 4096, False, scan=True).run(x)
+    assert max_err_over_rms(lanes_form, ref) < 1e-5 and max_err_over_rms(scan_form, ref) < 1e-5
+
+
+def test_cpu_built_scan_kernels_with_two_sections(cpu_kernels):
+    sos = ss.butter(4, 0.01, output="sos")  # poles near z = 1: the chunk transition decays slowly
+    x = signal(2, 3 * 8192, False, seed=2)
+    y = CpuKernelStream(cpu_kernels, sos, 2, 8192, False, scan=True).run(x)
+    assert max_err_over_rms(y, ss.sosfilt(sos, x.astype(np.float64), axis=-1)) < 1e-5
