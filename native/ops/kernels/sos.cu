@@ -138,7 +138,6 @@ extern "C" __global__ void __launch_bounds__(32) gk_sos_c64(float* out, const fl
     sos_block(out, in, zi, coef, sections, n, lanes, t_begin, t_end, true);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Parallel scan along time, for few lanes and long blocks (the kernels above walk each lane's
 // block in one thread and would leave the GPU idle). At most 8 sections: the cascade is a
