@@ -4,10 +4,13 @@
 //   sos   (n_sections, 6) rows [b0, b1, b2, 1, a1, a2]
 //
 // Two forms: one thread per lane (channel, or re/im part) walking the block (gk_sos_f32/c64), and
-// for few lanes and long blocks the chunked form (gk_sos_chunks/carry/fix: chunks filtered in
-// parallel from a zero state, then the true chunk start states carried through the precomputed
-// state transition, then the zero-input responses added). Chunked when: at most 8 sections,
-// block >= 4096 samples, at most 1024 lanes and lanes * block <= 2^27 (the float64 scratch).
+// for few lanes and long blocks the parallel scan along time (gk_sos_scan_*: chunks filtered in
+// parallel from a zero state, their final states combined through the cascade's float64 state
+// transition over a chunk and over a group of chunks into every chunk's true start state, then
+// every chunk filtered again from it). The lowering chooses: it passes the scan's chunking and
+// transition matrices (scan_chunk, scan_group, scan_phi, scan_phi_group; computed by
+// pygpukit_dsp/backends/cuda_ops/sos_scan.py) when at most 8 sections, block >= 4096 samples and at
+// most 1024 lanes; without them the op runs one thread per lane.
 //
 // Units (the scheduler's pacing, Op::units), bit-identical to the whole block in any split:
 // * one thread per lane: ranges of samples of every lane (multiples of the kernel's 32-sample
@@ -16,10 +19,11 @@
 //   (its lanes run in parallel); a range of samples takes its share of it. Each launch reads the
 //   state at its start and writes it back at its end, so the ranges in stream order do what one
 //   launch over the block does.
-// * chunked: the block's chunks in G groups (<= 32, >= 4096 samples each); units 0..G-1 run
-//   step A (the zero-state filtering) of one group each, units G..2G-1 step C (the zero-input
-//   fix) of one group each, and unit G first runs step B (the carry through every chunk, which
-//   needs all of A's results): the three steps of enqueue() in the same order.
+// * scan: the block's chunks in G unit groups (<= 32, >= 4096 samples each); units 0..G-1 run
+//   step 1 (the zero-state filtering) of one unit group each, units G..2G-1 step 5 (the
+//   filtering from the true start states) of one unit group each, and unit G first runs steps
+//   2-4 (the carry through every chunk, which needs all of step 1's results): the steps of
+//   enqueue() in the same order.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -35,31 +39,12 @@ using dsp::dim;
 using dsp::launch;
 
 constexpr int kMaxSections = 1024;  // the coefficients sit in shared memory (40 KiB)
-constexpr int64_t kChunkedMinBlock = 4096;
 constexpr int64_t kMaxTimeUnits = 1024;  // sample ranges of the one-thread-per-lane form
-constexpr int64_t kChunkedMaxLanes = 1024;
-constexpr int64_t kChunkedMaxScratch = int64_t(1) << 27;  // lanes * block doubles
-
-// Zero-input response of the cascade (coef rows b0 b1 b2 a1 a2) from state `state` (D = 2 S
-// values, section s at 2s, 2s+1) over `length` samples: the outputs, and the state left in `state`.
-std::vector<double> zero_input_response(const std::vector<double>& coef, int64_t sections,
-                                        std::vector<double>& state, int64_t length) {
-    std::vector<double> y(static_cast<size_t>(length));
-    for (int64_t t = 0; t < length; ++t) {
-        double x = 0.0;
-        for (int64_t s = 0; s < sections; ++s) {
-            const double* c = &coef[static_cast<size_t>(5 * s)];
-            double& z0 = state[static_cast<size_t>(2 * s)];
-            double& z1 = state[static_cast<size_t>(2 * s + 1)];
-            const double out = c[0] * x + z0;
-            z0 = c[1] * x - c[3] * out + z1;
-            z1 = c[2] * x - c[4] * out;
-            x = out;
-        }
-        y[static_cast<size_t>(t)] = x;
-    }
-    return y;
-}
+constexpr int64_t kScanMaxSections = 8;  // the scan's state: 16 values (kernels/sos.cu)
+constexpr int64_t kScanState = 16;
+constexpr int64_t kScanTile = 32;        // the scan kernels stage 32 samples at a time
+constexpr int64_t kScanRows = 32;        // chunks per CTA of steps 1 and 5
+constexpr int64_t kScanWalkers = 8;      // half-warps per CTA of steps 2-4
 
 class SosOp : public Op {
 public:
@@ -97,10 +82,9 @@ public:
         state_ = std::make_unique<DeviceBuffer>(device_, state_bytes);
         state_->memset(0, state_bytes, 0, nullptr);
         module_ = load_embedded_module(device_, "sos", CompileOptions{});
-        chunked_ = sections_ <= 8 && n_ >= kChunkedMinBlock && lanes_ <= kChunkedMaxLanes &&
-                   lanes_ * n_ <= kChunkedMaxScratch;
-        if (chunked_) {
-            make_chunked(coef);
+        scan_ = a.params.has("scan_chunk");
+        if (scan_) {
+            make_scan(a.params);
             groups_ = dsp::split_units(chunks_, lanes_ * chunk_, 1, dsp::kMinUnitElements, dsp::kMaxUnits / 2);
             return;
         }
@@ -113,11 +97,11 @@ public:
         split_ = dsp::split_units(n_, lanes_, 32, dsp::kMinUnitElements, kMaxTimeUnits);
     }
 
-    int64_t units() const override { return chunked_ ? 2 * groups_.units : split_.units; }
+    int64_t units() const override { return scan_ ? 2 * groups_.units : split_.units; }
 
     void enqueue_units(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t begin, int64_t end) override {
         dsp::check_unit_range("sos", begin, end, units());
-        if (!chunked_) {
+        if (!scan_) {
             run_samples(s, in, out, split_.begin(begin), split_.end_item(end));
             return;
         }
@@ -126,19 +110,19 @@ public:
             const int64_t g = u < G ? u : u - G;
             const int64_t c0 = groups_.begin(g), c1 = groups_.end_item(g + 1);
             if (u < G) {
-                run_chunks(s, in, c0, c1);
+                run_local(s, in, c0, c1);
             } else {
                 if (u == G) run_carry(s);
-                run_fix(s, out, c0 * chunk_, std::min(c1 * chunk_, n_));
+                run_apply(s, in, out, c0, c1);
             }
         }
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {
-        if (chunked_) {
-            run_chunks(s, in, 0, chunks_);
+        if (scan_) {
+            run_local(s, in, 0, chunks_);
             run_carry(s);
-            run_fix(s, out, 0, n_);
+            run_apply(s, in, out, 0, chunks_);
         } else {
             run_samples(s, in, out, 0, n_);
         }
@@ -164,61 +148,67 @@ private:
         launch(*kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 32))), dim(32), shared_, s, out, in,
                state_->ptr(), coef_->ptr(), static_cast<int>(sections_), u64(n_), u64(lanes_), u64(t0), u64(t1));
     }
-    // Chunked form, step A over chunks [c0, c1) of every lane.
-    void run_chunks(CUstream s, CUdeviceptr in, int64_t c0, int64_t c1) const {
-        launch(*chunks_kernel_, dim(dsp::grid_for(*device_, lanes_ * (c1 - c0), 128)), dim(128), 0, s,
-               y0_->ptr(), zf_->ptr(), in, coef_->ptr(), static_cast<int>(sections_), u64(n_), u64(lanes_),
-               u64(chunk_), u64(chunks_), complex_ ? 1 : 0, u64(c0), u64(c1));
+    // Scan step 1 over chunks [c0, c1) of every lane.
+    void run_local(CUstream s, CUdeviceptr in, int64_t c0, int64_t c1) const {
+        launch(*local_kernel_, dim(static_cast<unsigned>(ceil_div(lanes_ * (c1 - c0), kScanRows))),
+               dim(static_cast<unsigned>(kScanRows)), 0, s, zf_->ptr(), in, coef_->ptr(),
+               static_cast<int>(sections_), u64(n_), u64(lanes_), u64(chunk_), u64(chunks_), complex_ ? 1 : 0,
+               u64(c0), u64(c1));
     }
-    // Step B: the carry through every chunk of every lane.
+    // Scan steps 2-4: every chunk's true start state, from the stream's state.
     void run_carry(CUstream s) const {
-        launch(*carry_kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, 64))), dim(64), 0, s,
-               starts_->ptr(), state_->ptr(), zf_->ptr(), phi_->ptr(), phi_last_->ptr(),
-               static_cast<int>(sections_), u64(lanes_), u64(chunks_));
+        const unsigned walkers = static_cast<unsigned>(ceil_div(lanes_ * cgroups_, kScanWalkers));
+        const unsigned threads = static_cast<unsigned>(16 * kScanWalkers);  // a half-warp per walker
+        launch(*groups_kernel_, dim(walkers), dim(threads), 0, s, agg_->ptr(), zf_->ptr(), phi_->ptr(),
+               u64(lanes_), u64(chunks_), u64(per_group_), u64(cgroups_));
+        launch(*top_kernel_, dim(static_cast<unsigned>(ceil_div(lanes_, kScanWalkers))), dim(threads), 0, s,
+               gstart_->ptr(), state_->ptr(), agg_->ptr(), phi_group_->ptr(), static_cast<int>(sections_),
+               u64(lanes_), u64(cgroups_));
+        launch(*starts_kernel_, dim(walkers), dim(threads), 0, s, starts_->ptr(), gstart_->ptr(), zf_->ptr(),
+               phi_->ptr(), u64(lanes_), u64(chunks_), u64(per_group_), u64(cgroups_));
     }
-    // Step C over samples [t0, t1) of every lane.
-    void run_fix(CUstream s, CUdeviceptr out, int64_t t0, int64_t t1) const {
-        launch(*fix_kernel_, dim(dsp::grid_for(*device_, lanes_ * (t1 - t0))), dim(256), 0, s, out,
-               y0_->ptr(), starts_->ptr(), G_->ptr(), static_cast<int>(sections_), u64(n_), u64(lanes_),
-               u64(chunk_), u64(chunks_), complex_ ? 1 : 0, u64(t0), u64(t1));
+    // Scan step 5 over chunks [c0, c1) of every lane (the last chunk writes the stream's state).
+    void run_apply(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t c0, int64_t c1) const {
+        launch(*apply_kernel_, dim(static_cast<unsigned>(ceil_div(lanes_ * (c1 - c0), kScanRows))),
+               dim(static_cast<unsigned>(kScanRows)), 0, s, out, state_->ptr(), starts_->ptr(), in,
+               coef_->ptr(), static_cast<int>(sections_), u64(n_), u64(lanes_), u64(chunk_), u64(chunks_),
+               complex_ ? 1 : 0, u64(c0), u64(c1));
     }
 
-    std::unique_ptr<DeviceBuffer> upload(const std::vector<double>& v) const {
+    std::unique_ptr<DeviceBuffer> upload_matrix(const OpParams& p, const char* key) const {
+        const ParamArray& m = p.get_array(key);
+        if (m.shape.size() != 2 || m.shape[0] != kScanState || m.shape[1] != kScanState)
+            throw std::invalid_argument(label_ + ": " + key + " must have shape (16, 16)");
+        const std::vector<double> v = m.real_f64();
         auto buf = std::make_unique<DeviceBuffer>(device_, v.size() * sizeof(double));
         buf->copy_from_host(v.data(), v.size() * sizeof(double), 0, nullptr);
         return buf;
     }
 
-    // G (chunk x D): output at t from unit state d; Phi (D x D, row i = new state i): the state
-    // after a chunk from unit state d (column d), and the same over the shorter last chunk.
-    void make_chunked(const std::vector<double>& coef) {
-        const int64_t D = 2 * sections_;
-        chunk_ = 256;
-        while (chunk_ * chunk_ < n_ && chunk_ < 8192) chunk_ *= 2;
+    // The scan's chunking and transition matrices from the lowering (sos_scan.py), its scratch.
+    void make_scan(const OpParams& p) {
+        if (sections_ > kScanMaxSections)
+            throw std::invalid_argument(label_ + ": the scan form takes at most 8 sections");
+        chunk_ = p.get_int("scan_chunk");
+        per_group_ = p.get_int("scan_group");
+        if (chunk_ < kScanTile || chunk_ % kScanTile != 0 || per_group_ < 1)
+            throw std::invalid_argument(label_ + ": scan_chunk must be a positive multiple of 32 and "
+                                                 "scan_group positive");
         chunks_ = ceil_div(n_, chunk_);
-        const int64_t last = n_ - (chunks_ - 1) * chunk_;
-        std::vector<double> G(static_cast<size_t>(chunk_ * D)), phi(static_cast<size_t>(D * D)),
-            phi_last(static_cast<size_t>(D * D));
-        for (int64_t d = 0; d < D; ++d) {
-            std::vector<double> state(static_cast<size_t>(D), 0.0);
-            state[static_cast<size_t>(d)] = 1.0;
-            std::vector<double> y = zero_input_response(coef, sections_, state, last);
-            for (int64_t i = 0; i < D; ++i) phi_last[static_cast<size_t>(i * D + d)] = state[static_cast<size_t>(i)];
-            std::vector<double> rest = zero_input_response(coef, sections_, state, chunk_ - last);
-            for (int64_t i = 0; i < D; ++i) phi[static_cast<size_t>(i * D + d)] = state[static_cast<size_t>(i)];
-            y.insert(y.end(), rest.begin(), rest.end());
-            for (int64_t t = 0; t < chunk_; ++t) G[static_cast<size_t>(t * D + d)] = y[static_cast<size_t>(t)];
-        }
-        G_ = upload(G);
-        phi_ = upload(phi);
-        phi_last_ = upload(phi_last);
-        y0_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(lanes_ * n_) * sizeof(double));
-        const size_t per_chunk = static_cast<size_t>(lanes_ * chunks_ * D) * sizeof(double);
+        cgroups_ = ceil_div(chunks_, per_group_);
+        phi_ = upload_matrix(p, "scan_phi");
+        phi_group_ = upload_matrix(p, "scan_phi_group");
+        const size_t per_chunk = static_cast<size_t>(lanes_ * chunks_ * kScanState) * sizeof(double);
+        const size_t per_cgroup = static_cast<size_t>(lanes_ * cgroups_ * kScanState) * sizeof(double);
         zf_ = std::make_unique<DeviceBuffer>(device_, per_chunk);
         starts_ = std::make_unique<DeviceBuffer>(device_, per_chunk);
-        chunks_kernel_ = module_->function("gk_sos_chunks");
-        carry_kernel_ = module_->function("gk_sos_carry");
-        fix_kernel_ = module_->function("gk_sos_fix");
+        agg_ = std::make_unique<DeviceBuffer>(device_, per_cgroup);
+        gstart_ = std::make_unique<DeviceBuffer>(device_, per_cgroup);
+        local_kernel_ = module_->function("gk_sos_scan_local");
+        groups_kernel_ = module_->function("gk_sos_scan_groups");
+        top_kernel_ = module_->function("gk_sos_scan_top");
+        starts_kernel_ = module_->function("gk_sos_scan_starts");
+        apply_kernel_ = module_->function("gk_sos_scan_apply");
     }
 
     std::shared_ptr<Device> device_;
@@ -231,14 +221,14 @@ private:
     std::unique_ptr<DeviceBuffer> coef_, state_;
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> kernel_;
-    // chunked form
-    bool chunked_ = false;
-    int64_t chunk_ = 0, chunks_ = 0;
-    std::unique_ptr<DeviceBuffer> G_, phi_, phi_last_, y0_, zf_, starts_;
-    std::shared_ptr<Kernel> chunks_kernel_, carry_kernel_, fix_kernel_;
+    // scan form
+    bool scan_ = false;
+    int64_t chunk_ = 0, chunks_ = 0, per_group_ = 1, cgroups_ = 1;
+    std::unique_ptr<DeviceBuffer> phi_, phi_group_, zf_, starts_, agg_, gstart_;
+    std::shared_ptr<Kernel> local_kernel_, groups_kernel_, top_kernel_, starts_kernel_, apply_kernel_;
     // units
     dsp::UnitSplit split_;   // one thread per lane: ranges of samples
-    dsp::UnitSplit groups_;  // chunked: groups of chunks
+    dsp::UnitSplit groups_;  // scan: unit groups of chunks
 };
 
 GK_REGISTER_OP("sos", [](const OpArgs& a) { return std::make_unique<SosOp>(a); });

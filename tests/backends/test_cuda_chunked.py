@@ -16,7 +16,7 @@ Tolerances (relative Frobenius error unless "exact"):
 * against the CPU: 1e-5, 1e-4 for averaged power spectra (as the per-op tests).
 
 Units were later given to the ops that ran as one chunk (the end of this file): sos (sample ranges;
-the chunked form's steps over chunk groups), resample (output samples), channelizer (output
+the scan form's steps over chunk groups), resample (output samples), channelizer (output
 frames: another cuFFT batch, 1e-5), gain (floats), delay (channels), kernel (channels, with
 ``split: channels``) and fir_mix (time tiles); all but the channelizer bit-identical.
 """
@@ -326,8 +326,8 @@ def test_sos_one_thread_per_lane_splits_over_samples(complex_: bool):
 
 
 @pytest.mark.parametrize("complex_", [False, True])
-def test_sos_chunked_form_splits_its_steps_over_chunk_groups(complex_: bool):
-    # <= 8 sections, 2 channels x 70000: the chunked form; units = 2 x groups of 256-sample chunks
+def test_sos_scan_form_splits_its_steps_over_chunk_groups(complex_: bool):
+    # <= 8 sections, 2 channels x 70000: the scan form; units = 2 x groups of its chunks
     st = stages.Sos(design={"kind": "cheby1", "order": 8, "cutoff_hz": 3000, "rp": 0.5})
     units = check_split_stream([st], time_spec(2, 70000, complex_), exact=True, kinds=["sos"])
     assert units % 2 == 0 and units >= 4

@@ -65,9 +65,9 @@ def test_more_sections_than_one_register_group(complex_: bool):
 @pytest.mark.gpu
 @pytest.mark.parametrize("complex_", [False, True])
 @pytest.mark.parametrize("block", [5000, 70000])
-def test_long_blocks_of_few_channels_use_the_chunked_form(block: int, complex_: bool):
-    # <= 8 sections, >= 4096 samples per block, few lanes: chunks filtered in parallel, state
-    # carried between them (5000 is not a multiple of the 256-sample chunk: a shorter last chunk)
+def test_long_blocks_of_few_channels_use_the_scan_form(block: int, complex_: bool):
+    # <= 8 sections, >= 4096 samples per block, few lanes: the parallel scan along time
+    # (5000 is not a multiple of the 32-sample chunk: a shorter last chunk)
     stage = Sos(design={"kind": "cheby1", "order": 8, "cutoff_hz": 3000, "rp": 0.5})
     x = signal(2, block * 3 + 1234, complex_, seed=block)
     gpu, cpu = both(stage, x, block)

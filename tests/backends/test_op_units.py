@@ -39,12 +39,13 @@ def op(kind, ch, items, params, out=None, name=None):
 
 SRC = 'extern "C" __global__ void k(const float* a, float* b, long long c, long long n, long long ri, long long ro){}'
 sec4 = np.array([[1.0, 0.1, 0.2, 1.0, -0.3, 0.1]] * 4)
+from pygpukit_dsp.backends.cuda_ops.sos_scan import scan_params, scan_plan  # the lowering's scan plan
 cases = {
     "gain": op("gain", 64, 4096, {"factor": 2.0}),
     "delay": op("delay", 64, 4096, {"delays": np.arange(64.0)}),
     "delay_zero": op("delay", 64, 4096, {"delays": np.zeros(64)}),
     "sos_lanes": op("sos", 64, 4096, {"sos": np.tile(sec4, (3, 1))}),     # 12 sections: a thread per lane
-    "sos_chunked": op("sos", 2, 1 << 16, {"sos": sec4}),                 # <= 8 sections, few lanes, long
+    "sos_chunked": op("sos", 2, 1 << 16, {"sos": sec4, **scan_params(scan_plan(sec4, 2, 1 << 16))}),  # the scan
     "resample": op("resample", 8, 4800, {"up": 2, "down": 3, "taps": np.ones(60)}, out=(8, 3200)),
     "resample_copy": op("resample", 8, 4800, {"up": 1, "down": 1, "taps": np.ones(1)}),
     "kernel_split": op("kernel", 64, 4096, {"source": SRC, "entry": "k", "threads": 256, "grid": 0,
@@ -136,7 +137,7 @@ def test_fake_every_op_reports_the_units_of_its_rule(fake_units):
         "delay": 64,           # one channel (4096 samples + history) per unit
         "delay_zero": 64,
         "sos_lanes": 64,       # 4096 samples of 64 lanes: ranges of 64 samples (>= 4096 over the lanes)
-        "sos_chunked": 64,     # 256 chunks of 256 samples in 32 groups: steps A and C of each
+        "sos_chunked": 64,     # 2048 chunks of 32 samples in 32 unit groups: steps 1 and 5 of each
         "resample": 7,         # 3200 outputs x 8 channels: ranges of 512 outputs
         "resample_copy": 1,    # a 1/1 ratio is a copy
         "kernel_split": 64,    # split: channels: one channel of 4096 per unit

@@ -139,113 +139,244 @@ extern "C" __global__ void __launch_bounds__(32) gk_sos_c64(float* out, const fl
 }
 
 // ---------------------------------------------------------------------------------------------
-// Chunked form, for few lanes and long blocks (the sequential kernel above would leave the GPU
-// idle). The cascade is linear in (state, input), so with the block cut into chunks of `chunk`
-// samples and D = 2 * sections state values:
-//   A. gk_sos_chunks: every chunk filtered from a zero state, in parallel: its zero-state output
-//      y0 (double) and final state zf;
-//   B. gk_sos_carry: one thread per lane walks the chunks in order: the true state at the start
-//      of chunk c+1 is zf[c] + Phi * start[c] (Phi: the state transition over a chunk with zero
-//      input, phi_last for a shorter last chunk); the state after the block goes back to zi;
-//   C. gk_sos_fix: y[t] = y0[t] + sum_d G[t mod chunk][d] * start[chunk of t][d], G[t][d] the
-//      output at t of the cascade started from unit state d with zero input.
-// Phi, phi_last and G are computed on the host in float64 (sos.cpp); at most 8 sections.
+// Parallel scan along time, for few lanes and long blocks (the kernels above walk each lane's
+// block in one thread and would leave the GPU idle). At most 8 sections: the cascade is a
+// linear system in a state of 2 * sections values (zero-padded to SCAN_STATE), so over a chunk
+// the final state is PHI * (start state) + (the chunk's final state from a zero start). With the
+// block cut into chunks of `chunk` samples and the chunks into groups of `per_group`:
+//   1. gk_sos_scan_local: every chunk filtered from a zero state: its final state zf;
+//   2. gk_sos_scan_groups: per group, s <- PHI s + zf[c] over its chunks from zero: agg;
+//   3. gk_sos_scan_top: per lane, the true start state of each group (gstart), from the stream's
+//      state zi and s <- PHI_GROUP s + agg[g];
+//   4. gk_sos_scan_starts: per group, from gstart, the true start state of each chunk (starts);
+//   5. gk_sos_scan_apply: every chunk filtered again from its start state, writing the output;
+//      the last chunk's final state goes back to zi.
+// PHI = A^chunk and PHI_GROUP = A^(chunk * per_group) (A: one sample's state transition with zero
+// input) come from the host in float64 (pygpukit_dsp/backends/cuda_ops/sos_scan.py).
+// Layouts: zf, starts (lanes, chunks, SCAN_STATE); agg, gstart (lanes, groups, SCAN_STATE);
+// phi (SCAN_STATE, SCAN_STATE), row i = new state value i.
 namespace {
-constexpr int CHUNK_SECTIONS = 8;
-constexpr int CHUNK_STATE = 2 * CHUNK_SECTIONS;
-}  // namespace
+constexpr int SCAN_SECTIONS = 8;
+constexpr int SCAN_STATE = 2 * SCAN_SECTIONS;
+constexpr int SCAN_ROWS = 32;    // chunks per CTA in steps 1 and 5 (one warp, a chunk a thread)
+constexpr int SCAN_WALKERS = 8;  // half-warps per CTA in steps 2-4 (128 threads)
+constexpr int SCAN_BATCH = 8;    // rows of `add` loaded ahead by a walker
 
-// grid-stride over lanes * (c_end - c_begin): chunks [c_begin, c_end) of every lane (the whole
-// block: 0, chunks); y0: (lanes, n) double; zf: (lanes, chunks, 2*sections).
-extern "C" __global__ void gk_sos_chunks(double* y0, double* zf, const float* in, const double* coef,
-                                         int sections, gk_size_t n, gk_size_t lanes,
-                                         gk_size_t chunk, gk_size_t chunks, int complex_data,
-                                         gk_size_t c_begin, gk_size_t c_end) {
-    const int D = 2 * sections;
+__device__ __forceinline__ gk_size_t min_size(gk_size_t a, gk_size_t b) { return a < b ? a : b; }
+
+// Steps 1 (APPLY false) and 5 (APPLY true) over chunks [c_begin, c_end) of every lane: thread t
+// of CTA b takes row q = 32 b + t, i.e. chunk c_begin + q % span of lane q / span. The warp
+// stages its 32 chunks 32 samples at a time through shared memory as sos_block does (coalesced
+// loads and stores), and each thread runs its chunk's samples through the cascade.
+template <bool APPLY>
+__device__ __forceinline__ void scan_chunks(float* __restrict__ out, double* __restrict__ state_out,
+                                            const double* __restrict__ starts,
+                                            const float* __restrict__ in,
+                                            const double* __restrict__ coef, int sections,
+                                            gk_size_t n, gk_size_t lanes, gk_size_t chunk,
+                                            gk_size_t chunks, bool complex_data, gk_size_t c_begin,
+                                            gk_size_t c_end) {
+    __shared__ double c[5 * SCAN_SECTIONS];
+    __shared__ double tile[SCAN_ROWS][CHUNK + 1];
+    __shared__ gk_size_t row_lane[SCAN_ROWS], row_t0[SCAN_ROWS], row_len[SCAN_ROWS];
+
+    const int t = threadIdx.x;
+    for (int i = t; i < 5 * sections; i += SCAN_ROWS) c[i] = coef[i];
     const gk_size_t span = c_end - c_begin;
-    for (gk_size_t k = gk_thread_index(); k < lanes * span; k += gk_grid_stride()) {
-        const gk_size_t lane = k / span, c = c_begin + (k - lane * span);
-        const gk_size_t idx = lane * chunks + c;
-        double z0[CHUNK_SECTIONS], z1[CHUNK_SECTIONS];
+    const gk_size_t q = (gk_size_t)blockIdx.x * SCAN_ROWS + t;
+    const bool active = q < lanes * span;
+    gk_size_t lane = 0, ch = 0, len = 0;
+    if (active) {
+        lane = q / span;
+        ch = c_begin + (q - lane * span);
+        len = min_size(chunk, n - ch * chunk);
+    }
+    row_lane[t] = lane;
+    row_t0[t] = ch * chunk;
+    row_len[t] = len;  // 0 for a row past the last chunk: nothing loaded or stored
+    const gk_size_t idx = lane * chunks + ch;
+
+    double z0[SCAN_SECTIONS], z1[SCAN_SECTIONS];
 #pragma unroll
-        for (int s = 0; s < CHUNK_SECTIONS; ++s) z0[s] = z1[s] = 0.0;
-        const gk_size_t t0 = c * chunk;
-        const gk_size_t t1 = t0 + chunk < n ? t0 + chunk : n;
-        for (gk_size_t t = t0; t < t1; ++t) {
-            double x = (double)in[lane_index(lane, t, n, complex_data != 0)];
+    for (int s = 0; s < SCAN_SECTIONS; ++s) {
+        z0[s] = APPLY && active && s < sections ? starts[idx * SCAN_STATE + 2 * s] : 0.0;
+        z1[s] = APPLY && active && s < sections ? starts[idx * SCAN_STATE + 2 * s + 1] : 0.0;
+    }
+    __syncwarp();
+
+    for (gk_size_t n0 = 0; n0 < chunk; n0 += CHUNK) {
+        for (int r = 0; r < SCAN_ROWS; ++r) {
+            const gk_size_t k = n0 + t;
+            double v = 0.0;
+            if (k < row_len[r]) v = (double)in[lane_index(row_lane[r], row_t0[r] + k, n, complex_data)];
+            tile[r][t] = v;
+        }
+        __syncwarp();
+        const int count = len > n0 ? (int)min_size(len - n0, (gk_size_t)CHUNK) : 0;
+        for (int k = 0; k < count; ++k) {
+            double x = tile[t][k];
 #pragma unroll
-            for (int s = 0; s < CHUNK_SECTIONS; ++s) {
+            for (int s = 0; s < SCAN_SECTIONS; ++s) {
                 if (s < sections) {
-                    const double* cs = coef + 5 * s;
+                    const double* cs = c + 5 * s;
                     const double y = fma(cs[0], x, z0[s]);
                     z0[s] = fma(cs[1], x, fma(-cs[3], y, z1[s]));
                     z1[s] = fma(cs[2], x, -cs[4] * y);
                     x = y;
                 }
             }
-            y0[lane * n + t] = x;
+            if (APPLY) tile[t][k] = x;
         }
-        double* dst = zf + idx * (gk_size_t)D;
+        __syncwarp();
+        if (APPLY) {
+            for (int r = 0; r < SCAN_ROWS; ++r) {
+                const gk_size_t k = n0 + t;
+                if (k < row_len[r])
+                    out[lane_index(row_lane[r], row_t0[r] + k, n, complex_data)] = (float)tile[r][t];
+            }
+            __syncwarp();
+        }
+    }
+
+    if (!active) return;
+    if (!APPLY) {
+        double* dst = state_out + idx * SCAN_STATE;
 #pragma unroll
-        for (int s = 0; s < CHUNK_SECTIONS; ++s)
+        for (int s = 0; s < SCAN_SECTIONS; ++s) {
+            dst[2 * s] = s < sections ? z0[s] : 0.0;
+            dst[2 * s + 1] = s < sections ? z1[s] : 0.0;
+        }
+    } else if (ch + 1 == chunks) {  // the block's last chunk: the stream's state
+#pragma unroll
+        for (int s = 0; s < SCAN_SECTIONS; ++s)
             if (s < sections) {
-                dst[2 * s] = z0[s];
-                dst[2 * s + 1] = z1[s];
+                state_out[(gk_size_t)(2 * s) * lanes + lane] = z0[s];
+                state_out[(gk_size_t)(2 * s + 1) * lanes + lane] = z1[s];
             }
     }
 }
 
-// one thread per lane; starts: (lanes, chunks, D); zi: [(2*s + k) * lanes + lane]; phi: (D, D).
-extern "C" __global__ void gk_sos_carry(double* starts, double* zi, const double* zf,
-                                        const double* phi, const double* phi_last, int sections,
-                                        gk_size_t lanes, gk_size_t chunks) {
-    const gk_size_t lane = gk_thread_index();
-    if (lane >= lanes) return;
-    const int D = 2 * sections;
-    double s[CHUNK_STATE];
+// One half-warp (thread r holding state value r and row r of P) walks s <- P s + add[i] for i in
+// [0, count), add[i] being SCAN_STATE consecutive doubles; stores the state before each step at
+// before[i * SCAN_STATE + r] when `before` is not null; returns the state after the last step.
+// The state is exchanged through sv (SCAN_STATE doubles of this half-warp); `count` is the same
+// for the 16 threads, so the __syncwarp(mask) calls are reached by all of them. The rows of
+// `add` are loaded SCAN_BATCH steps ahead (they do not depend on the walk).
+__device__ __forceinline__ double scan_walk(double s, const double (&p)[SCAN_STATE],
+                                            const double* __restrict__ add, gk_size_t count,
+                                            double* __restrict__ before, double* sv, unsigned mask,
+                                            int r) {
+    double cur[SCAN_BATCH], nxt[SCAN_BATCH];
 #pragma unroll
-    for (int d = 0; d < CHUNK_STATE; ++d) s[d] = d < D ? zi[(gk_size_t)d * lanes + lane] : 0.0;
-    for (gk_size_t c = 0; c < chunks; ++c) {
-        const gk_size_t row = (lane * chunks + c) * (gk_size_t)D;
-        const double* P = c + 1 == chunks ? phi_last : phi;
-        double next[CHUNK_STATE];
+    for (int b = 0; b < SCAN_BATCH; ++b)
+        cur[b] = (gk_size_t)b < count ? add[(gk_size_t)b * SCAN_STATE + r] : 0.0;
+    for (gk_size_t i0 = 0; i0 < count; i0 += SCAN_BATCH) {
 #pragma unroll
-        for (int i = 0; i < CHUNK_STATE; ++i) {
-            if (i < D) {
-                starts[row + i] = s[i];
-                double v = zf[row + i];
+        for (int b = 0; b < SCAN_BATCH; ++b) {
+            const gk_size_t i = i0 + SCAN_BATCH + b;
+            nxt[b] = i < count ? add[i * SCAN_STATE + r] : 0.0;
+        }
 #pragma unroll
-                for (int j = 0; j < CHUNK_STATE; ++j)
-                    if (j < D) v = fma(P[i * D + j], s[j], v);
-                next[i] = v;
-            } else {
-                next[i] = 0.0;
+        for (int b = 0; b < SCAN_BATCH; ++b) {
+            if (i0 + b < count) {
+                if (before != nullptr) before[(i0 + b) * SCAN_STATE + r] = s;
+                sv[r] = s;
+                __syncwarp(mask);
+                double a0 = cur[b], a1 = 0.0, a2 = 0.0, a3 = 0.0;
+#pragma unroll
+                for (int j = 0; j < SCAN_STATE; j += 4) {
+                    a0 = fma(p[j], sv[j], a0);
+                    a1 = fma(p[j + 1], sv[j + 1], a1);
+                    a2 = fma(p[j + 2], sv[j + 2], a2);
+                    a3 = fma(p[j + 3], sv[j + 3], a3);
+                }
+                __syncwarp(mask);  // every thread has read sv before it is written again
+                s = (a0 + a1) + (a2 + a3);
             }
         }
 #pragma unroll
-        for (int d = 0; d < CHUNK_STATE; ++d) s[d] = next[d];
+        for (int b = 0; b < SCAN_BATCH; ++b) cur[b] = nxt[b];
     }
-#pragma unroll
-    for (int d = 0; d < CHUNK_STATE; ++d)
-        if (d < D) zi[(gk_size_t)d * lanes + lane] = s[d];
+    return s;
 }
 
-// grid-stride over lanes * (t_end - t_begin): samples [t_begin, t_end) of every lane (the whole
-// block: 0, n); G: (chunk, D).
-extern "C" __global__ void gk_sos_fix(float* out, const double* y0, const double* starts,
-                                      const double* G, int sections, gk_size_t n, gk_size_t lanes,
-                                      gk_size_t chunk, gk_size_t chunks, int complex_data,
-                                      gk_size_t t_begin, gk_size_t t_end) {
-    const int D = 2 * sections;
-    const gk_size_t span = t_end - t_begin;
-    for (gk_size_t k = gk_thread_index(); k < lanes * span; k += gk_grid_stride()) {
-        const gk_size_t lane = k / span, t = t_begin + (k - lane * span);
-        const gk_size_t idx = lane * n + t;
-        const gk_size_t c = t / chunk, tl = t - c * chunk;
-        const double* st = starts + (lane * chunks + c) * (gk_size_t)D;
-        const double* g = G + tl * (gk_size_t)D;
-        double v = y0[idx];
-        for (int d = 0; d < D; ++d) v = fma(g[d], st[d], v);
-        out[lane_index(lane, t, n, complex_data != 0)] = (float)v;
+// The half-warp of thread threadIdx.x: its walker slot, its state value r and its sync mask.
+struct Walker {
+    int slot, r;
+    unsigned mask;
+    __device__ Walker()
+        : slot((int)(threadIdx.x >> 4)), r((int)(threadIdx.x & 15)),
+          mask(0xFFFFu << (threadIdx.x & 16)) {}
+    __device__ void load_row(double (&p)[SCAN_STATE], const double* __restrict__ phi) const {
+#pragma unroll
+        for (int j = 0; j < SCAN_STATE; ++j) p[j] = phi[r * SCAN_STATE + j];
     }
+};
+}  // namespace
+
+// Step 1. grid ceil(lanes * (c_end - c_begin) / 32), block 32: chunks [c_begin, c_end) of every
+// lane (the whole block: 0, chunks).
+extern "C" __global__ void __launch_bounds__(32) gk_sos_scan_local(
+    double* zf, const float* in, const double* coef, int sections, gk_size_t n, gk_size_t lanes,
+    gk_size_t chunk, gk_size_t chunks, int complex_data, gk_size_t c_begin, gk_size_t c_end) {
+    scan_chunks<false>(nullptr, zf, nullptr, in, coef, sections, n, lanes, chunk, chunks,
+                       complex_data != 0, c_begin, c_end);
+}
+
+// Step 2. grid ceil(lanes * groups / 8), block 128: one half-warp per (lane, group).
+extern "C" __global__ void __launch_bounds__(128) gk_sos_scan_groups(
+    double* agg, const double* zf, const double* phi, gk_size_t lanes, gk_size_t chunks,
+    gk_size_t per_group, gk_size_t groups) {
+    __shared__ double sv[SCAN_WALKERS][SCAN_STATE];
+    const Walker w;
+    const gk_size_t seq = (gk_size_t)blockIdx.x * SCAN_WALKERS + w.slot;
+    if (seq >= lanes * groups) return;  // the whole half-warp leaves together
+    double p[SCAN_STATE];
+    w.load_row(p, phi);
+    const gk_size_t lane = seq / groups, g = seq - lane * groups;
+    const gk_size_t c0 = g * per_group, count = min_size(per_group, chunks - c0);
+    const double* add = zf + (lane * chunks + c0) * SCAN_STATE;
+    agg[seq * SCAN_STATE + w.r] = scan_walk(0.0, p, add, count, nullptr, sv[w.slot], w.mask, w.r);
+}
+
+// Step 3. grid ceil(lanes / 8), block 128: one half-warp per lane; zi: [(2 s + k) * lanes + lane].
+extern "C" __global__ void __launch_bounds__(128) gk_sos_scan_top(
+    double* gstart, const double* zi, const double* agg, const double* phi_group, int sections,
+    gk_size_t lanes, gk_size_t groups) {
+    __shared__ double sv[SCAN_WALKERS][SCAN_STATE];
+    const Walker w;
+    const gk_size_t lane = (gk_size_t)blockIdx.x * SCAN_WALKERS + w.slot;
+    if (lane >= lanes) return;
+    double p[SCAN_STATE];
+    w.load_row(p, phi_group);
+    const double s0 = w.r < 2 * sections ? zi[(gk_size_t)w.r * lanes + lane] : 0.0;
+    const gk_size_t row = lane * groups * SCAN_STATE;
+    scan_walk(s0, p, agg + row, groups, gstart + row, sv[w.slot], w.mask, w.r);
+}
+
+// Step 4. grid ceil(lanes * groups / 8), block 128: one half-warp per (lane, group).
+extern "C" __global__ void __launch_bounds__(128) gk_sos_scan_starts(
+    double* starts, const double* gstart, const double* zf, const double* phi, gk_size_t lanes,
+    gk_size_t chunks, gk_size_t per_group, gk_size_t groups) {
+    __shared__ double sv[SCAN_WALKERS][SCAN_STATE];
+    const Walker w;
+    const gk_size_t seq = (gk_size_t)blockIdx.x * SCAN_WALKERS + w.slot;
+    if (seq >= lanes * groups) return;
+    double p[SCAN_STATE];
+    w.load_row(p, phi);
+    const gk_size_t lane = seq / groups, g = seq - lane * groups;
+    const gk_size_t c0 = g * per_group, count = min_size(per_group, chunks - c0);
+    const gk_size_t row = (lane * chunks + c0) * SCAN_STATE;
+    scan_walk(gstart[seq * SCAN_STATE + w.r], p, zf + row, count, starts + row, sv[w.slot], w.mask,
+              w.r);
+}
+
+// Step 5. grid ceil(lanes * (c_end - c_begin) / 32), block 32: chunks [c_begin, c_end) of every
+// lane; zi: [(2 s + k) * lanes + lane], written by the block's last chunk.
+extern "C" __global__ void __launch_bounds__(32) gk_sos_scan_apply(
+    float* out, double* zi, const double* starts, const float* in, const double* coef,
+    int sections, gk_size_t n, gk_size_t lanes, gk_size_t chunk, gk_size_t chunks,
+    int complex_data, gk_size_t c_begin, gk_size_t c_end) {
+    scan_chunks<true>(out, zi, starts, in, coef, sections, n, lanes, chunk, chunks,
+                      complex_data != 0, c_begin, c_end);
 }

@@ -4,9 +4,9 @@ The native op (native/ops/sos.cpp, kernels/sos.cu) runs one thread per channel (
 complex channel: the real coefficients filter the real and imaginary parts independently),
 direct form II transposed in float64 exactly as scipy.signal.sosfilt, the section state kept
 in device memory between blocks. The coefficients sit in shared memory, which caps the
-cascade at 1024 sections. For few channels and long blocks (at most 8 sections) the op uses a
-chunked form instead: chunks filtered in parallel from a zero state, then the true chunk start
-states carried through the cascade's precomputed state transition (see docs/cuda.md).
+cascade at 1024 sections. For few lanes and long blocks (at most 8 sections, see
+:func:`.sos_scan.takes_scan`) the lowering adds the chunking and float64 transition matrices of
+the parallel scan along time (:mod:`.sos_scan`), and the op runs that form instead.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ...errors import UnsupportedError
 from ...signal import SignalSpec
 from ...stages.base import Stage
 from ..cuda_lowering import OpDesc, lowering
+from .sos_scan import scan_params, scan_plan, takes_scan
 
 MAX_SECTIONS = 1024
 
@@ -29,4 +30,8 @@ def lower_sos(stage: Stage, spec_in: SignalSpec, spec_out: SignalSpec) -> OpDesc
     if sos.shape[0] > MAX_SECTIONS:
         raise UnsupportedError(stage.name, "cuda", f"{sos.shape[0]} second-order sections; the "
                                f"CUDA sos op takes at most {MAX_SECTIONS}")
-    return OpDesc("sos", stage.name, spec_in, spec_out, {"sos": np.ascontiguousarray(sos)})
+    params: dict[str, object] = {"sos": np.ascontiguousarray(sos)}
+    lanes = spec_in.channels * (2 if spec_in.is_complex else 1)
+    if takes_scan(sos.shape[0], lanes, spec_in.block_size):
+        params.update(scan_params(scan_plan(sos, lanes, spec_in.block_size)))
+    return OpDesc("sos", stage.name, spec_in, spec_out, params)
