@@ -19,7 +19,9 @@ CATALOG: tuple[tuple[str, str, str], ...] = (
     ("add", "arith", "Add"),
     ("multiply", "arith", "Multiply"),
     ("average", "average", "Average"),
+    ("cfar", "cfar", "Cfar"),
     ("channelizer", "channelizer", "Channelizer"),
+    ("correlate", "correlate", "Correlate"),
     ("delay", "delay", "Delay"),
     ("db", "elementwise", "Db"),
     ("magnitude", "elementwise", "Magnitude"),
@@ -37,6 +39,8 @@ CATALOG: tuple[tuple[str, str, str], ...] = (
     ("select", "routing", "Select"),
     ("sos", "sos", "Sos"),
     ("stft", "stft", "Stft"),
+    ("synthesizer", "synthesizer", "Synthesizer"),
+    ("xcorr", "xcorr", "Xcorr"),
 )
 _CLASS_MODULES = {cls: f"{__name__}.{module}" for _, module, cls in CATALOG}
 _SUBMODULES = {module for _, module, _ in CATALOG} | {"_common", "params_doc"}
@@ -71,4 +75,5 @@ __all__ = [
     "STAGES", "CpuProcessor", "Stage", "StageParams", "register_stage", "stage_class", "make_stage",
     "Average", "Channelizer", "Delay", "Db", "Magnitude", "Power", "Fft", "Ifft", "Irfft", "Rfft",
     "Fir", "Gain", "Kernel", "Mix", "Resample", "Sos", "Stft", "Add", "Multiply", "Combine", "Select",
+    "Cfar", "Correlate", "Synthesizer", "Xcorr",
 ]
