@@ -38,10 +38,11 @@ class CfarParams(StageParams):
                        "(excluded from the noise estimate).")
     train: int = Field(8, ge=1, description="Training cells on each side, outside the guard cells: "
                        "the noise estimate is the mean of the 2*train of them.")
-    pfa: float | None = Field(None, gt=0.0, lt=1.0, description="Probability of false alarm: "
+    pfa: float | None = Field(None, ge=1e-30, lt=1.0, description="Probability of false alarm "
+                              "(1e-30 to below 1): "
                               "alpha = N*(pfa**(-1/N) - 1), N the number of training cells. The "
                               "default when neither pfa nor scale is given is 1e-3.")
-    scale: float | None = Field(None, gt=0.0, description="The threshold factor alpha itself "
+    scale: float | None = Field(None, gt=0.0, le=1e30, description="The threshold factor alpha itself "
                                 "(threshold = alpha * noise), instead of pfa.")
     output: Literal["mask", "threshold"] = Field("mask", description="'mask': 1.0 where the cell's "
                                                  "power is above its threshold, else 0.0; "
