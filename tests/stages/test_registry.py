@@ -41,8 +41,8 @@ def test_looking_up_a_type_imports_its_module_alone():
 
 
 def test_listing_and_misspelling_types_import_no_stage_module():
-    code = ("from pygpukit_dsp.errors import ConfigError\nfrom pygpukit_dsp.stages import STAGES, stage_class\n"
-            "assert 'fir' in STAGES and len(sorted(STAGES)) == 21\n"
+    code = ("from pygpukit_dsp.errors import ConfigError\nfrom pygpukit_dsp.stages import CATALOG, STAGES, stage_class\n"
+            "assert 'fir' in STAGES and len(sorted(STAGES)) == len(CATALOG) == 25\n"
             "try:\n    stage_class('gian')\nexcept ConfigError as e:\n    assert \"'gain'\" in e.hint, e.hint\n"
             "else:\n    raise AssertionError('no error')")
     assert _modules_after(code) == []
