@@ -1,4 +1,4 @@
-// Correlator X-engine around cuBLAS (native/ops/xcorr.cpp): per bin b and run g of N frames,
+// Correlator X-engine around cuBLAS (native/ops/xcorr.cpp): per bin b and group g of N frames,
 // R_{b,g} = A_{b,g} A_{b,g}^H with A_{b,g} the C x N matrix of inputs x frames, by
 // cublasCgemmStridedBatched. These kernels move the data to and from the gemm's layouts:
 //   gk_xcorr_gather_*   the input (element (c, f, b) at c*sc + f*sf + b*sb: (C, F, bins) frames,
@@ -54,10 +54,10 @@ extern "C" __global__ void __launch_bounds__(256) gk_xcorr_gather_c64(
 }
 
 // grid (ceil((b_end - b_begin) / 32), ceil(C / 32), min(C * G, 65535)), block (32, 8). Block
-// (x, y, z): bins b0 .. b0+31, rows i0 .. i0+31 of column j of run g, z = g*C + j by a
+// (x, y, z): bins b0 .. b0+31, rows i0 .. i0+31 of column j of group g, z = g*C + j by a
 // grid-stride loop. A column's 32 entries of 32 bins are read along i (contiguous in R) and
-// written along b (contiguous in the output). Run g holds min(N, n_valid - g*N) valid frames:
-// the mean divides by that count; a run with none is written as zeros.
+// written along b (contiguous in the output). Group g holds min(N, n_valid - g*N) valid frames:
+// the mean divides by that count; a group with none is written as zeros.
 extern "C" __global__ void __launch_bounds__(256) gk_xcorr_pack(
     float2* out, const float2* R, unsigned C, unsigned G, unsigned bins, unsigned N,
     unsigned n_valid, unsigned b_begin, unsigned b_end) {
