@@ -55,14 +55,14 @@ public:
                                                    "output samples and at most 65535 outputs");
         history_ = std::make_unique<dsp::DeviceHistory>(device_, in_.dtype, in_.channels, hist_len_, rows_);
         V_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(E * C_ * M_) * 8);
+        module_ = load_embedded_module(device_, "synthesizer", CompileOptions{});
+        gather_ = module_->function(in_.dtype == DType::C64 ? "gk_synth_gather_c64" : "gk_synth_gather_f32");
+        branches_ = module_->function("gk_synth_branches");
         FftLayout layout;
         layout.n = M_;
         layout.batch = E * C_;
         layout.type = CUFFT_C2C;
         plan_ = std::make_unique<CufftPlan>(device_, layout, label_);
-        module_ = load_embedded_module(device_, "synthesizer", CompileOptions{});
-        gather_ = module_->function(in_.dtype == DType::C64 ? "gk_synth_gather_c64" : "gk_synth_gather_f32");
-        branches_ = module_->function("gk_synth_branches");
     }
 
     void enqueue(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t n_in, bool final) override {

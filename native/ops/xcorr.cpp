@@ -64,12 +64,12 @@ public:
             C_ * G_ > kIntMax)
             throw UnsupportedError(a.name, "cuda", "the CUDA xcorr takes at most 65535 inputs and "
                                                    "blocks within cuBLAS's int sizes");
-        handle_ = std::make_unique<CublasHandle>(device_);
-        A_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(B_ * F_ * C_) * 8);
-        R_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(B_ * G_ * C_ * C_) * 8);
         module_ = load_embedded_module(device_, "xcorr", CompileOptions{});
         gather_ = module_->function(in_.dtype == DType::C64 ? "gk_xcorr_gather_c64" : "gk_xcorr_gather_f32");
         pack_ = module_->function("gk_xcorr_pack");
+        handle_ = std::make_unique<CublasHandle>(device_);
+        A_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(B_ * F_ * C_) * 8);
+        R_ = std::make_unique<DeviceBuffer>(device_, static_cast<size_t>(B_ * G_ * C_ * C_) * 8);
         split_ = dsp::split_units(B_, C_ * F_ + C_ * C_ * G_);
     }
 

@@ -16,6 +16,7 @@ from pygpukit_dsp.signal import SignalSpec
 from pygpukit_dsp.stages.cfar import Cfar, bin_coefficients
 
 from .compare import both, run_both, signal
+from .test_cuda_engine import fake_driver, last_json, run_python  # noqa: F401  (fake_driver: a fixture)
 
 
 def power_of(x: np.ndarray) -> np.ndarray:
@@ -68,3 +69,37 @@ def test_bins_match_cpu(complex_: bool, guard: int, train: int, bins: int):
     np.testing.assert_allclose(thr_gpu, thr_cpu, rtol=1e-5, atol=1e-6)
     m_gpu, m_cpu = run_both([Cfar(guard=guard, train=train, scale=5.0)], spec, X)
     check_mask(m_gpu, m_cpu, power_of(X), thr_cpu)
+
+
+FAKE_CFAR_SCRIPT = r"""
+import json
+import numpy as np
+from pygpukit_dsp import _native
+
+dev = _native.Device(0)
+res = {}
+cases = {
+    "time": ((3, 1000, 0, "float32"), {"guard": 2, "train": 8, "mask": True, "coef": 0.5}),
+    "time_history_longer_than_the_block": ((2, 37, 0, "complex64"),
+                                           {"guard": 4, "train": 40, "mask": False, "coef": 0.5}),
+    "bins": ((2, 8, 33, "complex64"), {"guard": 1, "train": 4, "mask": True, "coef": np.ones(33)}),
+}
+for name, (layout, params) in cases.items():
+    o = {"kind": "cfar", "name": name, "in": layout, "out": layout[:3] + ("float32",), "params": params}
+    e = _native.StreamEngine(dev, [o], use_graph=True)
+    shape = layout[:3] if layout[2] else layout[:2]
+    x = np.zeros(shape, np.complex64 if layout[3] == "complex64" else np.float32)
+    full = e.process(0, x)
+    last = e.process(1, x[:, :3].copy(), True)
+    res[name] = [e.units_per_block, list(full.shape), list(last.shape)]
+    e.close()
+print(json.dumps(res))
+"""
+
+
+def test_the_op_builds_captures_and_takes_a_final_block_on_the_fake_driver(fake_driver):
+    """CPU-only (tests/native/fake_libcuda.c runs no kernel): the op's parameters, history, kernel
+    names and launches are accepted, graph capture included."""
+    out = last_json(run_python(FAKE_CFAR_SCRIPT, GK_LIBCUDA=fake_driver, GK_JIT_DISK_CACHE="0"))
+    assert out == {"time": [1, [3, 1000], [3, 3]], "time_history_longer_than_the_block": [1, [2, 37], [2, 3]],
+                   "bins": [1, [2, 8, 33], [2, 3, 33]]}
