@@ -11,7 +11,8 @@ CUDA events around the call on device arrays, median. NumPy: wall time of the CP
 ``process`` on one block, median. A ratio above 1 means ours is faster.
 
 xcorr flops: 8 real flops per complex multiply-add, counting the useful ones, C(C+1)/2 pairs
-x F frames x bins per block (the gemm computes all C*C entries: "gemm" shows that count too).
+x F frames x bins per block (cublas's gemm computes all C*C entries: "gemm" shows that count
+too), for both methods (``kernel``: the tiled FP32 kernel, ``cublas``).
 The FP32 peak is SM count x FP32 cores per SM x 2 x clock, from
 ``cupy.cuda.runtime.getDeviceProperties`` (128 FP32 cores per SM on compute capability 8.6,
 8.9, 9.0 and 10.x/12.x; 64 on 8.0 and 7.x).
@@ -144,17 +145,21 @@ def bench_xcorr(rng) -> None:
     C, bins, F, N = 64, 1024, 256, 64
     X = (rng.standard_normal((C, F, bins)) + 1j * rng.standard_normal((C, F, bins))).astype(np.complex64)
     spec = SignalSpec(1e3, C, F, dtype="complex64", domain="frames", bins=bins)
-    st = Xcorr(integrate=N)
-    ours = ours_gpu_s(st, spec, X)
-    row(f"xcorr C={C} bins={bins} F={F} N={N}", ours, numpy_s(st, spec, X, repeats=2), "numpy")
+    numpy = numpy_s(Xcorr(integrate=N), spec, X, repeats=2)
     useful = 8.0 * C * (C + 1) / 2 * F * bins
     gemm = 8.0 * C * C * F * bins
     try:
         peak, how = fp32_peak_flops()
     except ImportError:
         peak, how = float("nan"), "FP32 peak unknown (no CuPy to read the device's properties)"
-    print(f"xcorr: {useful / ours / 1e12:.2f} TFLOP/s useful ({100 * useful / ours / peak:.1f}% of peak), "
-          f"gemm {gemm / ours / 1e12:.2f} TFLOP/s ({100 * gemm / ours / peak:.1f}%); peak {how}")
+    print(f"FP32 peak: {how}")
+    for method in ("kernel", "cublas"):
+        ours = ours_gpu_s(Xcorr(integrate=N, method=method), spec, X)
+        row(f"xcorr ({method}) C={C} bins={bins} F={F} N={N}", ours, numpy, "numpy")
+        line = f"xcorr ({method}): {useful / ours / 1e12:.2f} TFLOP/s useful ({100 * useful / ours / peak:.1f}% of peak)"
+        if method == "cublas":
+            line += f", gemm {gemm / ours / 1e12:.2f} TFLOP/s ({100 * gemm / ours / peak:.1f}%)"
+        print(line)
 
 
 def main() -> int:

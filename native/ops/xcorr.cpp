@@ -4,8 +4,11 @@
 //   inputs      C (the input's channels, or channels / M for a channelizer's time-domain output)
 //   bins        bins per frame (the input's bins, or M)
 //   integrate   N, frames per output frame; the block's F frames are G = F / N runs
+//   method      "cublas" | "kernel" (the lowering picks; "kernel" takes at most 64 inputs)
 //
-// Per block: gather the input into A (bins, F, C); one cublasCgemmStridedBatched over the
+// kernel: gk_xcorr_tiles_* reads the input once, each thread accumulating an 8 x 8 tile of pairs
+// (upper-triangle tiles only) of one bin in registers over a run's N frames; no scratch.
+// cublas, per block: gather the input into A (bins, F, C); one cublasCgemmStridedBatched over the
 // bins * G runs computes R = A A^H (C x C, every entry: cuBLAS has no batched herk; the upper
 // triangle costs the same flops as the useful one in a gemm of this shape); pack the pairs
 // i <= j of R into the output (P, G, bins), dividing each run by its frame count. FP32
@@ -27,6 +30,7 @@ using dsp::dim;
 using dsp::launch;
 
 constexpr int64_t kIntMax = 2147483647;
+constexpr int64_t kKernelMaxInputs = 64;
 
 unsigned u32(int64_t v) { return static_cast<unsigned>(v); }
 unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
@@ -64,6 +68,21 @@ public:
             C_ * G_ > kIntMax)
             throw UnsupportedError(a.name, "cuda", "the CUDA xcorr takes at most 65535 inputs and "
                                                    "blocks within cuBLAS's int sizes");
+        const std::string method = a.params.get_str("method", "cublas");
+        if (method != "cublas" && method != "kernel")
+            throw std::invalid_argument(label_ + ": method must be 'cublas' or 'kernel', got '" + method + "'");
+        use_kernel_ = method == "kernel";
+        if (use_kernel_) {
+            if (C_ > kKernelMaxInputs || G_ > 65535)
+                throw UnsupportedError(a.name, "cuda", "xcorr's kernel takes at most 64 inputs and "
+                                                       "65535 output frames per block; use method: cublas");
+            module_ = load_embedded_module(device_, "xcorr", CompileOptions{});
+            tiles_ = module_->function(in_.dtype == DType::C64 ? "gk_xcorr_tiles_c64" : "gk_xcorr_tiles_f32");
+            const int64_t ct = ceil_div(C_, 8), tiles = ct * (ct + 1) / 2;
+            tile_threads_ = 8 * tiles > 64 ? 8 * tiles : 64;
+            split_ = dsp::split_units(B_, C_ * F_ + P_ * G_, 8);
+            return;
+        }
         module_ = load_embedded_module(device_, "xcorr", CompileOptions{});
         gather_ = module_->function(in_.dtype == DType::C64 ? "gk_xcorr_gather_c64" : "gk_xcorr_gather_f32");
         pack_ = module_->function("gk_xcorr_pack");
@@ -96,6 +115,12 @@ private:
     void run(CUstream s, CUdeviceptr in, CUdeviceptr out, int64_t b0, int64_t b1, int64_t n_valid) {
         const int64_t nb = b1 - b0;
         if (nb <= 0) return;
+        if (use_kernel_) {
+            launch(*tiles_, dim(u32(ceil_div(nb, 8)), u32(G_)), dim(u32(tile_threads_)), 0, s, out, in,
+                   u32(C_), u64(sc_), u64(sf_), u64(sb_), u32(B_), u32(N_), u32(G_), u32(n_valid),
+                   u32(b0), u32(b1));
+            return;
+        }
         launch(*gather_, dim(u32(ceil_div(nb, 32)), u32(ceil_div(C_, 32)), grid_z(F_)), dim(32, 8), 0, s,
                A_->ptr(), in, u32(C_), u32(F_), u64(sc_), u64(sf_), u64(sb_), u32(b0), u32(b1));
         const CublasApi& api = cublas();
@@ -121,7 +146,9 @@ private:
     std::unique_ptr<CublasHandle> handle_;
     std::unique_ptr<DeviceBuffer> A_, R_;
     std::shared_ptr<Module> module_;
-    std::shared_ptr<Kernel> gather_, pack_;
+    std::shared_ptr<Kernel> gather_, pack_, tiles_;
+    bool use_kernel_ = false;
+    int64_t tile_threads_ = 64;
     dsp::UnitSplit split_;
 };
 

@@ -86,3 +86,117 @@ extern "C" __global__ void __launch_bounds__(256) gk_xcorr_pack(
         __syncthreads();
     }
 }
+
+// The direct X-engine kernel (method "kernel", at most 64 inputs): no gather, no C x C scratch.
+// grid (ceil((b_end - b_begin) / 8), G), block max(8 * tiles, 64) threads, tiles = CT(CT+1)/2 with
+// CT = ceil(C / 8); input element (c, f, b) at c*sc + f*sf + b*sb (as gk_xcorr_gather). Thread
+// t < 8 * tiles works on bin b0 + t / tiles (the others only stage) and the 8 x 8 tile (ti, tj), ti <= tj, of the pair matrix
+// (tile index t % tiles, upper-triangle tiles in row-major order), accumulating
+// acc[k][l] = sum_f X[ti*8 + k, f, b] conj(X[tj*8 + l, f, b]) in registers over the group's N
+// frames. Frame f's inputs of the block's 8 bins, X[c, f, b0 .. b0+7] for every c, are staged in
+// shared memory; the next frame's are loaded into registers while this one is used.
+#define GK_XC_BINS 8
+#define GK_XC_MAX_C 64
+#define GK_XC_ELEMS (GK_XC_BINS * GK_XC_MAX_C)
+
+namespace {
+
+__device__ __forceinline__ void tile_of(unsigned t, unsigned CT, unsigned& ti, unsigned& tj) {
+    ti = 0;
+    unsigned row = CT;  // tiles in row ti: CT - ti
+    while (t >= row) {
+        t -= row;
+        ++ti;
+        --row;
+    }
+    tj = ti + t;
+}
+
+template <class T>
+__device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* __restrict__ x,
+                                            unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,
+                                            unsigned bins, unsigned N, unsigned G, unsigned n_valid,
+                                            unsigned b_begin, unsigned b_end) {
+    __shared__ float2 xs[GK_XC_BINS][GK_XC_MAX_C];
+    const unsigned CT = (C + 7) / 8, tiles = CT * (CT + 1) / 2;
+    const unsigned t = threadIdx.x, nthreads = blockDim.x;
+    const unsigned b0 = b_begin + blockIdx.x * GK_XC_BINS, g = blockIdx.y;
+    const unsigned bl = t / tiles;
+    unsigned ti, tj;
+    tile_of(t % tiles, CT, ti, tj);
+    float2 acc[8][8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[k][l] = make_float2(0.0f, 0.0f);
+    // staging: element e = t + s * nthreads of the 8 x 64 frame slice -> (c = e / 8, bin e % 8)
+    const unsigned per = (GK_XC_ELEMS + nthreads - 1) / nthreads;  // <= 8: nthreads >= 64
+    float2 next[8];
+    auto fetch = [&](unsigned f) {
+#pragma unroll
+        for (unsigned s = 0; s < 8; ++s) {
+            const unsigned e = t + s * nthreads;
+            float2 v = make_float2(0.0f, 0.0f);
+            if (s < per && e < GK_XC_ELEMS) {
+                const unsigned c = e / GK_XC_BINS, b = b0 + e % GK_XC_BINS;
+                if (c < C && b < b_end) v = as_c64(x[c * sc + f * sf + b * sb]);
+            }
+            next[s] = v;
+        }
+    };
+    const unsigned f0 = g * N;
+    fetch(f0);
+    for (unsigned f = 0; f < N; ++f) {
+        __syncthreads();  // the previous frame's slice is no longer read
+#pragma unroll
+        for (unsigned s = 0; s < 8; ++s) {
+            const unsigned e = t + s * nthreads;
+            if (s < per && e < GK_XC_ELEMS) xs[e % GK_XC_BINS][e / GK_XC_BINS] = next[s];
+        }
+        __syncthreads();
+        if (f + 1 < N) fetch(f0 + f + 1);
+        if (bl < GK_XC_BINS) {
+            float2 a[8], c[8];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                a[k] = xs[bl][ti * 8 + k];
+                c[k] = xs[bl][tj * 8 + k];
+            }
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+#pragma unroll
+                for (int l = 0; l < 8; ++l) {  // acc += a * conj(c)
+                    acc[k][l].x = fmaf(a[k].x, c[l].x, fmaf(a[k].y, c[l].y, acc[k][l].x));
+                    acc[k][l].y = fmaf(a[k].y, c[l].x, fmaf(-a[k].x, c[l].y, acc[k][l].y));
+                }
+        }
+    }
+    const unsigned b = b0 + bl;
+    if (bl >= GK_XC_BINS || b >= b_end) return;
+    const long long valid = (long long)n_valid - (long long)g * N;
+    const float scale = valid <= 0 ? 0.0f : 1.0f / (float)(valid < (long long)N ? valid : N);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+#pragma unroll
+        for (int l = 0; l < 8; ++l) {
+            const unsigned i = ti * 8 + k, j = tj * 8 + l;
+            if (i < C && j < C && i <= j) {
+                const gk_size_t p = (gk_size_t)i * C - ((gk_size_t)i * (i - 1)) / 2 + (j - i);
+                out[(p * G + g) * bins + b] = make_float2(acc[k][l].x * scale, acc[k][l].y * scale);
+            }
+        }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(288) gk_xcorr_tiles_f32(
+    float2* out, const float* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,
+    unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
+    xcorr_tiles<float>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);
+}
+
+extern "C" __global__ void __launch_bounds__(288) gk_xcorr_tiles_c64(
+    float2* out, const float2* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,
+    unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
+    xcorr_tiles<float2>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);
+}
