@@ -95,6 +95,9 @@ extern "C" __global__ void __launch_bounds__(256) gk_xcorr_pack(
 // acc[k][l] = sum_f X[ti*8 + k, f, b] conj(X[tj*8 + l, f, b]) in registers over the group's N
 // frames. Frame f's inputs of the block's 8 bins, X[c, f, b0 .. b0+7] for every c, are staged in
 // shared memory; the next frame's are loaded into registers while this one is used.
+// __maxnreg__(224): the 64 complex accumulators fit without spilling (ptxas for sm_90: 219
+// registers, none spilled; with __launch_bounds__(288) it capped itself at 168 and spilled), and
+// 288 threads x 224 registers still fit one CTA per SM (64512 of 65536).
 #define GK_XC_BINS 8
 #define GK_XC_MAX_C 64
 #define GK_XC_ELEMS (GK_XC_BINS * GK_XC_MAX_C)
@@ -110,6 +113,24 @@ __device__ __forceinline__ void tile_of(unsigned t, unsigned CT, unsigned& ti, u
         --row;
     }
     tj = ti + t;
+}
+
+// next[s] = element t + s*nthreads (c = e / 8, bin b0 + e % 8) of frame f's slice, 0 outside.
+template <class T>
+__device__ __forceinline__ void fetch_slice(float2 (&next)[8], const T* __restrict__ x, unsigned t,
+                                            unsigned nthreads, unsigned per, unsigned C,
+                                            gk_size_t sc, gk_size_t sf, gk_size_t sb, unsigned f,
+                                            unsigned b0, unsigned b_end) {
+#pragma unroll
+    for (unsigned s = 0; s < 8; ++s) {
+        const unsigned e = t + s * nthreads;
+        float2 v = make_float2(0.0f, 0.0f);
+        if (s < per && e < GK_XC_ELEMS) {
+            const unsigned c = e / GK_XC_BINS, b = b0 + e % GK_XC_BINS;
+            if (c < C && b < b_end) v = as_c64(x[c * sc + f * sf + b * sb]);
+        }
+        next[s] = v;
+    }
 }
 
 template <class T>
@@ -132,20 +153,8 @@ __device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* _
     // staging: element e = t + s * nthreads of the 8 x 64 frame slice -> (c = e / 8, bin e % 8)
     const unsigned per = (GK_XC_ELEMS + nthreads - 1) / nthreads;  // <= 8: nthreads >= 64
     float2 next[8];
-    auto fetch = [&](unsigned f) {
-#pragma unroll
-        for (unsigned s = 0; s < 8; ++s) {
-            const unsigned e = t + s * nthreads;
-            float2 v = make_float2(0.0f, 0.0f);
-            if (s < per && e < GK_XC_ELEMS) {
-                const unsigned c = e / GK_XC_BINS, b = b0 + e % GK_XC_BINS;
-                if (c < C && b < b_end) v = as_c64(x[c * sc + f * sf + b * sb]);
-            }
-            next[s] = v;
-        }
-    };
     const unsigned f0 = g * N;
-    fetch(f0);
+    fetch_slice(next, x, t, nthreads, per, C, sc, sf, sb, f0, b0, b_end);
     for (unsigned f = 0; f < N; ++f) {
         __syncthreads();  // the previous frame's slice is no longer read
 #pragma unroll
@@ -154,7 +163,7 @@ __device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* _
             if (s < per && e < GK_XC_ELEMS) xs[e % GK_XC_BINS][e / GK_XC_BINS] = next[s];
         }
         __syncthreads();
-        if (f + 1 < N) fetch(f0 + f + 1);
+        if (f + 1 < N) fetch_slice(next, x, t, nthreads, per, C, sc, sf, sb, f0 + f + 1, b0, b_end);
         if (bl < GK_XC_BINS) {
             float2 a[8], c[8];
 #pragma unroll
@@ -189,13 +198,13 @@ __device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* _
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(288) gk_xcorr_tiles_f32(
+extern "C" __global__ void __maxnreg__(224) gk_xcorr_tiles_f32(
     float2* out, const float* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,
     unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
     xcorr_tiles<float>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);
 }
 
-extern "C" __global__ void __launch_bounds__(288) gk_xcorr_tiles_c64(
+extern "C" __global__ void __maxnreg__(224) gk_xcorr_tiles_c64(
     float2* out, const float2* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,
     unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
     xcorr_tiles<float2>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);
