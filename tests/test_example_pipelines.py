@@ -49,8 +49,9 @@ def tone_snr_db(y: np.ndarray, fs: float, f0: float) -> tuple[float, float]:
 
 
 def test_the_examples_exist():
-    assert EXAMPLES == ["beamformer.yaml", "cluster.yaml", "demo.yaml", "file_filter.yaml", "fm_receiver.yaml",
-                        "mic_array.yaml", "multi.yaml", "sdr_channelizer.yaml", "sdr_receiver.yaml", "sdr_to_sigmf.yaml"]
+    assert EXAMPLES == ["beamformer.yaml", "cluster.yaml", "correlator.yaml", "demo.yaml",
+                        "file_filter.yaml", "fm_receiver.yaml", "mic_array.yaml", "multi.yaml",
+                        "radar_pulse.yaml", "sdr_channelizer.yaml", "sdr_receiver.yaml", "sdr_to_sigmf.yaml"]
     assert GRAPHS < set(EXAMPLES)
     assert all((ROOT / "pipelines" / name).exists() for name in LIVE + NET)
 
@@ -137,6 +138,24 @@ def _check_outputs(workdir, name, summaries):
         # measured 74.4 dB (cpu); 50/75 of full deviation, times the de-emphasis at 1 kHz (0.905)
         assert snr > 60.0, snr
         assert abs(amplitude - 50 / 75 * 0.905) < 0.02, amplitude
+    elif name == "radar_pulse.yaml":
+        mask = np.load(workdir / "out" / "radar_detections.npy")
+        assert mask.shape == (1, 8 * 1024) and mask.dtype == np.float32
+        # each echo (200, 450, 700 samples after a pulse) peaks 127 samples after it starts, and
+        # cfar reports it guard + train = 20 samples later; nothing is detected away from them
+        hits = np.nonzero(mask[0])[0]
+        expected = np.array([k * 1024 + d + 127 + 20 for k in range(8) for d in (200, 450, 700)])
+        assert mask[0, expected].all()
+        assert np.abs(hits[:, None] - expected[None, :]).min(axis=1).max() <= 4
+    elif name == "correlator.yaml":
+        v = np.load(workdir / "out" / "visibilities.npy")
+        assert v.shape == (136, 8, 32) and v.dtype == np.complex64  # 16*17/2 pairs, 64000/32/256 frames
+        i, j = np.triu_indices(16)
+        auto = v[i == j]
+        assert np.all(auto.real > 0) and np.abs(auto.imag).max() <= 1e-6 * auto.real.max()
+        # one common source: adjacent antennas are strongly correlated (coherence ~0.8)
+        coh = np.abs(v[1]).mean() / np.sqrt(auto[0].real.mean() * auto[1].real.mean())
+        assert coh > 0.6
     elif name == "demo.yaml":
         assert summary.samples_in == 5 * 48000 and summary.samples_out == -(-5 * 48000 // 256)
     elif name == "multi.yaml":

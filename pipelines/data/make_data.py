@@ -86,6 +86,31 @@ def room_ir(path: Path, fs: float = 48000.0, seconds: float = 0.25, rt60_s: floa
     np.save(path, (h / np.abs(h).sum() * 4).astype(np.float32))
 
 
+RADAR_PRI = 1024  # samples between pulses
+RADAR_PULSE = 128  # samples of the chirp
+RADAR_PULSES = 8
+RADAR_ECHOES = ((200, 0.5), (450, 0.2), (700, 0.1))  # (delay in samples after each pulse, amplitude)
+
+
+def radar_pulse(path: Path) -> None:
+    """The transmitted pulse: a complex linear chirp sweeping -0.4 .. +0.4 of the sample rate."""
+    n = np.arange(RADAR_PULSE)
+    np.save(path, np.exp(1j * np.pi * 0.8 * (n ** 2 / RADAR_PULSE - n)).astype(np.complex64))
+
+
+def radar_echoes(path: Path, pulse: np.ndarray) -> None:
+    """(1, 8 * 1024) complex64: after each pulse, echoes of it at 200, 450 and 700 samples with
+    amplitudes 0.5, 0.2, 0.1, in complex white noise of 0.05 rms per component."""
+    rng = np.random.default_rng(4)
+    n = RADAR_PRI * RADAR_PULSES
+    x = 0.05 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    for k in range(RADAR_PULSES):
+        for delay, amp in RADAR_ECHOES:
+            s = k * RADAR_PRI + delay
+            x[s:s + RADAR_PULSE] += amp * pulse
+    np.save(path, x[None, :].astype(np.complex64))
+
+
 if __name__ == "__main__":
     import sys
 
@@ -97,4 +122,6 @@ if __name__ == "__main__":
     iq_cs16(HERE / "three_carriers.cs16")
     beam_weights(HERE / "beam_weights.npy")
     room_ir(HERE / "room_ir.npy")
+    radar_pulse(HERE / "radar_pulse.npy")
+    radar_echoes(HERE / "radar_echoes.npy", np.load(HERE / "radar_pulse.npy"))
     print("wrote", *sorted(p.name for p in HERE.iterdir() if p.suffix != ".py"))

@@ -19,7 +19,9 @@ CATALOG: tuple[tuple[str, str, str], ...] = (
     ("add", "arith", "Add"),
     ("multiply", "arith", "Multiply"),
     ("average", "average", "Average"),
+    ("cfar", "cfar", "Cfar"),
     ("channelizer", "channelizer", "Channelizer"),
+    ("correlate", "correlate", "Correlate"),
     ("delay", "delay", "Delay"),
     ("db", "elementwise", "Db"),
     ("magnitude", "elementwise", "Magnitude"),
@@ -42,6 +44,8 @@ CATALOG: tuple[tuple[str, str, str], ...] = (
     ("shift", "shift", "Shift"),
     ("sos", "sos", "Sos"),
     ("stft", "stft", "Stft"),
+    ("synthesizer", "synthesizer", "Synthesizer"),
+    ("xcorr", "xcorr", "Xcorr"),
 )
 _CLASS_MODULES = {cls: f"{__name__}.{module}" for _, module, cls in CATALOG}
 _SUBMODULES = {module for _, module, _ in CATALOG} | {"_common", "params_doc"}
@@ -77,4 +81,5 @@ __all__ = [
     "Average", "Channelizer", "Delay", "Db", "Magnitude", "Power", "Fft", "Ifft", "Irfft", "Rfft",
     "Fir", "Gain", "Kernel", "Mix", "Python", "Resample", "Sos", "Stft", "Add", "Multiply", "Combine", "Select",
     "Shift", "Ddc", "FmDemod", "Hilbert",
+    "Cfar", "Correlate", "Synthesizer", "Xcorr",
 ]

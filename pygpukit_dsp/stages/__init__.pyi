@@ -13,7 +13,9 @@ from numpy.typing import ArrayLike
 
 from . import arith as _arith
 from . import average as _average
+from . import cfar as _cfar
 from . import channelizer as _channelizer
+from . import correlate as _correlate
 from . import delay as _delay
 from . import elementwise as _elementwise
 from . import fft as _fft
@@ -29,6 +31,8 @@ from . import routing as _routing
 from . import shift as _shift
 from . import sos as _sos
 from . import stft as _stft
+from . import synthesizer as _synthesizer
+from . import xcorr as _xcorr
 from .average import AverageParams
 from .base import (
     STAGES as STAGES,
@@ -38,7 +42,9 @@ from .base import (
     register_stage as register_stage,
     stage_class as stage_class,
 )
+from .cfar import CfarParams
 from .channelizer import ChannelizerParams
+from .correlate import CorrelateParams
 from .delay import DelayParams
 from .elementwise import DbParams, NoParams
 from .fft import FftParams, InverseFftParams
@@ -54,6 +60,8 @@ from .routing import SelectParams
 from .shift import DdcParams, ShiftParams
 from .sos import SosDesign, SosParams
 from .stft import StftParams
+from .synthesizer import SynthesizerParams
+from .xcorr import XcorrParams
 
 def make_stage(type_name: str, *, name: str | None = None, **params: Any) -> Stage: ...
 
@@ -603,6 +611,100 @@ class Hilbert(_hilbert.Hilbert):
         base_dir: str | Path | None = None,
     ) -> None: ...
 
+
+class Cfar(_cfar.Cfar):
+    Params: ClassVar[type[CfarParams]]
+    params: CfarParams
+    @overload
+    def __init__(
+        self,
+        params: CfarParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        guard: int = 2,
+        train: int = 8,
+        pfa: float | None = None,
+        scale: float | None = None,
+        output: Literal['mask', 'threshold'] = 'mask',
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
+
+class Correlate(_correlate.Correlate):
+    Params: ClassVar[type[CorrelateParams]]
+    params: CorrelateParams
+    @overload
+    def __init__(
+        self,
+        params: CorrelateParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        reference: ArrayLike | None = None,
+        reference_file: str | None = None,
+        method: Literal['auto', 'direct', 'matmul', 'overlap_save'] = 'auto',
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
+
+class Synthesizer(_synthesizer.Synthesizer):
+    Params: ClassVar[type[SynthesizerParams]]
+    params: SynthesizerParams
+    @overload
+    def __init__(
+        self,
+        params: SynthesizerParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        channels: int,
+        taps_per_channel: int = 8,
+        taps: ArrayLike | None = None,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
+
+class Xcorr(_xcorr.Xcorr):
+    Params: ClassVar[type[XcorrParams]]
+    params: XcorrParams
+    @overload
+    def __init__(
+        self,
+        params: XcorrParams,
+        *,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        integrate: int,
+        bins: int | None = None,
+        method: Literal['auto', 'kernel', 'cublas'] = 'auto',
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None: ...
+
 __all__ = [
     'STAGES',
     'CpuProcessor',
@@ -637,4 +739,8 @@ __all__ = [
     'Ddc',
     'FmDemod',
     'Hilbert',
+    'Cfar',
+    'Correlate',
+    'Synthesizer',
+    'Xcorr',
 ]

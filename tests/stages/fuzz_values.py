@@ -146,7 +146,9 @@ def params_dict(draw, model: type[BaseModel], depth: int = 0, plausible: bool | 
 SEEDS = {
     "add": [{}],
     "average": [{"frames": 1}, {"frames": 2}],
+    "cfar": [{"guard": 0, "train": 1}, {"guard": 1, "train": 2, "scale": 3.0, "output": "threshold"}],
     "channelizer": [{"channels": 2}, {"channels": 4, "taps_per_channel": 3}],
+    "correlate": [{"reference": [1.0, -1.0, 0.5]}, {"reference": ["1+1j", 0.5], "method": "overlap_save"}],
     "combine": [{}],
     "ddc": [{"freq_hz": 1000.0, "taps": [0.5, 0.25, -0.1], "decimate": 2},
             {"freq_hz": -3000.0, "design": {"numtaps": 15, "cutoff_hz": 2000.0}}],
@@ -172,6 +174,8 @@ SEEDS = {
     "shift": [{"freq_hz": 1000.0}, {"freq_hz": -0.25}],
     "sos": [{"design": {"order": 2, "cutoff_hz": 0.1}}, {"sos": [[0.2, 0.4, 0.2, 1.0, -0.3, 0.1]]}],
     "stft": [{"nfft": 4, "hop": 2}, {"nfft": 8, "hop": 4, "window": ["kaiser", 8.0]}],
+    "synthesizer": [{"channels": 2}, {"channels": 2, "taps": [0.5, 0.5, 0.25]}],
+    "xcorr": [{"integrate": 2}, {"integrate": 1, "bins": 2}],
 }
 
 
