@@ -26,7 +26,8 @@ PY312="${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3.12}"
 # (attrs is no longer listed: hypothesis stopped depending on it, so pip resolves no attrs wheel)
 DEPS=(pydantic pydantic_core annotated_types typing_inspection typing_extensions soundfile cffi pycparser
       sounddevice JACK_Client hypothesis attrs sortedcontainers
-      pyzmq sigmf jsonschema jsonschema_specifications referencing rpds_py defusedxml)
+      pyzmq sigmf jsonschema jsonschema_specifications referencing rpds_py defusedxml
+      aiohttp aiohappyeyeballs aiosignal frozenlist multidict propcache yarl idna)
 
 if [[ ! -x "$PY312" ]]; then
     echo "error: Python 3.12 not found at $PY312 (set PYTHON312=...)" >&2
@@ -75,7 +76,7 @@ trap 'rm -rf "$resolved"' EXIT
 "$PY312" -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --dest "$resolved" pydantic soundfile sounddevice JACK-Client hypothesis \
-    pyzmq sigmf
+    pyzmq sigmf aiohttp
 shopt -s nocaseglob  # wheel names are normalised to lower case by newer tools (jack_client-0.5.7-...)
 for name in "${DEPS[@]}"; do
     # wheel file names are normalised differently by different releases (JACK_Client, jack_client)
