@@ -295,6 +295,7 @@ class SoapySource(Counters, Source):
         while True:
             if self._stop.is_set():
                 return np.zeros((self._chans, 0), np.complex64)
+            t0 = time.monotonic()
             rc = lib.SoapySDRDevice_readStream(self._dev, self._stream, ptrs, n, ctypes.byref(flags),
                                                ctypes.byref(t_ns), _READ_US)
             if rc > 0:
@@ -304,6 +305,8 @@ class SoapySource(Counters, Source):
                 continue
             if rc == SOAPY_SDR_TIMEOUT or rc == 0:
                 self._counts["timeouts"] += 1
+                if time.monotonic() - t0 < 0.001:  # a stream that died returns at once: do not spin on it
+                    time.sleep(0.02)
             else:
                 raise StreamFault(f"{self.describe()}: reading failed ({_ERRORS.get(rc, rc)}): was the device "
                                   "unplugged?")

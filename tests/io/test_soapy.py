@@ -97,3 +97,32 @@ def test_devices_lists_soapy_devices_with_their_ranges(tmp_path, gk_process, soa
     found = json.loads(j.stdout_text)["io"]["soapy"]
     audio = next(d for d in found["devices"] if d["driver"] == "audio")
     assert found["found"] and audio["rates_hz"] == [[48000.0, 48000.0]] and audio["rx_channels"] == 1
+
+
+def test_a_device_gone_mid_run_is_a_fault_and_the_file_keeps_every_block(tmp_path, gk_process, soapy_audio):
+    import time
+
+    jack_server = sys.modules["_gk_tests_jack_server"]  # tests/io/conftest.py loads it by path
+    server = jack_server.JackServer.start("gk-unplug")  # a server of its own: killing it "unplugs" the device
+    proc = None
+    try:
+        (tmp_path / "radio.yaml").write_text(PIPE.format(rate=48000, freq=1e6, fmt="CF32", extra=", timeout_s: 2")
+                                             .replace("{type: numpy, path: out.npy}", "{type: rawiq, path: out.cf32}"))
+        gk_process.env.update({**soapy_audio, **server.env})
+        proc = gk_process.start("run", "radio.yaml", "--stats-json", "s.json")
+        deadline = time.monotonic() + 60
+        live = tmp_path / "out.cf32.partial"  # written block by block
+        while not (live.exists() and live.stat().st_size >= 8 * 1024 * 8):
+            assert time.monotonic() < deadline and proc.poll() is None, "gk-stream did not start streaming"
+            time.sleep(0.05)
+        server.kill()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+        server.stop()
+    assert proc.returncode == 1 and "was the device unplugged?" in err and "Traceback" not in err
+    st = json.loads((tmp_path / "s.json").read_text())
+    assert st["ended_by"] == "fault" and st["blocks"] > 0
+    assert (tmp_path / "out.cf32").stat().st_size == st["samples_out"] * 8  # finalised with every block
