@@ -69,7 +69,7 @@ def measure(args: argparse.Namespace) -> dict:
             wall_ns = clock() - t0
         after = eng.counters()
         gpu_ns = cp.cuda.get_elapsed_time(start, stop) * 1e6 / args.blocks
-        resident_ns = float(eng.instrument().time_resident(200)) * 1e9
+        resident_ns = float(np.median(eng.instrument().time_resident(200))) * 1e9  # seconds per block
     finally:
         eng.close()
     p50, p99 = (float(v) for v in np.percentile(calls, [50, 99]))

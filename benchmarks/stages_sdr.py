@@ -4,7 +4,7 @@ Each case is one stage in a pipeline timed by the cuda engine's own resident loo
 replays of one block, transfers excluded: EngineInstrument.time_resident) and the counterpart on
 the same block already on the GPU, timed with CUDA events per call:
 
-    shift         cupyx.signal.freq_shift(x, freq, fs)
+    shift         cupyx.signal.freq_shift(x, freq, fs)   (complex128: the only type it takes)
     fir decimate  cupyx.scipy.signal.upfirdn(h, x, 1, D)       (computes only the kept outputs)
     ddc           freq_shift, then upfirdn(h, ., 1, D)
     fm_demod      CuPy: angle(x[1:] * conj(x[:-1])), de-emphasis by cupyx.scipy.signal.lfilter;
@@ -96,16 +96,25 @@ def cupy_counterpart(name: str, case: Case, cp) -> Callable:
     def fm(x):
         return cp.angle(x[:, 1:] * cp.conj(x[:, :-1]))
 
+    wide: dict[int, object] = {}
+
+    def as_c128(x):
+        # cupyx.signal.freq_shift's kernel takes complex128 only (a complex64 block is a TypeError,
+        # CuPy 14.2): the block is widened once, outside the timed calls
+        if id(x) not in wide:
+            wide[id(x)] = x.astype(cp.complex128)
+        return wide[id(x)]
+
     if name == "cupyx.signal.freq_shift":
         import cupyx.signal as csig
 
-        return lambda x: csig.freq_shift(x, FREQ, FS)
+        return lambda x: csig.freq_shift(as_c128(x), FREQ, FS)
     if name == "cupyx upfirdn":
         return lambda x: css.upfirdn(h, x, 1, DECIMATE, axis=-1)
     if name == "freq_shift + upfirdn":
         import cupyx.signal as csig
 
-        return lambda x: css.upfirdn(h, csig.freq_shift(x, -FREQ, FS), 1, DECIMATE, axis=-1)
+        return lambda x: css.upfirdn(h, csig.freq_shift(as_c128(x), -FREQ, FS), 1, DECIMATE, axis=-1)
     if name == "cupy angle":
         return fm
     if name == "cupy angle + lfilter":

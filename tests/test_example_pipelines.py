@@ -61,6 +61,15 @@ def _run(workdir, name, backend):
     return Session(load_streams(workdir / name), backend=backend).run()
 
 
+def _same(got, want, summary):
+    """Exactly what the cpu backend gives, on cpu; within float32 rounding of it on cuda (its
+    graph's ops are not the cpu's fused chain, so the last bits differ)."""
+    if summary.backend == "cpu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5 * float(np.abs(want).max()))
+
+
 def _check_outputs(workdir, name, summaries):
     summary = summaries[0]
     if name == "file_filter.yaml":
@@ -103,7 +112,7 @@ def _check_outputs(workdir, name, summaries):
 
         power = np.load(workdir / "out" / "rx_power.npy")
         _run(workdir, "sdr_channelizer.yaml", "cpu")
-        np.testing.assert_array_equal(power, np.load(workdir / "out" / "channel_power.npy"))
+        _same(power, np.load(workdir / "out" / "channel_power.npy"), summary)
         g = Graph.from_yaml(workdir / name)
         src = RawIqSource(path=str(workdir / "data" / "three_carriers.cs16"), format="cs16")
         src.open(StreamFormat(1024000, 1, "complex64"))
@@ -112,13 +121,13 @@ def _check_outputs(workdir, name, summaries):
         want = Pipeline(path, sample_rate=1024000, block_size=4096, channels=1, dtype="complex64",
                         backend="cpu").process(x)
         got = np.fromfile(workdir / "out" / "rx_carriers.cf32", np.complex64).reshape(-1, 2).T
-        np.testing.assert_array_equal(got, want)
+        _same(got, want, summary)
         assert [(a.name, a.samples) for a in summary.sinks] == [("power", 2048), ("carriers", 2048)]
         assert set(np.argsort(power.mean(axis=1))[-3:]) == {13, 1, 5}  # the carriers (sdr_channelizer.yaml)
     elif name == "mic_array.yaml":
         beams = np.load(workdir / "out" / "array_beams.npy")
         _run(workdir, "beamformer.yaml", "cpu")
-        np.testing.assert_array_equal(beams, np.load(workdir / "out" / "beams.npy"))
+        _same(beams, np.load(workdir / "out" / "beams.npy"), summary)
         np.testing.assert_allclose(np.load(workdir / "out" / "array_level.npy"), np.abs(beams) ** 2, rtol=1e-5,
                                    atol=1e-7)
         compare = np.load(workdir / "out" / "array_compare.npy")

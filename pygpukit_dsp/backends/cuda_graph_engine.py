@@ -50,6 +50,11 @@ class CudaGraphEngine(CudaEngine):
         return self.lowering.ops, self.lowering.plan.native()
 
     @property
+    def output_names(self) -> tuple[str, ...]:
+        """The outputs' names, in the order collect() and process() give their blocks."""
+        return tuple(self._outputs)
+
+    @property
     def plan(self):
         """The memory plan the engine runs (cuda_graph_plan.GraphPlan)."""
         assert self.lowering is not None

@@ -109,10 +109,12 @@ def test_submit_collect_views_per_sink_and_a_graph_run_accounts_each_sink(tmp_pa
         s1 = eng.submit((x["a"][:, 128:], x["b"][:, 128:]))
         first = [o.copy() for o in eng.collect(s0)]
         second = [o.copy() for o in eng.collect(s1)]
+        names = eng.output_names
     finally:
         eng.close()
     want = g.process(x, backend="cpu")
-    for k, name in enumerate(("sum", "both", "sq", "lo")):
+    assert sorted(names) == sorted(("sum", "both", "sq", "lo"))
+    for k, name in enumerate(names):
         assert rel_err(np.concatenate([first[k], second[k]], axis=1), want[name]) < 1e-6
 
 

@@ -68,7 +68,8 @@ def test_gk_stream_run_with_backend_cuda_exits_2_naming_the_stage(tmp_path):
     """))
     import pygpukit_dsp
 
-    env = dict(os.environ, PYTHONPATH=str(Path(pygpukit_dsp.__file__).resolve().parents[1]))
+    here = str(Path(pygpukit_dsp.__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
     stats = tmp_path / "stats.json"
     r = subprocess.run([sys.executable, "-m", "pygpukit_dsp.cli", "run", str(tmp_path / "p.yaml")],
                        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path.anchor)

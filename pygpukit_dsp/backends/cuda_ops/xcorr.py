@@ -1,11 +1,13 @@
 """CUDA lowering of ``xcorr`` (native/ops/xcorr.cpp, kernels/xcorr.cu), two implementations:
 
-* ``kernel`` (at most 64 inputs): one launch that reads the input once; each thread accumulates
+* ``kernel`` (at most 56 inputs): one launch that reads the input once; each thread accumulates
   an 8 x 8 tile of pairs of one bin in FP32 registers over a run of N frames;
 * ``cublas``: a gather kernel to (bins, F, C), cublasCgemmStridedBatched A A^H per bin and run
   (FP32, all C x C entries), a kernel packing the pairs i <= j.
 
-``auto`` takes the kernel up to 64 inputs (it moves no C x C scratch through memory), cublas above.
+``auto`` takes the kernel up to 56 inputs (it moves no C x C scratch through memory), cublas above.
+From 57 to 64 inputs the kernel's CTA is 36 tiles x 8 bins = 288 threads, and at the registers
+its tiles need the H200 took at most 256 of them per CTA (2026-12-02): so 56, where it is 224.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from ...signal import SignalSpec
 from ...stages.xcorr import Xcorr
 from ..cuda_lowering import OpDesc, lowering
 
-KERNEL_MAX_INPUTS = 64  # mirrors kKernelMaxInputs in native/ops/xcorr.cpp
+KERNEL_MAX_INPUTS = 56  # the CTA stays at 224 threads (native/ops/xcorr.cpp takes up to 64)
 
 
 @lowering("xcorr")
