@@ -4,7 +4,8 @@ Each case is one stage in a pipeline timed by the cuda engine's own resident loo
 replays of one block, transfers excluded: EngineInstrument.time_resident) and the counterpart on
 the same block already on the GPU, timed with CUDA events per call:
 
-    shift         cupyx.signal.freq_shift(x, freq, fs)   (complex128: the only type it takes)
+    shift         CuPy x * exp(2j*pi*f*n/fs) (cupyx.signal.freq_shift refuses complex64 and
+                  complex128 blocks in CuPy 14.2: "Type is mismatched")
     fir decimate  cupyx.scipy.signal.upfirdn(h, x, 1, D)       (computes only the kept outputs)
     ddc           freq_shift, then upfirdn(h, ., 1, D)
     fm_demod      CuPy: angle(x[1:] * conj(x[:-1])), de-emphasis by cupyx.scipy.signal.lfilter;
@@ -42,11 +43,11 @@ class Case:
 
 
 CASES = (
-    Case("shift", {"type": "shift", "freq_hz": FREQ}, "complex64", ("cupyx.signal.freq_shift",)),
+    Case("shift", {"type": "shift", "freq_hz": FREQ}, "complex64", ("cupy x * exp(2j pi f n / fs)",)),
     Case("fir decimate", {"type": "fir", "design": {"numtaps": TAPS, "cutoff_hz": FS / DECIMATE / 2},
                           "decimate": DECIMATE}, "complex64", ("cupyx upfirdn",)),
     Case("ddc", {"type": "ddc", "freq_hz": FREQ, "design": {"numtaps": TAPS, "cutoff_hz": FS / DECIMATE / 2},
-                 "decimate": DECIMATE}, "complex64", ("freq_shift + upfirdn",)),
+                 "decimate": DECIMATE}, "complex64", ("freq_shift + upfirdn",)),  # freq_shift: the CuPy product
     Case("fm_demod", {"type": "fm_demod", "gain": 1.0}, "complex64", ("cupy angle", "numpy")),
     Case("fm_demod 75us", {"type": "fm_demod", "gain": 1.0, "deemphasis_us": 75}, "complex64",
          ("cupy angle + lfilter", "numpy + scipy lfilter")),
@@ -96,25 +97,20 @@ def cupy_counterpart(name: str, case: Case, cp) -> Callable:
     def fm(x):
         return cp.angle(x[:, 1:] * cp.conj(x[:, :-1]))
 
-    wide: dict[int, object] = {}
+    def cupy_shift(freq):
+        # cupyx.signal.freq_shift refused both complex64 and complex128 blocks on the H200 (CuPy 14.2,
+        # "Type is mismatched"): the same product written in CuPy, the phase in float64
+        def shift(x):
+            n = cp.arange(x.shape[-1], dtype=cp.float64)
+            return (x * cp.exp(2j * np.pi * freq / FS * n)).astype(cp.complex64)
+        return shift
 
-    def as_c128(x):
-        # cupyx.signal.freq_shift's kernel takes complex128 only (a complex64 block is a TypeError,
-        # CuPy 14.2): the block is widened once, outside the timed calls
-        if id(x) not in wide:
-            wide[id(x)] = x.astype(cp.complex128)
-        return wide[id(x)]
-
-    if name == "cupyx.signal.freq_shift":
-        import cupyx.signal as csig
-
-        return lambda x: csig.freq_shift(as_c128(x), FREQ, FS)
+    if name == "cupy x * exp(2j pi f n / fs)":
+        return cupy_shift(FREQ)
     if name == "cupyx upfirdn":
         return lambda x: css.upfirdn(h, x, 1, DECIMATE, axis=-1)
     if name == "freq_shift + upfirdn":
-        import cupyx.signal as csig
-
-        return lambda x: css.upfirdn(h, csig.freq_shift(as_c128(x), -FREQ, FS), 1, DECIMATE, axis=-1)
+        return lambda x: css.upfirdn(h, cupy_shift(-FREQ)(x), 1, DECIMATE, axis=-1)
     if name == "cupy angle":
         return fm
     if name == "cupy angle + lfilter":

@@ -146,6 +146,9 @@ class CpuGraphEngine:
         values: dict[str, np.ndarray] = {}
         for i, (name, block, spec) in enumerate(zip(self._sources, blocks, self._in)):
             if block.dtype != spec.np_dtype:
+                if np.iscomplexobj(block) and not np.issubdtype(spec.np_dtype, np.complexfloating):
+                    raise ValueError(f"source '{name}' is {spec.dtype}; a complex block would lose its imaginary "
+                                     "part (give the source a complex64 format)")
                 block = block.astype(spec.np_dtype)
             count, channel, sample, value = find_nonfinite(block)
             if count:

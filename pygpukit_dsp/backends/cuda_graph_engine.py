@@ -101,6 +101,9 @@ class CudaGraphEngine(CudaEngine):
             shape = spec.block_shape
             if b.ndim != len(shape) or b.shape[0] != shape[0] or b.shape[1] > shape[1] or b.shape[2:] != shape[2:]:
                 raise ValueError(f"block of shape {b.shape} does not fit source '{name}' {shape}")
+            if np.iscomplexobj(b) and spec.dtype != "complex64":
+                raise ValueError(f"source '{name}' is {spec.dtype}; a complex block would lose its imaginary "
+                                 "part (give the source a complex64 format)")
             ns.add(int(b.shape[1]))
         if len(ns) != 1:
             raise ValueError(f"every source's block has one length in a step, got {sorted(ns)}")

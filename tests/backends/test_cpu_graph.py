@@ -58,3 +58,13 @@ def test_the_engine_takes_a_block_per_source_and_gives_one_per_output():
     engine.close()
     with pytest.raises(StreamFault):
         engine.process((a, b))
+
+
+def test_a_complex_block_into_a_real_source_is_refused_not_cast():
+    g = Graph(name="two", sample_rate=8000, channels=1, block_size=16)
+    g.source(name="a")
+    g.add(stages.Gain(name="g", db=0), "a")
+    g.sink(NullSink(), "g", name="out")
+    eng = open_backend(g, g.specs(), "cpu")  # the source's format: float32
+    with pytest.raises(ValueError, match="imaginary"):
+        eng.process(np.ones((1, 16), np.complex64))

@@ -12,6 +12,7 @@ from pygpukit_dsp.backends import BackendChoice, open_backend
 from pygpukit_dsp.backends.cuda_engine import CudaEngine
 from pygpukit_dsp.backends.cuda_graph_engine import CudaGraphEngine
 from pygpukit_dsp.io import NullSink
+from pygpukit_dsp.io.base import StreamFormat
 
 from .compare import rel_err, signal
 
@@ -71,8 +72,12 @@ def test_two_sources_and_the_graph_stages_equal_cpu(block, n):
     _close(g.process(x, backend="cuda"), g.process(x, backend="cpu"), 1e-6)
 
 
-def _engine(g: Graph, **options) -> CudaGraphEngine:
-    return CudaGraphEngine(g, g.specs(), BackendChoice("cuda", "test"), **options)
+# what mixed()'s sources deliver (_mixed_inputs): b is complex
+MIXED_FORMAT = {"a": StreamFormat(8000, 2, "float32"), "b": StreamFormat(8000, 2, "complex64")}
+
+
+def _engine(g: Graph, fmt=None, **options) -> CudaGraphEngine:
+    return CudaGraphEngine(g, g.specs(fmt), BackendChoice("cuda", "test"), **options)
 
 
 @pytest.mark.parametrize("options", [{}, {"single_stream": True}, {"mapped_io": True},
@@ -80,9 +85,9 @@ def _engine(g: Graph, **options) -> CudaGraphEngine:
 def test_counters_one_copy_per_source_and_sink_one_launch_per_block(options):
     g = mixed(64)
     x = _mixed_inputs(64 * 10 + 5)
-    eng = _engine(g, **options)
+    eng = _engine(g, MIXED_FORMAT, **options)
     try:
-        cpu = open_backend(g, g.specs(), "cpu")
+        cpu = open_backend(g, g.specs(MIXED_FORMAT), "cpu")
         for k in range(10):
             blocks = (x["a"][:, 64 * k:64 * (k + 1)], x["b"][:, 64 * k:64 * (k + 1)])
             got, want = eng.process(blocks), cpu.process(blocks)
@@ -103,7 +108,7 @@ def test_counters_one_copy_per_source_and_sink_one_launch_per_block(options):
 def test_submit_collect_views_per_sink_and_a_graph_run_accounts_each_sink(tmp_path):
     g = mixed(128)
     x = _mixed_inputs(128 * 2)
-    eng = _engine(g)
+    eng = _engine(g, MIXED_FORMAT)
     try:
         s0 = eng.submit((x["a"][:, :128], x["b"][:, :128]))
         s1 = eng.submit((x["a"][:, 128:], x["b"][:, 128:]))
