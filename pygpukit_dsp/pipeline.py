@@ -13,6 +13,8 @@ settings, the input spec, running) and describe themselves as a
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +54,7 @@ class SpecChain:
         return self.specs[-1]
 
 
-class PipelineBase:
+class PipelineBase(ABC):
     """What a :class:`Pipeline` and a :class:`~pygpukit_dsp.graph.Graph` share: the stream's settings
     (name, rate, channels, block size, dtype, backend, QoS, device, nonfinite), the input spec they
     make with a source's format, their settings in YAML, and running (``process``, ``run``,
@@ -127,8 +129,9 @@ class PipelineBase:
             doc["qos"] = qos
         return doc
 
+    @abstractmethod
     def to_config(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The YAML document of this description (a dict)."""
 
     def to_yaml(self) -> str:
         from .spec import dump_yaml
@@ -136,13 +139,13 @@ class PipelineBase:
         return dump_yaml(self.to_config())
 
     # ------------------------------------------------------------------ the graph it describes
+    @abstractmethod
     def topology(self) -> Topology:
         """The flowgraph this describes: sources, stages, sinks and what each reads."""
-        raise NotImplementedError
 
+    @abstractmethod
     def as_chain(self) -> "Pipeline | None":
         """The same stream as a :class:`Pipeline` when it is one path (a Pipeline: itself), else None."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ specs
     def input_spec(self, fmt: StreamFormat | None = None) -> SignalSpec:

@@ -19,25 +19,7 @@ import pytest
 from pygpukit_dsp import Pipeline, stages
 from pygpukit_dsp.errors import ConfigError
 
-from .test_cuda_engine import FAKE_DRIVER_SOURCE, FAKE_GRAPH_API, last_json, run_python
-
-
-@pytest.fixture(scope="module")
-def fake_driver(tmp_path_factory: pytest.TempPathFactory) -> str:
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        pytest.skip("no C compiler to build the fake CUDA driver")
-    from pygpukit_dsp.capabilities import capabilities
-
-    if not capabilities()["nvrtc"]["found"]:
-        pytest.skip("NVRTC is needed to compile the ops' kernels (pip install nvidia-cuda-nvrtc)")
-    folder = tmp_path_factory.mktemp("fake_device_io_driver")
-    extra = folder / "graph_api.c"
-    extra.write_text(FAKE_GRAPH_API)
-    out = folder / "libcuda_fake.so.1"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(out), str(FAKE_DRIVER_SOURCE), str(extra)],
-                   check=True)
-    return str(out)
+from .test_cuda_engine import fake_driver, last_json, run_python  # noqa: F401  (fake_driver: a fixture)
 
 
 FAKE_DEVICE_SCRIPT = r"""
