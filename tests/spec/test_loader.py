@@ -1,6 +1,5 @@
 """Marked YAML: plain values, exact marks, no unsafe tags, no silent duplicate keys."""
 
-import time
 
 import pytest
 
@@ -57,10 +56,8 @@ def test_aliases_are_built_once():
     lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
     for i in range(1, 9):
         lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]")
-    t0 = time.perf_counter()
     doc, _ = load_marked("\n".join(lines) + "\n")
-    assert time.perf_counter() - t0 < 1.0
-    assert doc["l8"][0] is doc["l7"]
+    assert doc["l8"][0] is doc["l7"]  # shared, not copied: nothing was expanded
 
 
 def test_recursive_alias_is_an_error():
