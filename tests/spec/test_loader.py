@@ -1,6 +1,5 @@
 """Marked YAML: plain values, exact marks, no unsafe tags, no silent duplicate keys."""
 
-
 import pytest
 
 from pygpukit_dsp.errors import ConfigError, ConfigErrors
