@@ -120,10 +120,10 @@ class BenchReport:
         ]
         ratios = self.ratios()
         for r in self.results:
-            if r.status in ("skipped", "failed"):
+            lat = r.latency_us
+            if r.status in ("skipped", "failed") or not lat:  # a mismatch found before any timing, too
                 lines.append(f"| {r.name} | | | | | | " + ("| " if paired else "") + f"| | {r.status}: {r.reason} |")
                 continue
-            lat = r.latency_us
             rt = ratios.get(r.name, {})
             check = "reference" if r.kind == "project" else (
                 f"ok (rel err {r.max_rel_err:.1e})" if r.status == "ok" else f"{r.status}: {r.reason}")

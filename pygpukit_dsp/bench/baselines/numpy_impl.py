@@ -100,7 +100,10 @@ def _stateless(op: Op, xp: Any):
         return lambda x: xp.abs(x).astype(np.float32)
     if k == "db":
         scale, ref, floor = p["scale"], p["ref"], p["floor"]
-        return lambda x: (scale * xp.log10(xp.maximum(x / ref, floor))).astype(np.float32)
+        # a complex input is an amplitude, as the stage takes it: |x|^2 for kind power (scale 10), else |x|
+        def level(x):
+            return (xp.abs(x) ** 2 if scale == 10 else xp.abs(x)) if xp.iscomplexobj(x) else x
+        return lambda x: (scale * xp.log10(xp.maximum(level(x) / ref, floor))).astype(np.float32)
     if k == "average":
         fr = p["frames"]
         return lambda x: x.reshape(x.shape[0], -1, fr, x.shape[2]).mean(axis=2).astype(out_dtype)

@@ -101,7 +101,10 @@ def _stateless(op: Op, torch: Any, dev: Any):
         return lambda x: x.abs()
     if k == "db":
         scale, ref, floor = p["scale"], p["ref"], p["floor"]
-        return lambda x: scale * torch.log10(torch.clamp(x / ref, min=floor))
+        # a complex input is an amplitude, as the stage takes it: |x|^2 for kind power (scale 10), else |x|
+        def level(x):
+            return (x.abs() ** 2 if scale == 10 else x.abs()) if x.is_complex() else x
+        return lambda x: scale * torch.log10(torch.clamp(level(x) / ref, min=floor))
     if k == "average":
         fr = p["frames"]
         return lambda x: x.reshape(x.shape[0], -1, fr, x.shape[2]).mean(dim=2)
