@@ -39,7 +39,7 @@ def test_our_half_runs_on_the_fake_driver(fake_engine_driver: str):
                PYTHONPATH=os.pathsep.join([str(Path(pygpukit_dsp.__file__).resolve().parents[1]),
                                            os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", OURS_SCRIPT, str(ROOT / "benchmarks")], capture_output=True,
-                          text=True, timeout=300, env=env)
+                          text=True, timeout=300, env=env, cwd=ROOT.anchor)  # not the checkout: the package installed
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"form": "scan", "keys": ["max_err_over_rms", "p50_us", "p99_us"]}
