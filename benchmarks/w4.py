@@ -12,6 +12,12 @@ call is timed with perf_counter_ns after a warmup, one implementation after anot
 * ``cupy``: the same math written with CuPy (cp.asarray in, cp.asnumpy of both outputs out).
 * ``torch_graph``: the same math in PyTorch captured in one torch.cuda.CUDAGraph on static
   tensors (pinned host -> static input, replay, copies out to pinned host tensors, synchronize).
+* ``chain_spectrum`` and ``chain_carriers``: each of the two chains alone. A graph does at least
+  the work of its costlier path, so ``max(chain) / separate`` is the least ``ours / separate`` can
+  be with these engines (``bound_over_separate``): when it is above 0.5, so is every graph's.
+* ``floor``: the bare round trip of W4's bytes with no math (CuPy; NumPy block into pinned host
+  memory, one H2D of the block, one D2H of each output's size, one synchronize): the least any
+  implementation pays per block (``floor_over_torch_graph``).
 
 The hand-written versions are checked against ours on the first blocks (from zero state, the same
 inputs): max |a - b| / max |b| per output below 1e-3. ``--backend cpu`` is a dry run without a GPU:
@@ -177,6 +183,13 @@ def separate_chains(g, backend: str):
     return step, engines
 
 
+def chain_alone(engine):
+    def step(x: np.ndarray):
+        return (engine.process(x),)
+
+    return step
+
+
 def cupy_w4(p: W4Params):
     import cupy as cp
 
@@ -266,6 +279,43 @@ def torch_graph_w4(p: W4Params):
     return step
 
 
+def floor_w4(p: W4Params, backend: str):
+    """The bare round trip of W4's bytes (module doc): no math, only the copies and one wait."""
+    out_shapes = ((p.M, p.rows // p.avg_decimate), (len(p.sel), p.rows))
+    out_dtypes = (np.float32, np.complex64)
+    if backend == "cpu":  # the host copies alone
+        host_in = np.empty(p.n, np.complex64)
+        outs = [np.zeros(s, d) for s, d in zip(out_shapes, out_dtypes)]
+
+        def step_cpu(x: np.ndarray):
+            host_in[:] = x.reshape(-1)
+            return tuple(o.copy() for o in outs)
+
+        return step_cpu
+    import cupy as cp
+
+    def pinned(shape, dtype) -> np.ndarray:
+        count = int(np.prod(shape))
+        mem = cp.cuda.alloc_pinned_memory(count * np.dtype(dtype).itemsize)
+        return np.frombuffer(mem, dtype, count).reshape(shape)
+
+    stream = cp.cuda.Stream(non_blocking=True)
+    host_in = pinned((p.n,), np.complex64)
+    dev_in = cp.empty(p.n, cp.complex64)
+    dev_outs = [cp.zeros(s, d) for s, d in zip(out_shapes, out_dtypes)]
+    host_outs = [pinned(s, d) for s, d in zip(out_shapes, out_dtypes)]
+
+    def step(x: np.ndarray):
+        host_in[:] = x.reshape(-1)
+        dev_in.set(host_in, stream=stream)
+        for d, h in zip(dev_outs, host_outs):
+            d.get(stream=stream, out=h)
+        stream.synchronize()
+        return tuple(h.copy() for h in host_outs)
+
+    return step
+
+
 # ---------------------------------------------------------------------------------------------
 # timing and checks
 
@@ -331,6 +381,9 @@ def run(backend: str, blocks: int, warmup: int) -> dict[str, Any]:
         if counted:  # both chains' together
             each = [per_block(b, e.counters(), total) for b, e in zip(befores, engines)]
             results["separate"]["counters"] = {k: sum(c[k] for c in each) for k in each[0]}
+        for name, e in zip(("chain_spectrum", "chain_carriers"), engines):
+            e.reset()
+            results[name], _ = time_blocks(chain_alone(e), pool, blocks, warmup, None)
     finally:
         for e in engines:
             e.close()
@@ -349,10 +402,17 @@ def run(backend: str, blocks: int, warmup: int) -> dict[str, Any]:
             continue
         results[name], _ = time_blocks(impl, pool, blocks, warmup, reference)
 
+    results["floor"], _ = time_blocks(floor_w4(p, backend), pool, blocks, warmup, None)
+
     ratios: dict[str, float] = {}
     for other in ("separate", "torch_graph", "cupy"):
         if other in results:
             ratios[f"ours_over_{other}"] = results["ours"]["p50_us"] / results[other]["p50_us"]
+    costlier = max(results["chain_spectrum"]["p50_us"], results["chain_carriers"]["p50_us"])
+    ratios["bound_over_separate"] = costlier / results["separate"]["p50_us"]  # module doc
+    ratios["ours_over_costlier_chain"] = results["ours"]["p50_us"] / costlier
+    if "torch_graph" in results:
+        ratios["floor_over_torch_graph"] = results["floor"]["p50_us"] / results["torch_graph"]["p50_us"]
     return {"workload": "w4", "graph": str(YAML.name), "backend": backend, "blocks": blocks,
             "warmup": warmup, "block": {"samples": p.n, "channels": 1, "dtype": "complex64",
                                         "sample_rate": 10e6, "subchannels": p.M, "selected": p.sel},
@@ -365,7 +425,7 @@ def print_table(out: dict[str, Any]) -> None:
           f"host in -> host out per block")
     print(f"{'implementation':<14} {'p50 us':>10} {'p99 us':>10} {'max rel err':>12}")
     for name, r in out["results"].items():
-        err = f"{r['max_rel_err']:.2e}" if "max_rel_err" in r else "(reference)"
+        err = (f"{r['max_rel_err']:.2e}" if "max_rel_err" in r else "(reference)" if name == "ours" else "-")
         print(f"{name:<14} {r['p50_us']:>10.1f} {r['p99_us']:>10.1f} {err:>12}")
     for name in ("ours", "separate"):
         c = out["results"][name].get("counters")

@@ -34,9 +34,11 @@ def test_cpu_dry_run_writes_results_and_the_math_matches(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["workload"] == "w4" and out["backend"] == "cpu" and out["blocks"] == 5
-    assert set(out["results"]) == {"ours", "separate", "numpy"}
+    assert set(out["results"]) == {"ours", "separate", "numpy", "chain_spectrum", "chain_carriers", "floor"}
     assert set(out["absent"]) == {"cupy", "torch_graph"}
-    assert set(out["ratios"]) == {"ours_over_separate"}
+    assert set(out["ratios"]) == {"ours_over_separate", "bound_over_separate", "ours_over_costlier_chain"}
+    costlier = max(out["results"][c]["p50_us"] for c in ("chain_spectrum", "chain_carriers"))
+    assert out["ratios"]["bound_over_separate"] == pytest.approx(costlier / out["results"]["separate"]["p50_us"])
     for name in ("separate", "numpy"):
         r = out["results"][name]
         assert r["matches_ours"] is True and r["max_rel_err"] < 1e-3
