@@ -196,10 +196,17 @@ def test_two_pipelines_on_ray_actors_equal_the_single_process_run(tmp_path):
     need_ray()
     work = tmp_path / "pipelines"
     shutil.copytree(ROOT / "pipelines", work, ignore=shutil.ignore_patterns("out"))
+    # The reader sends its 18 blocks at once and then waits for the filter to take them, 60 s at
+    # most by default (end_timeout_s); on a loaded 2-core machine the filter's actor can take longer
+    # than that to start, so the copy waits as long as the whole run may take.
+    yml = work / "cluster.yaml"
+    text = yml.read_text()
+    assert 'bind: true}' in text
+    yml.write_text(text.replace('bind: true}', f'bind: true, end_timeout_s: {RAY_TIMEOUT}}}', 1))
     ray_dir = tempfile.mkdtemp(prefix="gkray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     env = {**os.environ, "RAY_TMPDIR": ray_dir, "GK_LIBCUDA": "/nonexistent/libcuda.so.1"}
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "pygpukit_dsp.cli", "run", str(work / "cluster.yaml"),
+    proc = subprocess.Popen([sys.executable, "-m", "pygpukit_dsp.cli", "run", str(yml),
                              "--cluster", "ray", "--backend", "cpu", "--stats-json", str(tmp_path / "s.json")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -221,7 +221,8 @@ def test_the_prewarm_graph_is_captured_and_launched_before_a_mapped_block(fake_m
     assert res["after_release"] is True
     assert res["graph_launches"] == 3  # the blocks' own graphs; the prewarm's launches are not blocks
     assert res["driver_graph_launches"] == 6  # ... but the driver saw a prewarm graph before each block
-    assert 0 < res["long_spin_prewarm_before_release_ns"] <= 200_000 + 50_000  # not 2 ms ahead
+    # not 2 ms ahead (when the spin began); a loaded host may only wake it later, past the release
+    assert res["long_spin_prewarm_before_release_ns"] <= 200_000 + 50_000
 
 
 def test_try_wait_returns_the_items_once_done(paced):

@@ -61,24 +61,26 @@ def test_the_meter_tells_a_thread_asleep_from_one_running_without_ticks():
     m = _meter()
     with pytest.raises(ValueError, match="must be > 0"):
         m.start(0)
-    m.start(300)
+    # a threshold of 30 ms and stretches of 60 ms: a host busy with other work (two CPU hogs on two
+    # cores) preempts a thread for a few ms at a time, so only the stretches made here count
+    m.start(30_000)
     for _ in range(50):
         m.tick()
     assert m.gaps().shape == (0, 6)
-    time.sleep(0.003)                    # asleep: switched out
+    time.sleep(0.06)                     # asleep: switched out
     m.tick()
     t = time.perf_counter()
-    while time.perf_counter() - t < 0.003:  # on a CPU, no tick
+    while time.perf_counter() - t < 0.06:  # on a CPU, no tick
         pass
     m.tick()
     m.rest()
-    time.sleep(0.003)                    # a sleep on purpose after rest(): no gap
+    time.sleep(0.06)                     # a sleep on purpose after rest(): no gap
     m.tick()
     m.tick()
     gaps = m.gaps()
     assert gaps.shape == (2, 6)
     asleep, busy = (off_cpu.split(r) for r in gaps)
-    # the two stretches without a tick, in order, each at least as long as the 3 ms it did not tick
-    assert asleep["at_ns"] < busy["at_ns"] and asleep["gap_us"] >= 3000 and busy["gap_us"] >= 3000
+    # the two stretches without a tick, in order, each at least as long as the 60 ms it did not tick
+    assert asleep["at_ns"] < busy["at_ns"] and asleep["gap_us"] >= 60_000 and busy["gap_us"] >= 60_000
     assert asleep["switches"] >= 1  # it slept: switched out
     assert busy["ran_us"] > 0       # it spun: its CPU clock moved
