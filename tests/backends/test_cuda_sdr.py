@@ -159,6 +159,7 @@ cases = {
     "fm": op("fm_demod", 3, 1000, {"gain": 1.0}, "complex64", out=(3, 1000, "float32")),
     "fm_real": op("fm_demod", 3, 1000, {"gain": 2.0}, out=(3, 1000, "float32")),
     "fm_deemph": op("fm_demod", 3, 1000, {"gain": 1.0, "pole": 0.75}, "complex64", out=(3, 1000, "float32")),
+    "fm_deemph_tiled": op("fm_demod", 2, 20000, {"gain": 1.0, "pole": 0.99}, out=(2, 20000, "float32")),
     "hilbert_fir": op("fir", 2, 1000, {"taps": np.ones(127) + 1j, "method": "direct"}, out=(2, 1000, "complex64")),
     "hilbert": op("hilbert", 64, 4096, {"numtaps": 127, "odd_taps": np.ones(32)}, out=(64, 4096, "complex64")),
 }
@@ -202,14 +203,14 @@ def test_fake_every_op_runs_full_final_and_split_blocks(fake_sdr):
     assert runs["fir_dec_rr"] == ([[64, 2048]] * 3 + [[64, 2047]]) * 2  # ceil(4093 / 2)
     assert runs["fir_dec_one_tap"] == ([[1, 32]] * 3 + [[1, 31]]) * 2
     assert runs["fir_dec_plain"] == ([[2, 20]] * 3 + [[2, 20]]) * 2
-    for name in ("fm", "fm_real", "fm_deemph", "hilbert_fir"):
-        assert runs[name][3] == [runs[name][0][0], 997]
+    for name in ("fm", "fm_real", "fm_deemph", "fm_deemph_tiled", "hilbert_fir"):
+        assert runs[name][3] == [runs[name][0][0], runs[name][0][1] - 3]  # the final block's items
     assert runs["hilbert"] == ([[64, 4096]] * 3 + [[64, 4093]]) * 2
 
 
 def test_fake_units_of_the_new_ops(fake_sdr):
     u = fake_sdr["units"]
-    assert u["shift_f32"] == u["fm_deemph"] == u["fm"] == 1
+    assert u["shift_f32"] == u["fm_deemph"] == u["fm_deemph_tiled"] == u["fm"] == 1
     assert u["fir_dec_rr"] == 32  # 2048 outputs x 64 channels: ranges of 64 outputs (4096 over the channels)
     assert u["ddc_cc"] == 1  # 250 outputs x 3 channels: below one unit's worth
     assert u["hilbert"] == 64  # 4096 outputs x 64 channels: ranges of 64 outputs
@@ -310,6 +311,17 @@ def test_fm_demod_matches_cpu(complex_, gain):
 def test_fm_demod_deemphasis_matches_cpu(complex_, us, block):
     x = signal(2, 3 * block + 357, complex_, seed=us + block)
     gpu, cpu = both(FmDemod(deemphasis_us=us, gain=0.5), x, block, rate=240000.0)
+    assert rel_err(gpu, cpu) < DEEMPH_TOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("complex_", [True, False])
+@pytest.mark.parametrize("block", [16385, 300001])
+def test_fm_demod_deemphasis_of_long_blocks_matches_cpu(complex_, block):
+    # above 16384 samples the scan runs over tiles of 4096 (fm.cu); at 50 Msps the pole is
+    # 0.99973, so a tile's start value still weighs a^4096 = 0.34 at its end: every carry counts
+    x = signal(2, 2 * block + 4097, complex_, seed=block)
+    gpu, cpu = both(FmDemod(deemphasis_us=75, gain=0.5), x, block, rate=50e6)
     assert rel_err(gpu, cpu) < DEEMPH_TOL
 
 
