@@ -167,10 +167,13 @@ def _process_chain_device(pipeline: "Pipeline", x: Any, *, backend: str | None, 
     chain = pipeline.specs(StreamFormat(channels=info.shape[0], dtype=dtype))
     from .backends import open_backend
     from .backends.cuda_engine import CudaEngine
+    from .backends.cuda_python_chain import CudaPythonChainEngine
 
     engine = open_backend(pipeline, chain, requested, device=device,
                           nonfinite=check_policy(nonfinite, "process(nonfinite=...)"))
     try:
+        if isinstance(engine, CudaPythonChainEngine):
+            return engine.process_array(x)
         if not isinstance(engine, CudaEngine):
             raise ConfigError(f"process() got a GPU array but backend '{requested}' chose {engine.choice.name} "
                               f"({engine.choice.reason}), which takes host arrays",

@@ -152,7 +152,9 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", here: list[StreamReque
     stream with its kind's latency tail. A declared ``qos.cost_us`` stays the stream's cost (its
     streams are rehearsed as load; when every cost is declared there is nothing to learn).
     AdmissionError on a refusal, with the rehearsal's figures."""
-    rt = [q for q in here if q.runner.pipeline.qos.cls == "realtime"]
+    # a stream whose runner's thread runs its blocks (python stages on cuda) cannot be released by
+    # native threads: its measured cost alone stands
+    rt = [q for q in here if q.runner.pipeline.qos.cls == "realtime" and hasattr(q.runner.engine, "native")]
     if len(rt) < 2 or all(q.declared for q in rt):
         return sched
     gpu = gpu_of(device) or 0

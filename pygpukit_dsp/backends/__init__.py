@@ -12,7 +12,8 @@ The policy (DESIGN.md, "Backends and the fallback policy"):
 A graph that is not one path (branches, several sources, a stage with several inputs:
 docs/graphs.md) runs on either backend: on cuda as one CUDA graph launch per block
 (cuda_graph_plan.py, cuda_graph_engine.py), every stage lowered or the graph refused before the
-first block naming the stage that cannot run. A graph of one path is a Pipeline and runs as one.
+first block naming the stage that cannot run. A graph of one path is a Pipeline and runs as one; on cuda, one that holds python stages runs
+as native segments around them (cuda_python_chain.py).
 
 On cuda the engine runs on one GPU: the pipeline's ``device`` (default 0), or the index a
 Session placed a ``device: auto`` stream on (docs/multi-gpu.md). A GPU that does not exist or
@@ -127,6 +128,10 @@ def open_backend(pipeline: "Pipeline | Graph", chain: "SpecChain | GraphSpecs", 
     # every engine is opened here: a block that cannot fit is refused before anything is allocated
     check_memory(pipeline, chain, choice.name, device=choice.device or 0)
     if choice.name == "cuda":
+        from .cuda_python_chain import CudaPythonChainEngine, has_python_stage
+
+        if has_python_stage(pipeline.stages):
+            return CudaPythonChainEngine(pipeline, chain, choice, device=choice.device or 0, nonfinite=policy)
         from .cuda import CudaEngine
 
         return CudaEngine(pipeline, chain, choice, device=choice.device or 0, nonfinite=policy)

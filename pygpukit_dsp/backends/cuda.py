@@ -38,6 +38,11 @@ def _lower(pipeline, chain) -> None:
 
         lower_graph(pipeline, chain)
         return
+    from .cuda_python_chain import check_python_chain, has_python_stage
+
+    if has_python_stage(pipeline.stages):  # native segments around its python stages
+        check_python_chain(pipeline, chain)
+        return
     from .cuda_lowering import lower_pipeline
 
     lower_pipeline(pipeline, chain)
@@ -71,6 +76,10 @@ def usable_for(pipeline: "Pipeline", chain: "SpecChain", device: int = 0) -> tup
         if device != 0 and usable_from(caps, 0)[0]:
             raise _named_gpu_error(pipeline, device, why)
         return False, why
+    numpy_fn = next((st for st in pipeline.stages if st.type == "python" and st.params.framework is None), None)
+    if numpy_fn is not None:
+        return False, (f"stage '{numpy_fn.name}' (python) names no framework, so its function takes NumPy "
+                       "arrays (framework: cupy or torch runs it on the GPU)")
     try:
         _lower(pipeline, chain)
     except UnsupportedError as e:

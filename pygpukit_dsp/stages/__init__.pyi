@@ -384,6 +384,7 @@ class Python(_python.Python):
         function: str | Callable[..., Any],
         output: PythonOutput | Mapping[str, Any] | None = None,
         state: Any = None,
+        framework: Literal['cupy', 'torch'] | None = None,
         name: str | None = None,
         base_dir: str | Path | None = None,
     ) -> None: ...

@@ -28,8 +28,14 @@ Cost: one Python call per block. The stage times each call (``time.perf_counter_
 and the run's summary reports it per python stage (``RunSummary.python_stages``: calls, mean,
 p50, p99 and max microseconds; ``--stats-json`` has it under ``python_stages``).
 
-The cpu backend runs it; the cuda backend has no implementation of it and refuses a pipeline
-that holds one before the first block (``backend: auto`` then picks cpu and says why).
+Backends: the cpu backend calls it with NumPy arrays. On the cuda backend, in a pipeline of one
+path, it gets the block as a GPU array of ``framework`` (``cupy`` or ``torch``; unset: CuPy),
+called with the engine's CUDA stream as that framework's current stream, between the native
+segments before and after it (backends/cuda_python_chain.py), and returns a GPU array by the same
+rules; NumPy arrays in its state become GPU arrays of that framework at the start and on reset.
+``backend: auto`` puts a pipeline on the GPU only when each of its python stages names its
+``framework`` (a NumPy function is never handed GPU arrays unasked). A graph with branches that
+holds one runs on the cpu backend.
 """
 
 from __future__ import annotations
@@ -103,6 +109,10 @@ class PythonParams(StageParams):
     state: StateValue = Field(
         None, description="The state passed to every call as fn(x, state) (any object; in YAML a mapping "
         "or list); a fresh deep copy at start and on reset. None: the function is called as fn(x).")
+    framework: Literal["cupy", "torch"] | None = Field(
+        None, description="The GPU arrays the function takes on the cuda backend: cupy or torch (the cpu "
+        "backend gives it NumPy arrays). None: a NumPy function; backend auto then runs the pipeline on "
+        "the cpu backend, and backend cuda gives it CuPy arrays.")
 
     @field_validator("function")
     @classmethod
@@ -163,10 +173,11 @@ def resolve_function(ref: str | Callable[..., Any], base_dir: Path | None = None
 @register_stage
 class Python(Stage):
     """A Python function over each block, with state kept between blocks (see the module docstring
-    for the calling convention). Runs on the cpu backend."""
+    for the calling convention). NumPy arrays on the cpu backend; CuPy or torch GPU arrays on the
+    cuda backend, in a pipeline of one path."""
 
     type = "python"
-    summary = "Your own Python function over each block, with state between blocks (cpu backend)"
+    summary = "Your own Python function over each block, with state between blocks (NumPy, or GPU arrays on cuda)"
     Params = PythonParams
 
     def __init__(self, params: PythonParams | Callable[..., Any] | str | None = None, **kwargs: Any):
@@ -224,7 +235,7 @@ class PythonProcessor:
         self._fn_text = function_text(stage.params.function)
         self._initial = stage.params.state
         self._has_state = self._initial is not None
-        self._state = copy.deepcopy(self._initial)
+        self._state = self._fresh_state()
         self._out = spec_out
         self._keeps_items = spec_out.block_size == spec_in.block_size
         self._full = spec_in.block_size
@@ -232,6 +243,10 @@ class PythonProcessor:
         self._hist = LatencyHistogram()
         self._blocks = 0
         self._total_ns = 0
+
+    def _fresh_state(self) -> Any:
+        """The state of a new run: a deep copy of the initial one."""
+        return copy.deepcopy(self._initial)
 
     @property
     def state(self) -> Any:
@@ -243,6 +258,12 @@ class PythonProcessor:
                            part=self._part, block=self._blocks)
 
     def process(self, x: np.ndarray, final: bool = False) -> np.ndarray:
+        y = self._check(self._call(x), int(x.shape[1]) if x.ndim >= 2 else 0)
+        self._blocks += 1
+        return y
+
+    def _call(self, x: Any) -> Any:
+        """The function on one block, timed; what it returned (the state taken from a pair)."""
         t0 = time.perf_counter_ns()
         try:
             result = self._fn(x, self._state) if self._has_state else self._fn(x)
@@ -253,31 +274,35 @@ class PythonProcessor:
         self._total_ns += dt
         if self._has_state and isinstance(result, tuple) and len(result) == 2:
             result, self._state = result
-        y = self._check(result, int(x.shape[1]) if x.ndim >= 2 else 0)
-        self._blocks += 1
-        return y
+        return result
 
     def _check(self, y: Any, n_in: int) -> np.ndarray:
         out = self._out
         if not isinstance(y, np.ndarray):
             raise self._fault(f"returned {type(y).__name__}, not a NumPy array of shape {out.block_shape}")
-        if y.dtype != out.np_dtype:
-            raise self._fault(f"returned a {y.dtype} array; the stage's output is {out.dtype} (declare "
+        self._check_format(y.dtype, tuple(y.shape), n_in)
+        return y
+
+    def _check_format(self, dtype: Any, shape: tuple[int, ...], n_in: int) -> None:
+        """StreamFault unless an array of ``dtype`` and ``shape`` is this block's output (``n_in``
+        items came in)."""
+        out = self._out
+        if dtype != out.np_dtype:
+            raise self._fault(f"returned a {dtype} array; the stage's output is {out.dtype} (declare "
                               "output: {dtype: ...} or convert with .astype)")
         want = list(out.block_shape)
         if n_in < self._full:  # the last block of the stream
             if self._keeps_items:
                 want[1] = n_in
-            elif y.ndim == len(want) and 0 <= y.shape[1] <= out.block_size:
-                want[1] = y.shape[1]
-        if list(y.shape) != want:
-            raise self._fault(f"returned shape {tuple(y.shape)}; this block's output must have shape "
+            elif len(shape) == len(want) and 0 <= shape[1] <= out.block_size:
+                want[1] = shape[1]
+        if list(shape) != want:
+            raise self._fault(f"returned shape {shape}; this block's output must have shape "
                               f"{tuple(want)} (declare output: {{channels, block_size, ...}} if the function "
                               "changes the format)")
-        return y
 
     def reset(self) -> None:
-        self._state = copy.deepcopy(self._initial)
+        self._state = self._fresh_state()
         self._hist.reset()
         self._blocks = 0
         self._total_ns = 0

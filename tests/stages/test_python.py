@@ -263,11 +263,22 @@ def test_yaml_pipeline_runs_and_the_summary_reports_each_python_stage(user_modul
     assert "python stage smooth: 7 calls" in summary.format()
 
 
-def test_cuda_backend_has_no_python_stage_and_auto_says_why():
+def test_a_python_stage_has_no_single_cuda_op_of_its_own():
+    # it runs on cuda only between the native segments of a chain (backends/cuda_python_chain.py);
+    # as one op of a graph with branches it cannot
     from pygpukit_dsp.backends.cuda_lowering import unsupported_reason
 
     reason = unsupported_reason(Python(lambda x: x), SignalSpec(1000.0, 1, 16))
-    assert reason is not None and "'python'" in reason
+    assert reason is not None and "pipeline of one path" in reason
+
+
+def test_framework_names_cupy_or_torch_and_is_written_to_yaml_when_set():
+    assert Python("os.path:join").params.framework is None
+    assert Python("os.path:join", framework="torch").to_config()["framework"] == "torch"
+    assert Python("os.path:join").to_config().get("framework") is None
+    with pytest.raises(ConfigError) as info:
+        Python("os.path:join", framework="jax")
+    assert "framework" in str(info.value)
 
 
 def test_gk_stream_run_with_a_function_from_pythonpath(tmp_path):
