@@ -6,8 +6,9 @@
 //   integrate   N, frames per output frame; the block's F frames are G = F / N runs
 //   method      "cublas" | "kernel" (the lowering picks; "kernel" takes at most 64 inputs)
 //
-// kernel: gk_xcorr_tiles_* reads the input once, each thread accumulating an 8 x 8 tile of pairs
-// (upper-triangle tiles only) of one bin in registers over a run's N frames; no scratch.
+// kernel: gk_xcorr_tiles_* (8 bins a CTA) or gk_xcorr_tiles4_* (4 bins, above 56 inputs) reads the
+// input once, each thread accumulating an 8 x 8 tile of pairs (upper-triangle tiles only) of one
+// bin in registers over a run's N frames; no scratch.
 // cublas, per block: gather the input into A (bins, F, C); one cublasCgemmStridedBatched over the
 // bins * G runs computes R = A A^H (C x C, every entry: cuBLAS has no batched herk; the upper
 // triangle costs the same flops as the useful one in a gemm of this shape); pack the pairs
@@ -77,9 +78,14 @@ public:
                 throw UnsupportedError(a.name, "cuda", "xcorr's kernel takes at most 64 inputs and "
                                                        "65535 output frames per block; use method: cublas");
             module_ = load_embedded_module(device_, "xcorr", CompileOptions{});
-            tiles_ = module_->function(in_.dtype == DType::C64 ? "gk_xcorr_tiles_c64" : "gk_xcorr_tiles_f32");
             const int64_t ct = ceil_div(C_, 8), tiles = ct * (ct + 1) / 2;
-            tile_threads_ = 8 * tiles > 64 ? 8 * tiles : 64;
+            // 8 bins a CTA while that is at most 256 threads (up to 56 inputs), else 4 bins (144
+            // threads at 64 inputs): a CTA of 288 threads at the tiles' 224 registers did not launch
+            tile_bins_ = 8 * tiles <= 256 ? 8 : 4;
+            const bool c64 = in_.dtype == DType::C64;
+            tiles_ = module_->function(tile_bins_ == 8 ? (c64 ? "gk_xcorr_tiles_c64" : "gk_xcorr_tiles_f32")
+                                                       : (c64 ? "gk_xcorr_tiles4_c64" : "gk_xcorr_tiles4_f32"));
+            tile_threads_ = tile_bins_ * tiles > 64 ? tile_bins_ * tiles : 64;
             split_ = dsp::split_units(B_, C_ * F_ + P_ * G_, 8);
             return;
         }
@@ -116,7 +122,7 @@ private:
         const int64_t nb = b1 - b0;
         if (nb <= 0) return;
         if (use_kernel_) {
-            launch(*tiles_, dim(u32(ceil_div(nb, 8)), u32(G_)), dim(u32(tile_threads_)), 0, s, out, in,
+            launch(*tiles_, dim(u32(ceil_div(nb, tile_bins_)), u32(G_)), dim(u32(tile_threads_)), 0, s, out, in,
                    u32(C_), u64(sc_), u64(sf_), u64(sb_), u32(B_), u32(N_), u32(G_), u32(n_valid),
                    u32(b0), u32(b1));
             return;
@@ -148,7 +154,7 @@ private:
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> gather_, pack_, tiles_;
     bool use_kernel_ = false;
-    int64_t tile_threads_ = 64;
+    int64_t tile_threads_ = 64, tile_bins_ = 8;
     dsp::UnitSplit split_;
 };
 

@@ -88,19 +88,21 @@ extern "C" __global__ void __launch_bounds__(256) gk_xcorr_pack(
 }
 
 // The direct X-engine kernel (method "kernel", at most 64 inputs): no gather, no C x C scratch.
-// grid (ceil((b_end - b_begin) / 8), G), block max(8 * tiles, 64) threads, tiles = CT(CT+1)/2 with
-// CT = ceil(C / 8); input element (c, f, b) at c*sc + f*sf + b*sb (as gk_xcorr_gather). Thread
-// t < 8 * tiles works on bin b0 + t / tiles (the others only stage) and the 8 x 8 tile (ti, tj), ti <= tj, of the pair matrix
+// grid (ceil((b_end - b_begin) / BINS), G), block max(BINS * tiles, 64) threads, tiles =
+// CT(CT+1)/2 with CT = ceil(C / 8), BINS 8 (gk_xcorr_tiles_*) or 4 (gk_xcorr_tiles4_*: the CTA of
+// 57..64 inputs, 36 tiles x 4 bins = 144 threads, two CTAs an SM at its registers); input element
+// (c, f, b) at c*sc + f*sf + b*sb (as gk_xcorr_gather). Thread t < BINS * tiles works on bin
+// b0 + t / tiles (the others only stage) and the 8 x 8 tile (ti, tj), ti <= tj, of the pair matrix
 // (tile index t % tiles, upper-triangle tiles in row-major order), accumulating
 // acc[k][l] = sum_f X[ti*8 + k, f, b] conj(X[tj*8 + l, f, b]) in registers over the group's N
-// frames. Frame f's inputs of the block's 8 bins, X[c, f, b0 .. b0+7] for every c, are staged in
-// shared memory; the next frame's are loaded into registers while this one is used.
+// frames. The inputs of the block's bins for up to 4 frames at a time, X[c, f .. f+3, b0 ..],
+// are staged in shared memory (rows padded to keep the staging stores off one bank); the next
+// frames' are loaded into registers while these are used.
 // __maxnreg__(224): the 64 complex accumulators fit without spilling (ptxas for sm_90: 219
-// registers, none spilled; with __launch_bounds__(288) it capped itself at 168 and spilled), and
-// 288 threads x 224 registers still fit one CTA per SM (64512 of 65536).
-#define GK_XC_BINS 8
+// registers, none spilled; with __launch_bounds__(288) it capped itself at 168 and spilled).
 #define GK_XC_MAX_C 64
-#define GK_XC_ELEMS (GK_XC_BINS * GK_XC_MAX_C)
+#define GK_XC_ROW (GK_XC_MAX_C + 2)  // float2 per staged row: 16-byte rows, 4 banks apart
+#define GK_XC_FRAMES 4               // frames staged per round at most
 
 namespace {
 
@@ -115,33 +117,38 @@ __device__ __forceinline__ void tile_of(unsigned t, unsigned CT, unsigned& ti, u
     tj = ti + t;
 }
 
-// next[s] = element t + s*nthreads (c = e / 8, bin b0 + e % 8) of frame f's slice, 0 outside.
-template <class T>
-__device__ __forceinline__ void fetch_slice(float2 (&next)[8], const T* __restrict__ x, unsigned t,
-                                            unsigned nthreads, unsigned per, unsigned C,
-                                            gk_size_t sc, gk_size_t sf, gk_size_t sb, unsigned f,
-                                            unsigned b0, unsigned b_end) {
+// next[s] = element e = t + s*nthreads of the round's slice (frame f + e / (BINS * 64), then
+// c = w / BINS, bin b0 + w % BINS of w = e % (BINS * 64)); 0 outside the inputs, the bins or the
+// group's N frames.
+template <class T, unsigned BINS>
+__device__ __forceinline__ void fetch_frames(float2 (&next)[8], const T* __restrict__ x, unsigned t,
+                                             unsigned nthreads, unsigned per, unsigned fs, unsigned C,
+                                             gk_size_t sc, gk_size_t sf, gk_size_t sb, unsigned f0,
+                                             unsigned f, unsigned N, unsigned b0, unsigned b_end) {
+    constexpr unsigned ELEMS = BINS * GK_XC_MAX_C;
 #pragma unroll
     for (unsigned s = 0; s < 8; ++s) {
         const unsigned e = t + s * nthreads;
         float2 v = make_float2(0.0f, 0.0f);
-        if (s < per && e < GK_XC_ELEMS) {
-            const unsigned c = e / GK_XC_BINS, b = b0 + e % GK_XC_BINS;
-            if (c < C && b < b_end) v = as_c64(x[c * sc + f * sf + b * sb]);
+        if (s < per && e < fs * ELEMS) {
+            const unsigned fr = e / ELEMS, w = e % ELEMS;
+            const unsigned c = w / BINS, b = b0 + w % BINS;
+            if (c < C && b < b_end && f + fr < N) v = as_c64(x[c * sc + (f0 + f + fr) * sf + b * sb]);
         }
         next[s] = v;
     }
 }
 
-template <class T>
+template <class T, unsigned BINS>
 __device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* __restrict__ x,
                                             unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,
                                             unsigned bins, unsigned N, unsigned G, unsigned n_valid,
                                             unsigned b_begin, unsigned b_end) {
-    __shared__ float2 xs[GK_XC_BINS][GK_XC_MAX_C];
+    constexpr unsigned ELEMS = BINS * GK_XC_MAX_C;
+    __shared__ __align__(16) float2 xs[GK_XC_FRAMES][BINS][GK_XC_ROW];
     const unsigned CT = (C + 7) / 8, tiles = CT * (CT + 1) / 2;
     const unsigned t = threadIdx.x, nthreads = blockDim.x;
-    const unsigned b0 = b_begin + blockIdx.x * GK_XC_BINS, g = blockIdx.y;
+    const unsigned b0 = b_begin + blockIdx.x * BINS, g = blockIdx.y;
     const unsigned bl = t / tiles;
     unsigned ti, tj;
     tile_of(t % tiles, CT, ti, tj);
@@ -150,38 +157,50 @@ __device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* _
     for (int k = 0; k < 8; ++k)
 #pragma unroll
         for (int l = 0; l < 8; ++l) acc[k][l] = make_float2(0.0f, 0.0f);
-    // staging: element e = t + s * nthreads of the 8 x 64 frame slice -> (c = e / 8, bin e % 8)
-    const unsigned per = (GK_XC_ELEMS + nthreads - 1) / nthreads;  // <= 8: nthreads >= 64
+    // frames per round: as many as 8 staged elements a thread allow (nthreads >= 64: at least 1)
+    unsigned fs = 8 * nthreads / ELEMS;
+    fs = fs < 1 ? 1 : (fs > GK_XC_FRAMES ? GK_XC_FRAMES : fs);
+    const unsigned per = (fs * ELEMS + nthreads - 1) / nthreads;  // <= 8
     float2 next[8];
     const unsigned f0 = g * N;
-    fetch_slice(next, x, t, nthreads, per, C, sc, sf, sb, f0, b0, b_end);
-    for (unsigned f = 0; f < N; ++f) {
-        __syncthreads();  // the previous frame's slice is no longer read
+    fetch_frames<T, BINS>(next, x, t, nthreads, per, fs, C, sc, sf, sb, f0, 0, N, b0, b_end);
+    for (unsigned f = 0; f < N; f += fs) {
+        __syncthreads();  // the previous round's frames are no longer read
 #pragma unroll
         for (unsigned s = 0; s < 8; ++s) {
             const unsigned e = t + s * nthreads;
-            if (s < per && e < GK_XC_ELEMS) xs[e % GK_XC_BINS][e / GK_XC_BINS] = next[s];
+            if (s < per && e < fs * ELEMS) {
+                const unsigned w = e % ELEMS;
+                xs[e / ELEMS][w % BINS][w / BINS] = next[s];
+            }
         }
         __syncthreads();
-        if (f + 1 < N) fetch_slice(next, x, t, nthreads, per, C, sc, sf, sb, f0 + f + 1, b0, b_end);
-        if (bl < GK_XC_BINS) {
-            float2 a[8], c[8];
+        if (f + fs < N) fetch_frames<T, BINS>(next, x, t, nthreads, per, fs, C, sc, sf, sb, f0, f + fs, N, b0, b_end);
+        if (bl < BINS) {
+            for (unsigned fr = 0; fr < fs; ++fr) {  // frames past N were staged as zeros
+                const float4* ra = reinterpret_cast<const float4*>(&xs[fr][bl][ti * 8]);
+                const float4* rc = reinterpret_cast<const float4*>(&xs[fr][bl][tj * 8]);
+                float2 a[8], c[8];
 #pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                a[k] = xs[bl][ti * 8 + k];
-                c[k] = xs[bl][tj * 8 + k];
-            }
-#pragma unroll
-            for (int k = 0; k < 8; ++k)
-#pragma unroll
-                for (int l = 0; l < 8; ++l) {  // acc += a * conj(c)
-                    acc[k][l].x = fmaf(a[k].x, c[l].x, fmaf(a[k].y, c[l].y, acc[k][l].x));
-                    acc[k][l].y = fmaf(a[k].y, c[l].x, fmaf(-a[k].x, c[l].y, acc[k][l].y));
+                for (int k = 0; k < 4; ++k) {
+                    const float4 va = ra[k], vc = rc[k];
+                    a[2 * k] = make_float2(va.x, va.y);
+                    a[2 * k + 1] = make_float2(va.z, va.w);
+                    c[2 * k] = make_float2(vc.x, vc.y);
+                    c[2 * k + 1] = make_float2(vc.z, vc.w);
                 }
+#pragma unroll
+                for (int k = 0; k < 8; ++k)
+#pragma unroll
+                    for (int l = 0; l < 8; ++l) {  // acc += a * conj(c)
+                        acc[k][l].x = fmaf(a[k].x, c[l].x, fmaf(a[k].y, c[l].y, acc[k][l].x));
+                        acc[k][l].y = fmaf(a[k].y, c[l].x, fmaf(-a[k].x, c[l].y, acc[k][l].y));
+                    }
+            }
         }
     }
     const unsigned b = b0 + bl;
-    if (bl >= GK_XC_BINS || b >= b_end) return;
+    if (bl >= BINS || b >= b_end) return;
     const long long valid = (long long)n_valid - (long long)g * N;
     const float scale = valid <= 0 ? 0.0f : 1.0f / (float)(valid < (long long)N ? valid : N);
 #pragma unroll
@@ -198,14 +217,14 @@ __device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* _
 
 }  // namespace
 
-extern "C" __global__ void __maxnreg__(224) gk_xcorr_tiles_f32(
-    float2* out, const float* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,
-    unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
-    xcorr_tiles<float>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);
-}
+#define GK_XC_KERNEL(NAME, T, BINS)                                                               \
+    extern "C" __global__ void __maxnreg__(224) NAME(                                             \
+        float2* out, const T* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,            \
+        unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) { \
+        xcorr_tiles<T, BINS>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);        \
+    }
 
-extern "C" __global__ void __maxnreg__(224) gk_xcorr_tiles_c64(
-    float2* out, const float2* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,
-    unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
-    xcorr_tiles<float2>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);
-}
+GK_XC_KERNEL(gk_xcorr_tiles_f32, float, 8)
+GK_XC_KERNEL(gk_xcorr_tiles_c64, float2, 8)
+GK_XC_KERNEL(gk_xcorr_tiles4_f32, float, 4)
+GK_XC_KERNEL(gk_xcorr_tiles4_c64, float2, 4)
