@@ -42,12 +42,11 @@ def process(pipeline: "Pipeline | Graph", x: Any, *, backend: str | None = None,
     return _process_chain(chain, x, backend=backend, device=device, nonfinite=nonfinite)
 
 
-def _as_signal(x: Any, what: str) -> np.ndarray:
+def _as_signal(x: Any, what: str) -> Any:
     from .arrays_interop import as_host_array, is_device_array
 
-    if is_device_array(x):
-        raise ConfigError(f"process() got a GPU array for {what}: a graph with branches runs on the cpu backend, "
-                          "which takes host arrays", hint="copy it to the host first (e.g. cupy.asnumpy(x))")
+    if is_device_array(x):  # checked against its source by the engine (GraphDeviceBlocks)
+        return x
     x = np.asarray(as_host_array(x))
     if x.ndim == 1:
         x = x[np.newaxis, :]
@@ -77,6 +76,14 @@ def _process_graph(graph: "Graph", x: Any, *, backend: str | None, device: int |
     from .io.base import StreamFormat
 
     inputs = _inputs_by_name(graph.name, tuple(graph.topology().sources), x)
+    from .arrays_interop import is_device_array
+
+    on_gpu = [is_device_array(a) for a in inputs.values()]
+    if any(on_gpu):
+        if not all(on_gpu):
+            raise ConfigError(f"process() of graph '{graph.name}' got GPU arrays for some sources and host arrays "
+                              "for others", hint="give every source's array on one side")
+        return _process_graph_device(graph, inputs, backend=backend, device=device, nonfinite=nonfinite)
     formats = {}
     for name, a in inputs.items():
         dtype = "complex64" if np.iscomplexobj(a) else "float32"
@@ -107,6 +114,54 @@ def _process_graph(graph: "Graph", x: Any, *, backend: str | None, device: int |
         parts = [o[k] for o in outs]
         joined[name] = np.concatenate(parts, axis=1) if parts else np.zeros(
             spec.block_shape[:1] + (0,) + spec.block_shape[2:], spec.np_dtype)
+    return joined if len(names) > 1 else joined[names[0]]
+
+
+def _process_graph_device(graph: "Graph", inputs: dict[str, Any], *, backend: str | None,
+                          device: int | str | None, nonfinite: str | None) -> Any:
+    """process() of a graph given GPU arrays: on the cuda backend, block by block from device memory
+    to device memory (backends/cuda_device_io.GraphDeviceBlocks), each sink's blocks joined on the
+    GPU; any other backend is refused before a block runs."""
+    from .arrays_interop import concatenate, inspect
+
+    requested = backend or graph.backend
+    infos = {n: inspect(a, what=f"source '{n}''s array") for n, a in inputs.items()}
+    if requested == "cpu":
+        raise ConfigError(f"process() got GPU arrays but graph '{graph.name}' runs on the cpu backend, which takes "
+                          "host arrays", hint="use backend='cuda' to keep them on the GPU, or copy them to the host")
+    formats = {}
+    for name, info in infos.items():
+        dtype = str(info.dtype)
+        if graph.dtype is not None and graph.dtype != dtype:
+            raise ConfigError(f"graph '{graph.name}' takes {graph.dtype} input, got a {dtype} GPU array for source "
+                              f"'{name}' (GPU arrays are not converted on the way in)")
+        formats[name] = StreamFormat(channels=info.shape[0], dtype=dtype)
+    specs: "GraphSpecs" = graph.specs(formats)
+    from .backends import open_backend
+    from .backends.cuda_graph_engine import CudaGraphEngine
+
+    engine = open_backend(graph, specs, requested, device=device,
+                          nonfinite=check_policy(nonfinite, "process(nonfinite=...)"))
+    names = list(specs.outputs)
+    arrays = [a.reshape(1, -1) if getattr(a, "ndim", 2) == 1 else a for a in (inputs[n] for n in specs.sources)]
+    try:
+        if not isinstance(engine, CudaGraphEngine):
+            raise ConfigError(f"process() got GPU arrays but backend '{requested}' chose {engine.choice.name} "
+                              f"({engine.choice.reason}), which takes host arrays",
+                              hint="use backend='cuda' to keep them on the GPU, or copy them to the host first")
+        n = min(int(a.shape[1]) for a in arrays)  # a source that ends ends the stream
+        bs = graph.block_size
+        outs: list[tuple] = []
+        for start in range(0, max(n, 1), bs):
+            got = engine.process(tuple(a[:, start:min(start + bs, n)] for a in arrays), final=start + bs >= n)
+            outs.append(got if len(names) > 1 else (got,))
+        engine.synchronize()  # NaN/Inf of the blocks counted (nonfinite: zero/pass) before the engine closes
+    except NonFiniteInput as exc:
+        raise exc.count.error(f"process()'s array for source '{engine.nonfinite_source}'") from None
+    finally:
+        engine.close()
+    joined = {name: (outs[0][k] if len(outs) == 1 else concatenate([o[k] for o in outs], f"sink '{name}'"))
+              for k, name in enumerate(names)}
     return joined if len(names) > 1 else joined[names[0]]
 
 

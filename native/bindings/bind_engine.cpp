@@ -3,6 +3,8 @@
 #include <pybind11/numpy.h>
 
 #include <complex>
+#include <tuple>
+#include <vector>
 #include <memory>
 
 #include "../engine/clock.h"
@@ -566,6 +568,26 @@ void bind_engine(py::module_& m) {
             "device_output_items per row at out_ptr + r * out_row_bytes), ordered after the work queued on\n"
             "`stream` (a CUstream handle; 0/1 legacy default, 2 per-thread default) and before what is queued\n"
             "there next; returns once queued (no host copy, no host wait) with the valid output items.")
+        .def(
+            "process_device_graph",
+            [](gk::StreamEngine& e, int slot, int64_t n_valid, bool final,
+               const std::vector<std::tuple<uint64_t, int64_t, int64_t, int64_t>>& ins,
+               const std::vector<std::tuple<uint64_t, int64_t, int64_t, int64_t>>& outs, uint64_t stream) {
+                auto rows = [](const std::vector<std::tuple<uint64_t, int64_t, int64_t, int64_t>>& v) {
+                    std::vector<gk::DeviceRows> r;
+                    for (const auto& [ptr, row_bytes, n_rows, item_bytes] : v)
+                        r.push_back(gk::DeviceRows{static_cast<CUdeviceptr>(ptr), row_bytes, n_rows, item_bytes});
+                    return r;
+                };
+                const auto in_rows = rows(ins), out_rows = rows(outs);
+                py::gil_scoped_release release;
+                return e.process_device_graph(slot, n_valid, final, in_rows, out_rows, stream);
+            },
+            py::arg("slot"), py::arg("n_valid"), py::arg("final"), py::arg("ins"), py::arg("outs"),
+            py::arg("stream") = 0,
+            "A graph engine's device block: ins and outs are (ptr, row_bytes, rows, item_bytes) per source and\n"
+            "per sink (room for the sink's full block), in the plan's order; ordered as process_device;\n"
+            "returns each sink's valid items once queued.")
         .def("synchronize_device", &gk::StreamEngine::synchronize_device, py::call_guard<py::gil_scoped_release>(),
              "Wait until every device block queued so far is done (then take_nonfinite reads their records).")
         .def("read_device_word", [](gk::StreamEngine& e, uint64_t address) {

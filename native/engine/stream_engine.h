@@ -82,6 +82,13 @@ struct Transfer {
     int op = -1;                     // sinks: the op whose valid items it holds
 };
 
+// A caller's GPU array of a device block: `rows` rows of items of `item_bytes`, row r at
+// ptr + r * row_bytes (StreamEngine::process_device_graph).
+struct DeviceRows {
+    CUdeviceptr ptr = 0;
+    int64_t row_bytes = 0, rows = 0, item_bytes = 0;
+};
+
 struct GraphPlan {
     bool enabled = false;
     int64_t items = 0;                  // the sources' block items
@@ -290,6 +297,11 @@ public:
     // is still queued by the calling thread (outside the scheduler's chunks).
     int64_t process_device(int slot, CUdeviceptr in, int64_t in_row_bytes, int64_t n_valid, bool final,
                            CUdeviceptr out, int64_t out_row_bytes, uint64_t caller_stream);
+    // A graph engine's process_device: `ins` holds each source's array (rows x n items of
+    // item_bytes, row r at ptr + r * row_bytes), `outs` each sink's (room for the sink's full
+    // block), in the plan's order; returns each sink's valid items. Ordered as process_device.
+    std::vector<int64_t> process_device_graph(int slot, int64_t n_valid, bool final, const std::vector<DeviceRows>& ins,
+                                              const std::vector<DeviceRows>& outs, uint64_t caller_stream);
     // Waits (host) until every device block queued so far is done; then the slots' non-finite
     // records of those blocks can be read (take_nonfinite). A no-op without device blocks.
     void synchronize_device();
@@ -337,6 +349,11 @@ private:
     // process_device's events (made on its first block, freed by teardown); device_io.cpp.
     struct DeviceIoEvents;
     std::shared_ptr<DeviceIoEvents> device_io_;
+    // process_device's parts (device_io.cpp), under control_mutex_ and producer_mutex_
+    void wait_idle_for_device_block(const char* method);
+    CUstream device_block_begin(uint64_t caller_stream);  // caller_ready recorded on the caller's stream
+    void check_device_input(int slot);                     // gk_check_finite on the slot's device input
+    void device_block_end(CUstream caller);                // the caller's stream waits for the block
     // The row copies of a device block (one copy when both sides are one contiguous block).
     void copy_rows_d2d(CUdeviceptr dst, int64_t dst_row_bytes, CUdeviceptr src, int64_t src_row_bytes,
                        int64_t rows, int64_t row_bytes, CUstream stream);

@@ -154,7 +154,8 @@ def _rehearse_if_crowded(device: str, sched: "Scheduler", here: list[StreamReque
     AdmissionError on a refusal, with the rehearsal's figures."""
     # a stream whose runner's thread runs its blocks (python stages on cuda) cannot be released by
     # native threads: its measured cost alone stands
-    rt = [q for q in here if q.runner.pipeline.qos.cls == "realtime" and hasattr(q.runner.engine, "native")]
+    rt = [q for q in here if q.runner.pipeline.qos.cls == "realtime"
+          and not getattr(q.runner.engine, "queued_by_runner", False)]
     if len(rt) < 2 or all(q.declared for q in rt):
         return sched
     gpu = gpu_of(device) or 0

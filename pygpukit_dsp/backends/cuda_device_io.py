@@ -179,3 +179,97 @@ def host_view(x: Any) -> np.ndarray | None:
     if is_device_array(x):
         return None
     return as_host_array(x)
+
+
+class GraphDeviceBlocks:
+    """The device-block side of one CudaGraphEngine: a GPU array per source in, a GPU array per
+    sink out (the first source's framework), one native call (``process_device_graph``) per
+    block, ordered on the caller's stream as a chain's device blocks are. NaN/Inf input samples
+    are counted when the engine next synchronises (under ``error``: each block waits for itself),
+    the first one's source, channel and sample found from its place in the packed input."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+        self.pending: dict[int, tuple[int, int]] = {}
+
+    def process(self, blocks: Any, final: bool, stream: Any = None) -> Any:
+        e = self.engine
+        if not isinstance(blocks, (tuple, list)):
+            blocks = (blocks,)
+        if len(blocks) != len(e._sources):
+            raise ValueError(f"the graph reads {len(e._sources)} sources ({', '.join(e._sources)}); "
+                             f"got {len(blocks)} blocks")
+        infos = []
+        for name, block, spec in zip(e._sources, blocks, e._src_specs):
+            what = f"source '{name}''s block"
+            info = inspect(block, what=what, stream=stream)
+            if info.dtype != spec.np_dtype:
+                raise ConfigError(f"{what} holds {info.dtype} values but the source is {spec.dtype}; device arrays "
+                                  "are not converted on the way in", hint=f"convert it on the GPU first "
+                                  f"(x.astype('{spec.dtype}'))")
+            if info.shape[0] != spec.channels:
+                raise ConfigError(f"{what} has {info.shape[0]} channels; the source has {spec.channels}",
+                                  hint="a block is (channels, n)")
+            check_device(info, e.device.index, what)
+            infos.append(info)
+        ns = {info.shape[1] for info in infos}
+        if len(ns) != 1:
+            raise ValueError(f"every source's block has one length in a step, got {sorted(ns)}")
+        n, items = ns.pop(), e.chain.nodes[e._sources[0]].block_size
+        if n < 1 or n > items:
+            raise ValueError(f"a device block holds 1..{items} samples, got {n}")
+        if n < items and not final:
+            raise ValueError(f"a partial block ({n} of {items} items) must be the final block (final=True)")
+        handle = caller_stream(infos[0], stream)
+        outs, out_rows = [], []
+        for spec in e._out_specs:
+            item = spec.np_dtype.itemsize * (spec.bins or 1)
+            arr, ptr = empty_like_input(infos[0], tuple(spec.block_shape), spec.np_dtype, e.device.index, e.device,
+                                        handle)
+            outs.append(arr)
+            out_rows.append((int(ptr), spec.block_size * item, spec.channels, item))
+        ins = [(int(info.ptr), int(info.row_bytes), spec.channels, spec.np_dtype.itemsize * (spec.bins or 1))
+               for info, spec in zip(infos, e._src_specs)]
+        if e.closed:
+            raise StreamFault("the CUDA engine is closed")
+        if any(e._busy):
+            raise ValueError(f"slot {e._busy.index(True)} still holds an uncollected block: collect it first")
+        slot = e._next
+        block_index, sample = e._blocks_in, e._samples
+        got = e.native.process_device_graph(slot, int(n), bool(final), ins, out_rows, int(handle))
+        e._note_input(slot, n)
+        e._slot_n[slot] = n
+        e._next = (slot + 1) % e.slots
+        self.pending.setdefault(slot, (block_index, sample))
+        if e.nonfinite.policy == "error":
+            self.settle()
+        res = tuple(a[:, :k] if k < a.shape[1] else a for a, k in zip(outs, got))
+        return res if len(res) != 1 else res[0]
+
+    def settle(self) -> None:
+        """Wait for the device blocks queued so far and count their NaN/Inf samples."""
+        if not self.pending:
+            return
+        e = self.engine
+        e.native.synchronize_device()
+        pending, self.pending = self.pending, {}
+        plan = e.plan
+        for slot, (block_index, start) in sorted(pending.items(), key=lambda kv: kv[1]):
+            if not e._nf_flags[slot]:
+                continue
+            count, first = e.native.take_nonfinite(slot)
+            if not count:
+                continue
+            byte = int(first) * 4
+            for name, spec in zip(e._sources, e._src_specs):
+                offset, nbytes = plan.sources[name]
+                if offset <= byte < offset + nbytes:
+                    row = spec.block_size * spec.np_dtype.itemsize
+                    channel, within = divmod(byte - offset, row)
+                    if e.nonfinite.first_sample is None:
+                        e.nonfinite_source = name
+                    e.nonfinite.add(int(count), block=block_index, sample=start + within // spec.np_dtype.itemsize,
+                                    channel=int(channel), value=None, sample_rate=spec.sample_rate)
+                    break
+        if e.nonfinite.policy == "error" and e.nonfinite.count:
+            raise e.nonfinite.error(f"source '{e.nonfinite_source}'")

@@ -5,7 +5,8 @@ runs it as it runs a chain: per block one H2D copy (or mapped-I/O pull) per sour
 CUDA graph launch (independent branches as parallel nodes), one D2H copy (or push) per sink, one
 completion wait. It takes and gives blocks as :class:`~pygpukit_dsp.backends.cpu.CpuGraphEngine`
 does: one block per source (a tuple in the order of ``chain.sources``; an array for one source) and
-one per output (a tuple in the order of ``chain.outputs``; an array for one). Everything else
+one per output (a tuple in the order of ``chain.outputs``; an array for one). GPU arrays go in
+and out of ``process`` with no host copy (cuda_device_io.GraphDeviceBlocks). Everything else
 (counters, reset, close, the scheduler's attach, the instrument) is :class:`CudaEngine`'s.
 """
 
@@ -44,6 +45,16 @@ class CudaGraphEngine(CudaEngine):
         self._out_views = [self._views(self._out[s], plan.outputs.values(), self._out_specs)
                            for s in range(self._slots)]
         self._slot_n = [0] * self._slots
+
+    def device_blocks(self) -> Any:
+        """The engine's :class:`~pygpukit_dsp.backends.cuda_device_io.GraphDeviceBlocks` (made on first use)."""
+        if self._closed:
+            raise StreamFault("the CUDA engine is closed")
+        if self._device_blocks is None:
+            from .cuda_device_io import GraphDeviceBlocks
+
+            self._device_blocks = GraphDeviceBlocks(self)
+        return self._device_blocks
 
     def _lower(self, pipeline: Any, chain: Any) -> tuple[list, dict[str, Any]]:
         self.lowering = lower_graph(pipeline, chain)
@@ -92,9 +103,10 @@ class CudaGraphEngine(CudaEngine):
         from ..arrays_interop import is_device_array
 
         if any(is_device_array(b) for b in blocks):
-            raise ConfigError("a graph with several sources or sinks takes host (NumPy) blocks on the cuda "
-                              "backend; GPU arrays go into a chain (a graph of one path)",
-                              hint="copy the blocks to the host, or run each path as its own Pipeline")
+            raise ConfigError("submit() and process_split() of a graph take host (NumPy) blocks: GPU arrays go "
+                              "through process(), "
+                              "which keeps them on the GPU", hint="call engine.process(blocks, final)")
+        self._settle_device_blocks()  # device blocks queued before count their NaN/Inf first
         ns = set()
         for name, block, spec in zip(self._sources, blocks, self._src_specs):
             b = np.asarray(block)
@@ -153,10 +165,22 @@ class CudaGraphEngine(CudaEngine):
         return self._outputs_of(slot, copy=False)
 
     def process(self, blocks: Any, final: bool = False,  # type: ignore[override]
-                out: np.ndarray | None = None) -> "np.ndarray | tuple[np.ndarray, ...]":
-        """One block of every source in, one new array per output back."""
+                out: np.ndarray | None = None, *, stream: Any = None) -> "np.ndarray | tuple[np.ndarray, ...]":
+        """One block of every source in, one new array per output back. GPU arrays (every source's)
+        stay on the GPU: one GPU array per output, of the first source's framework, ready in
+        stream order on ``stream`` (default: the framework's current stream), with no host copy
+        (cuda_device_io.GraphDeviceBlocks)."""
         if out is not None:
             raise ValueError("a graph's engine returns one block per output: process(out=...) is for a chain")
+        from ..arrays_interop import is_device_array
+
+        group = blocks if isinstance(blocks, (tuple, list)) else (blocks,)
+        on_gpu = [is_device_array(b) for b in group]
+        if any(on_gpu):
+            if not all(on_gpu):
+                raise ConfigError("a graph's blocks of one step are all GPU arrays or all host arrays, got both",
+                                  hint="copy them to one side first")
+            return self.device_blocks().process(blocks, final, stream)
         slot = self.submit(blocks, final)
         self._busy[slot] = False
         self._engine.wait(slot)

@@ -261,6 +261,8 @@ class CudaPythonChainEngine:
     """A pipeline of one path with python stages on one GPU (module doc): ``process(block, final)``
     takes a host or GPU block and gives the output where the block was."""
 
+    queued_by_runner = True  # its runner's thread queues its blocks (admission cannot rehearse it natively)
+
     def __init__(self, pipeline: "Pipeline", chain: "SpecChain", choice: "BackendChoice", *, device: int = 0,
                  nonfinite: str = DEFAULT_POLICY):
         from .cuda_engine import CudaEngine

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .test_cuda_engine import PACKAGE_PARENT, fake_driver, fake_mapped_driver  # noqa: F401  (fixtures)
+from .test_cuda_engine import PACKAGE_PARENT, fake_driver  # noqa: F401  (fixtures)
+from .test_cuda_engine_mapped_io import fake_mapped_driver  # noqa: F401  (a fixture)
 from .test_cuda_engine import last_json, run_python
 
 FAKE_SCRIPT = r"""

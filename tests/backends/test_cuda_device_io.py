@@ -24,6 +24,8 @@ from .test_cuda_engine import fake_driver, last_json, run_python  # noqa: F401  
 
 FAKE_DEVICE_SCRIPT = r"""
 import json
+import sys
+sys.modules["cupy"] = sys.modules["torch"] = None  # the fake driver's device memory is host memory: no real GPU framework
 import numpy as np
 from pygpukit_dsp import _native, Pipeline, stages
 from pygpukit_dsp.backends import BackendChoice
@@ -260,12 +262,23 @@ def test_cpu_backend_refuses_a_gpu_array_before_any_block():
     assert "cpu backend" in info.value.message and "backend='cuda'" in info.value.hint
 
 
-def test_a_graph_with_branches_refuses_a_gpu_array():
-    from pygpukit_dsp.execute import _as_signal
+def _two_sources():
+    from pygpukit_dsp import Graph
 
+    g = Graph(name="two", sample_rate=1000, channels=1, block_size=16)
+    g.source(name="a")
+    g.source(name="b")
+    g.add(stages.Add(name="sum"), "a", "b")
+    return g
+
+
+def test_a_graph_on_the_cpu_backend_refuses_gpu_arrays_and_a_mix_before_any_block():
     with pytest.raises(ConfigError) as info:
-        _as_signal(_FakeGpuArray(), "source 'a''s array")
-    assert "GPU array" in info.value.message
+        _two_sources().process({"a": _FakeGpuArray(), "b": _FakeGpuArray()}, backend="cpu")
+    assert "cpu backend" in info.value.message and "backend='cuda'" in info.value.hint
+    with pytest.raises(ConfigError) as info:
+        _two_sources().process({"a": _FakeGpuArray(), "b": np.zeros((1, 64), np.float32)}, backend="cuda")
+    assert "some sources" in info.value.message
 
 
 def test_gpu_array_dtype_must_match_the_pipeline_before_any_block():

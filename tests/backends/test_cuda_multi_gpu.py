@@ -26,7 +26,8 @@ import pytest
 from pygpukit_dsp import Pipeline, stages
 
 from .compare import rel_err, signal
-from .test_cuda_engine import fake_driver, fake_mapped_driver  # noqa: F401  (fixtures)
+from .test_cuda_engine import fake_driver  # noqa: F401  (a fixture)
+from .test_cuda_engine_mapped_io import fake_mapped_driver  # noqa: F401  (a fixture)
 from .test_cuda_engine import PACKAGE_PARENT, last_json, run_python
 
 # ------------------------------------------------------------------------------------------

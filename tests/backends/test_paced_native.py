@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from .test_cuda_engine import last_json, run_python
-from .test_cuda_engine import fake_driver, fake_mapped_driver  # noqa: F401  (fixtures)
+from .test_cuda_engine import fake_driver  # noqa: F401  (a fixture)
+from .test_cuda_engine_mapped_io import fake_mapped_driver  # noqa: F401  (a fixture)
 
 SCRIPT = r"""
 import json, threading, time
