@@ -61,6 +61,8 @@ class _Block:
     data: "np.ndarray"
     final: bool
     task: int = -1
+    handed: bool = False      # counted in its stream's live blocks (the caller's side)
+    running: bool = False     # taken by the dispatcher thread
     result: Any = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
@@ -89,6 +91,7 @@ class CpuDispatcher:
         self._closing = False
         self._closed = False
         self._fault: BaseException | None = None
+        self._abandoned = 0  # withdrawn blocks whose task id the interrupted submit never returned
         self._counts = {"submitted": 0, "launched": 0, "completed": 0, "failed": 0, "cancelled": 0,
                         "waits": 0, "idles": 0}
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
@@ -154,19 +157,24 @@ class CpuDispatcher:
 
     def _run_block(self, rec: _Stream, data: "np.ndarray", final: bool) -> Any:
         blk = _Block(rec, data, bool(final))
-        with self._cv:
-            self._check_open()
-            if self._streams.get(id(rec.engine)) is not rec:
-                raise StreamFault(f"stream '{rec.name}' is detached from the CPU dispatcher")
-            blk.task, _ = self.scheduler.submit(rec.stream)
-            self._ready[blk.task] = blk
-            rec.live += 1
-            self._counts["submitted"] += 1
-            self._cv.notify_all()
+        # A signal (Ctrl-C) raises at any bytecode, also between the hand-over and the wait: the
+        # whole hand-over is inside the try, so an interrupted block is always withdrawn (else
+        # the scheduler keeps a task nobody waits for, and close() would drain it forever).
         try:
+            with self._cv:
+                self._check_open()
+                if self._streams.get(id(rec.engine)) is not rec:
+                    raise StreamFault(f"stream '{rec.name}' is detached from the CPU dispatcher")
+                rec.live += 1
+                blk.handed = True
+                blk.task, _ = self.scheduler.submit(rec.stream)
+                self._ready[blk.task] = blk
+                self._counts["submitted"] += 1
+                self._cv.notify_all()
             blk.done.wait()
         except BaseException:  # e.g. Ctrl-C on the main thread: withdraw or let it finish
-            self._withdraw(blk)
+            if blk.handed:
+                self._withdraw(blk)
             raise
         if blk.error is not None:
             raise blk.error
@@ -174,9 +182,15 @@ class CpuDispatcher:
 
     def _withdraw(self, blk: _Block) -> None:
         with self._cv:
-            if self._ready.pop(blk.task, None) is not None:
+            if blk.done.is_set():
+                return
+            if not blk.running:  # handed over (maybe not yet submitted or queued), not taken
+                self._ready.pop(blk.task, None)
                 try:
-                    self.scheduler.cancel(blk.task)
+                    if blk.task >= 0:
+                        self.scheduler.cancel(blk.task)
+                    else:  # interrupted inside submit: its task (if made) is cancelled when it comes up
+                        self._abandoned += 1
                 finally:
                     self._counts["cancelled"] += 1
                     self._finish_locked(blk)
@@ -214,6 +228,15 @@ class CpuDispatcher:
             d = sched.next()
             if d.kind == "launch":
                 blk = self._ready.pop(d.task, None)
+                if blk is not None:
+                    blk.running = True
+                elif self._abandoned:  # the task of a block withdrawn before its id was known
+                    self._abandoned -= 1
+                    try:
+                        sched.cancel(d.task)
+                    except Exception:
+                        sched.drop(d.task)
+                    continue
                 if blk is None:
                     raise RuntimeError(f"the scheduler launched task {d.task}, which no CPU stream "
                                        "handed over (is this scheduler shared with another dispatcher?)")

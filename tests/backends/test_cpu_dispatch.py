@@ -238,6 +238,37 @@ def test_an_interrupted_caller_withdraws_its_block(sched):
     assert disp.stream_stats(big)["cancelled"] == 1
 
 
+class _InterruptedSubmit:
+    """The scheduler, with a Ctrl-C that lands as its first submit returns (the task made, its id
+    not yet the caller's): the window a loaded machine's signal can hit between hand-over and wait."""
+
+    def __init__(self, sched):
+        self._sched, self.armed = sched, True
+
+    def submit(self, stream):
+        out = self._sched.submit(stream)
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._sched, name)
+
+
+def test_a_signal_between_the_hand_over_and_the_wait_withdraws_the_block(sched):
+    sid = sched.register_stream("a", "best_effort")
+    eng = FakeEngine("a", [])
+    x = np.ones((2, 64), np.float32)
+    with CpuDispatcher(_InterruptedSubmit(sched)) as disp:
+        disp.attach(eng, sid)
+        with pytest.raises(KeyboardInterrupt):
+            eng.process(x)
+        np.testing.assert_array_equal(eng.process(x), 2 * x)  # the dispatcher carries on
+        counts = disp.stats()
+    assert counts["cancelled"] == 1 and counts["completed"] == 1 and counts["pending"] == 0 and eng.calls == 1
+
+
 def test_attach_refuses_a_stream_registered_in_chunks(sched):
     sid = sched.register_stream("c", "best_effort", units_per_block=4)
     with CpuDispatcher(sched) as disp, pytest.raises(ValueError, match="units_per_block=4"):
