@@ -42,6 +42,17 @@ if TYPE_CHECKING:
 MIN_WAIT_NS = 20_000
 
 
+# A process-directed signal (Ctrl-C) may be delivered to any thread; Python runs its handler on
+# the main thread only when that thread wakes. A caller's wait wakes this often, so that a Ctrl-C
+# raises there even when another thread took the signal.
+SIGNAL_POLL_S = 0.05
+
+
+def _wait_awake(event: threading.Event) -> None:
+    while not event.wait(SIGNAL_POLL_S):
+        pass
+
+
 @dataclass(eq=False)
 class _Stream:
     """An attached engine: its stream id and the methods the hooks replaced."""
@@ -171,7 +182,7 @@ class CpuDispatcher:
                 self._ready[blk.task] = blk
                 self._counts["submitted"] += 1
                 self._cv.notify_all()
-            blk.done.wait()
+            _wait_awake(blk.done)
         except BaseException:  # e.g. Ctrl-C on the main thread: withdraw or let it finish
             if blk.handed:
                 self._withdraw(blk)
@@ -195,7 +206,7 @@ class CpuDispatcher:
                     self._counts["cancelled"] += 1
                     self._finish_locked(blk)
                 return
-        blk.done.wait()  # it is running: the engine must be idle before it closes
+        _wait_awake(blk.done)  # it is running: the engine must be idle before it closes
 
     def _finish_locked(self, blk: _Block) -> None:
         blk.stream.live -= 1

@@ -220,22 +220,36 @@ def test_closing_an_engine_releases_its_reservation_so_held_blocks_run(sched):
         assert disp.stream_stats(rt)["completed"] == 1  # figures of the retired stream
 
 
-def test_an_interrupted_caller_withdraws_its_block(sched):
+@pytest.mark.parametrize("to", ["process", "another thread"])
+def test_an_interrupted_caller_withdraws_its_block(sched, to):
+    # "another thread": a process-directed Ctrl-C may land on any thread; this one lands on the
+    # sender's, and the waiting main thread must still wake and raise (a second, direct signal
+    # after 10 s keeps a regression from hanging the suite, and is counted)
+    fallback = []
     with _realtime_beside_a_big_block(sched) as (disp, rt, big, e_rt, e_big, x):
         # the big block is held back while rt is registered: Ctrl-C arrives while it waits
+        interrupted = threading.Event()
 
         def interrupt_when_held():
             _wait_for(lambda: disp.stats()["pending"] == 1 and sched.stats()["paced"] > 0, "the held block")
-            os.kill(os.getpid(), signal.SIGINT)
+            if to == "process":
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            if not interrupted.wait(10):
+                fallback.append(1)
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
         sender = threading.Thread(target=interrupt_when_held, daemon=True)
         sender.start()
         with pytest.raises(KeyboardInterrupt):
             e_big.process(x)
+        interrupted.set()
         sender.join()
         counts = disp.stats()
     assert e_big.calls == 0 and counts["cancelled"] == 1 and counts["pending"] == 0
     assert disp.stream_stats(big)["cancelled"] == 1
+    assert not fallback  # the main thread raised on the first signal
 
 
 class _InterruptedSubmit:
