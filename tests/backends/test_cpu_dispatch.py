@@ -226,6 +226,16 @@ def test_an_interrupted_caller_withdraws_its_block(sched, to):
     # sender's, and the waiting main thread must still wake and raise (a second, direct signal
     # after 10 s keeps a regression from hanging the suite, and is counted)
     fallback = []
+    # Python's own Ctrl-C handler, also where the test runner was started with SIGINT ignored
+    # (a background job of a non-interactive shell: Python then installs none)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_a_held_block(sched, to, fallback)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_a_held_block(sched, to, fallback):
     with _realtime_beside_a_big_block(sched) as (disp, rt, big, e_rt, e_big, x):
         # the big block is held back while rt is registered: Ctrl-C arrives while it waits
         interrupted = threading.Event()
