@@ -740,3 +740,37 @@ def test_frames_input_spec_shapes_are_checked_by_the_wrapper():
     with pytest.raises(ValueError, match="must be the final block"):
         eng._fill(np.zeros((2, 3, 5), np.float32), False)
     assert SignalSpec(1.0, 2, 8, "float32", "frames", 5).block_shape == eng._in_shape
+
+
+# What the fake driver needs for mapped_io (the tests: test_cuda_engine_mapped_io.py; the benchmarks'
+# fake driver: tests/benchmarks/conftest.py).
+FAKE_MAPPED_API = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#undef cuDeviceGetAttribute
+#undef cuMemHostAlloc
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+CUresult fake_base_cuDeviceGetAttribute(int* value, int attribute, int dev);
+CUresult fake_base_cuMemHostAlloc(void** p, size_t n, unsigned flags);
+static long g_mapped_host_allocs = 0;
+long fake_cuda_mapped_host_allocs(void) { return g_mapped_host_allocs; }
+/* FAKE_CUDA_ATTRS="19=0,41=0": attribute -> value overrides. */
+CUresult cuDeviceGetAttribute(int* value, int attribute, int dev) {
+    const char* spec = getenv("FAKE_CUDA_ATTRS");
+    while (spec && *spec) {
+        char* end;
+        long a = strtol(spec, &end, 10);
+        if (*end != '=') break;
+        long v = strtol(end + 1, &end, 10);
+        if (a == attribute) { *value = (int)v; return 0; }
+        spec = *end == ',' ? end + 1 : end;
+    }
+    return fake_base_cuDeviceGetAttribute(value, attribute, dev);
+}
+CUresult cuMemHostAlloc(void** p, size_t n, unsigned flags) {
+    CUresult r = fake_base_cuMemHostAlloc(p, n, flags);
+    if (r == 0 && (flags & 0x02)) __atomic_fetch_add(&g_mapped_host_allocs, 1, __ATOMIC_RELAXED); /* DEVICEMAP */
+    return r;
+}
+"""

@@ -13,7 +13,7 @@ from pygpukit_dsp import Pipeline, stages
 from pygpukit_dsp.backends import BackendChoice
 
 from .test_cuda_engine import (  # noqa: F401  (fake_driver: the fixture)
-    FAKE_DRIVER_SOURCE, FAKE_GRAPH_API, RATE, TRAP_PIPELINE, _blocks, _engine, fake_driver, last_json, run_python)
+    FAKE_DRIVER_SOURCE, FAKE_GRAPH_API, FAKE_MAPPED_API, RATE, TRAP_PIPELINE, _blocks, _engine, fake_driver, last_json, run_python)
 
 # ------------------------------------------------------------------------------------------
 # Mapped I/O (EngineOptions::mapped_io; docs/cuda.md, "Mapped I/O")
@@ -23,36 +23,7 @@ from .test_cuda_engine import (  # noqa: F401  (fake_driver: the fixture)
 # of fake host memory is the host address), the cuMemHostAlloc flags (counted), and device
 # attribute overrides. fake_libcuda.c is compiled with cuDeviceGetAttribute and cuMemHostAlloc
 # renamed to fake_base_*, which these wrappers call.
-FAKE_MAPPED_API = r"""
-#include <stdint.h>
-#include <stdlib.h>
-#undef cuDeviceGetAttribute
-#undef cuMemHostAlloc
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-CUresult fake_base_cuDeviceGetAttribute(int* value, int attribute, int dev);
-CUresult fake_base_cuMemHostAlloc(void** p, size_t n, unsigned flags);
-static long g_mapped_host_allocs = 0;
-long fake_cuda_mapped_host_allocs(void) { return g_mapped_host_allocs; }
-/* FAKE_CUDA_ATTRS="19=0,41=0": attribute -> value overrides. */
-CUresult cuDeviceGetAttribute(int* value, int attribute, int dev) {
-    const char* spec = getenv("FAKE_CUDA_ATTRS");
-    while (spec && *spec) {
-        char* end;
-        long a = strtol(spec, &end, 10);
-        if (*end != '=') break;
-        long v = strtol(end + 1, &end, 10);
-        if (a == attribute) { *value = (int)v; return 0; }
-        spec = *end == ',' ? end + 1 : end;
-    }
-    return fake_base_cuDeviceGetAttribute(value, attribute, dev);
-}
-CUresult cuMemHostAlloc(void** p, size_t n, unsigned flags) {
-    CUresult r = fake_base_cuMemHostAlloc(p, n, flags);
-    if (r == 0 && (flags & 0x02)) __atomic_fetch_add(&g_mapped_host_allocs, 1, __ATOMIC_RELAXED); /* DEVICEMAP */
-    return r;
-}
-"""
+
 
 
 @pytest.fixture(scope="module")
