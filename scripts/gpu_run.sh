@@ -149,7 +149,7 @@ if has cadence; then
             tests/backends/test_cuda_chunked.py tests/backends/test_cuda_sos.py tests/backends/test_cuda_resample.py \
             tests/backends/test_cuda_channelizer.py tests/backends/test_cuda_fir_mix.py tests/backends/test_cuda_delay.py \
             tests/backends/test_cuda_gain.py tests/backends/test_cuda_kernel.py \
-            tests/backends/test_cuda_paced.py tests/benchmarks/test_capacity.py tests/test_admission.py \
+            tests/backends/test_cuda_paced.py tests/benchmarks/test_capacity.py tests/admission/test_admitting.py tests/admission/test_rehearsal.py \
             -k "not test_cuda_chunked or gain or delay or sos or resample or channelizer or custom_kernel or fir_mix" \
             > "$OUT/pytest_cadence.log" 2>&1
         summary+=("pytest cadence (units): $(tail -1 "$OUT/pytest_cadence.log")")

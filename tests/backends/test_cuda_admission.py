@@ -2,7 +2,7 @@
 rehearsal.py, ``rehearse``) drives every engine through a scratch dispatcher and leaves nothing
 behind; the machine's calibration (admission/calibrate.py) is measured on first need, cached per
 GPU and driver, shown and redone by ``gk-stream devices``. The GPU tests are in
-tests/test_admission.py and tests/admission/test_calibration.py."""
+tests/admission/test_admitting.py, test_rehearsal.py and test_calibration.py."""
 
 from __future__ import annotations
 
