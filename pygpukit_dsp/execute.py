@@ -138,14 +138,12 @@ def _process_graph_device(graph: "Graph", inputs: dict[str, Any], *, backend: st
         formats[name] = StreamFormat(channels=info.shape[0], dtype=dtype)
     specs: "GraphSpecs" = graph.specs(formats)
     from .backends import open_backend
-    from .backends.cuda_graph_engine import CudaGraphEngine
-
     engine = open_backend(graph, specs, requested, device=device,
                           nonfinite=check_policy(nonfinite, "process(nonfinite=...)"))
     names = list(specs.outputs)
     arrays = [a.reshape(1, -1) if getattr(a, "ndim", 2) == 1 else a for a in (inputs[n] for n in specs.sources)]
     try:
-        if not isinstance(engine, CudaGraphEngine):
+        if engine.choice.name != "cuda":
             raise ConfigError(f"process() got GPU arrays but backend '{requested}' chose {engine.choice.name} "
                               f"({engine.choice.reason}), which takes host arrays",
                               hint="use backend='cuda' to keep them on the GPU, or copy them to the host first")

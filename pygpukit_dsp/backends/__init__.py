@@ -13,7 +13,8 @@ A graph that is not one path (branches, several sources, a stage with several in
 docs/graphs.md) runs on either backend: on cuda as one CUDA graph launch per block
 (cuda_graph_plan.py, cuda_graph_engine.py), every stage lowered or the graph refused before the
 first block naming the stage that cannot run. A graph of one path is a Pipeline and runs as one; on cuda, one that holds python stages runs
-as native segments around them (cuda_python_chain.py).
+as native segments around them (cuda_python_chain.py), a graph with branches as native regions
+between them (cuda_python_graph.py).
 
 On cuda the engine runs on one GPU: the pipeline's ``device`` (default 0), or the index a
 Session placed a ``device: auto`` stream on (docs/multi-gpu.md). A GPU that does not exist or
@@ -119,6 +120,12 @@ def open_backend(pipeline: "Pipeline | Graph", chain: "SpecChain | GraphSpecs", 
         check_memory(pipeline, chain, choice.name, items=memory_items(pipeline.topology(), chain),
                      device=choice.device or 0)
         if choice.name == "cuda":
+            from .cuda_python_chain import has_python_stage
+
+            if has_python_stage(pipeline.stages):
+                from .cuda_python_graph import CudaPythonGraphEngine
+
+                return CudaPythonGraphEngine(pipeline, chain, choice, device=choice.device or 0, nonfinite=policy)
             from .cuda_graph_engine import CudaGraphEngine
 
             return CudaGraphEngine(pipeline, chain, choice, device=choice.device or 0, nonfinite=policy)

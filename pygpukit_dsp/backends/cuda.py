@@ -33,12 +33,18 @@ def _lower(pipeline, chain) -> None:
     the first stage that cannot run."""
     from ..graph_model import GraphSpecs
 
+    from .cuda_python_chain import check_python_chain, has_python_stage
+
     if isinstance(chain, GraphSpecs):
+        if has_python_stage(pipeline.stages):  # native regions between its python stages
+            from .cuda_python_graph import check_python_graph
+
+            check_python_graph(pipeline, chain)
+            return
         from .cuda_graph_plan import lower_graph
 
         lower_graph(pipeline, chain)
         return
-    from .cuda_python_chain import check_python_chain, has_python_stage
 
     if has_python_stage(pipeline.stages):  # native segments around its python stages
         check_python_chain(pipeline, chain)

@@ -90,10 +90,9 @@ def native_op_kinds() -> set[str]:
 def _lower_one(st: Stage, s_in: "SignalSpec | Sequence[SignalSpec]", s_out: SignalSpec,
                native: set[str]) -> OpDesc:
     fn = LOWERINGS.get(st.type)
-    if fn is None and st.type == "python":
-        raise UnsupportedError(st.name, "cuda", "a python stage runs on the cuda backend in a pipeline of one "
-                               "path (between the native segments around it); a graph with branches that "
-                               "holds one runs on the cpu backend")
+    if fn is None and st.type == "python":  # a python stage is never a native op: it runs between them
+        raise UnsupportedError(st.name, "cuda", "a python stage runs between the native parts of its pipeline "
+                               "(cuda_python_chain.py, cuda_python_graph.py), not as a native op")
     if fn is None:
         raise UnsupportedError(st.name, "cuda", f"there is no CUDA implementation of '{st.type}' "
                                "in this build")

@@ -271,7 +271,7 @@ class CudaPythonChainEngine:
         self.chain = chain
         self._closed = False
         self._dispatch: Any = None
-        self._h2d = self._d2h = 0
+        self._h2d = self._d2h = self._host_blocks = 0
         parts = _segments(pipeline, chain)
         first_py = next(what for kind, what, _ in parts if kind == "python")
         main = _Framework(first_py.params.framework or "cupy", device)
@@ -313,6 +313,7 @@ class CudaPythonChainEngine:
                 block = block[np.newaxis, :]
             x = fw.upload(block)
             self._h2d += 1
+            self._host_blocks += 1
         else:
             from ..arrays_interop import caller_stream, check_device, inspect
 
@@ -385,7 +386,8 @@ class CudaPythonChainEngine:
 
     def counters(self) -> dict[str, int]:
         """The native segments' counters summed, with this engine's own H2D/D2H of host blocks
-        (``h2d_copies``/``d2h_copies``: one each per host block) and ``segments``/``python_parts``."""
+        (``h2d_copies``/``d2h_copies``: one each per host block of a chain, one per source and per
+        output of a graph's) and ``segments``/``python_parts``."""
         total: dict[str, int] = {}
         for kind, part in self._parts:
             if kind == "native":
@@ -394,7 +396,7 @@ class CudaPythonChainEngine:
                         total[key] = total.get(key, 0) + int(v)
         total["h2d_copies"] = total.get("h2d_copies", 0) + self._h2d
         total["d2h_copies"] = total.get("d2h_copies", 0) + self._d2h
-        total["host_blocks"] = self._h2d
+        total["host_blocks"] = self._host_blocks
         total["segments"] = sum(1 for k, _ in self._parts if k == "native")
         total["python_parts"] = sum(1 for k, _ in self._parts if k == "python")
         return total

@@ -28,14 +28,13 @@ Cost: one Python call per block. The stage times each call (``time.perf_counter_
 and the run's summary reports it per python stage (``RunSummary.python_stages``: calls, mean,
 p50, p99 and max microseconds; ``--stats-json`` has it under ``python_stages``).
 
-Backends: the cpu backend calls it with NumPy arrays. On the cuda backend, in a pipeline of one
-path, it gets the block as a GPU array of ``framework`` (``cupy`` or ``torch``; unset: CuPy),
-called with the engine's CUDA stream as that framework's current stream, between the native
-segments before and after it (backends/cuda_python_chain.py), and returns a GPU array by the same
-rules; NumPy arrays in its state become GPU arrays of that framework at the start and on reset.
-``backend: auto`` puts a pipeline on the GPU only when each of its python stages names its
-``framework`` (a NumPy function is never handed GPU arrays unasked). A graph with branches that
-holds one runs on the cpu backend.
+Backends: the cpu backend calls it with NumPy arrays. On the cuda backend it gets the block as a
+GPU array of ``framework`` (``cupy`` or ``torch``; unset: CuPy), called with the engine's CUDA
+stream as that framework's current stream, between the native parts before and after it
+(backends/cuda_python_chain.py in a chain, cuda_python_graph.py in a graph with branches), and
+returns a GPU array by the same rules; NumPy arrays in its state become GPU arrays of that
+framework at the start and on reset. ``backend: auto`` puts a pipeline on the GPU only when each
+of its python stages names its ``framework`` (a NumPy function is never handed GPU arrays unasked).
 """
 
 from __future__ import annotations

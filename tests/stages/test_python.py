@@ -264,12 +264,12 @@ def test_yaml_pipeline_runs_and_the_summary_reports_each_python_stage(user_modul
 
 
 def test_a_python_stage_has_no_single_cuda_op_of_its_own():
-    # it runs on cuda only between the native segments of a chain (backends/cuda_python_chain.py);
-    # as one op of a graph with branches it cannot
+    # it runs on cuda between the native parts of a chain or a graph (backends/cuda_python_chain.py,
+    # cuda_python_graph.py), never as a native op
     from pygpukit_dsp.backends.cuda_lowering import unsupported_reason
 
     reason = unsupported_reason(Python(lambda x: x), SignalSpec(1000.0, 1, 16))
-    assert reason is not None and "pipeline of one path" in reason
+    assert reason is not None and "not as a native op" in reason
 
 
 def test_framework_names_cupy_or_torch_and_is_written_to_yaml_when_set():
