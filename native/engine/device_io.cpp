@@ -158,6 +158,31 @@ void StreamEngine::device_block_end(CUstream caller) {
     ev.pending = true;
 }
 
+void StreamEngine::queue_device_block(const char* method, uint64_t caller_stream,
+                                      const std::function<void()>& queue) {
+    std::lock_guard<std::mutex> control(control_mutex_);  // reset/close/timing cannot start meanwhile
+    // Held until the block is queued: no host block can be handed to the worker in between, so
+    // the compute stream sees the blocks in call order.
+    std::lock_guard<std::mutex> producer(producer_mutex_);
+    wait_idle_for_device_block(method);
+    const DriverApi& api = driver();
+    CUstream caller = device_block_begin(caller_stream);  // a bad stream fails here: the engine stays usable
+    try {
+        cu_check(api.cuStreamWaitEvent(compute_, device_io_->caller_ready, 0), "cuStreamWaitEvent",
+                 "queueing a device block");
+        queue();
+        device_block_end(caller);
+    } catch (const DeviceError& e) {
+        fail(e.what(), e.call(), e.code(), e.code_name());
+        throw;
+    } catch (const std::exception& e) {
+        fail(std::string("queueing a device block failed: ") + e.what(), {}, 0, {});
+        rethrow_failure();
+    }
+    counters_.device_blocks.fetch_add(1, std::memory_order_relaxed);
+    counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+}
+
 int64_t StreamEngine::process_device(int s, CUdeviceptr in, int64_t in_row_bytes, int64_t n, bool final,
                                      CUdeviceptr out, int64_t out_row_bytes, uint64_t caller_stream) {
     if (closed_.load()) throw Error("StreamEngine.process_device(): the engine is closed");
@@ -178,17 +203,9 @@ int64_t StreamEngine::process_device(int s, CUdeviceptr in, int64_t in_row_bytes
         throw std::invalid_argument("process_device(): output rows of " + std::to_string(out_row_bytes) +
                                     " bytes cannot hold " + std::to_string(n_out) + " items of " +
                                     std::to_string(out_item) + " bytes");
-    std::lock_guard<std::mutex> control(control_mutex_);  // reset/close/timing cannot start meanwhile
-    // Held until the block is queued: no host block can be handed to the worker in between, so
-    // the compute stream sees the blocks in call order.
-    std::lock_guard<std::mutex> producer(producer_mutex_);
-    wait_idle_for_device_block("process_device");
-    Slot& slot = *slots_[static_cast<size_t>(s)];
-    const DriverApi& api = driver();
-    CUstream caller = device_block_begin(caller_stream);  // a bad stream fails here: the engine stays usable
-    try {
-        cu_check(api.cuStreamWaitEvent(compute_, device_io_->caller_ready, 0), "cuStreamWaitEvent",
-                 "queueing a device block");
+    queue_device_block("process_device", caller_stream, [&] {
+        Slot& slot = *slots_[static_cast<size_t>(s)];
+        const DriverApi& api = driver();
         copy_rows_d2d(slot.d_in->ptr(), din.row() * static_cast<int64_t>(dtype_size(din.dtype)), in, in_row_bytes,
                       din.channels, n * in_item, compute_);
         counters_.d2d_in.fetch_add(1, std::memory_order_relaxed);
@@ -214,16 +231,7 @@ int64_t StreamEngine::process_device(int s, CUdeviceptr in, int64_t in_row_bytes
                           dout.channels, n_out * out_item, compute_);
             counters_.d2d_out.fetch_add(1, std::memory_order_relaxed);
         }
-        device_block_end(caller);
-    } catch (const DeviceError& e) {
-        fail(e.what(), e.call(), e.code(), e.code_name());
-        throw;
-    } catch (const std::exception& e) {
-        fail(std::string("queueing a device block failed: ") + e.what(), {}, 0, {});
-        rethrow_failure();
-    }
-    counters_.device_blocks.fetch_add(1, std::memory_order_relaxed);
-    counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+    });
     return n_out;
 }
 
@@ -259,15 +267,10 @@ std::vector<int64_t> StreamEngine::process_device_graph(int s, int64_t n, bool f
         const int64_t full = specs_[static_cast<size_t>(plan_.sinks[k].op)].out.items;
         check(outs[k], plan_.sinks[k].bytes, full, full, "sink " + std::to_string(k));
     }
-    std::lock_guard<std::mutex> control(control_mutex_);
-    std::lock_guard<std::mutex> producer(producer_mutex_);
-    wait_idle_for_device_block("process_device_graph");
-    Slot& slot = *slots_[static_cast<size_t>(s)];
-    const DriverApi& api = driver();
-    CUstream caller = device_block_begin(caller_stream);  // a bad stream fails here: the engine stays usable
-    try {
-        cu_check(api.cuStreamWaitEvent(compute_, device_io_->caller_ready, 0), "cuStreamWaitEvent",
-                 "queueing a device block");
+    std::vector<int64_t> items_out;
+    queue_device_block("process_device_graph", caller_stream, [&] {
+        Slot& slot = *slots_[static_cast<size_t>(s)];
+        const DriverApi& api = driver();
         for (size_t k = 0; k < ins.size(); ++k) {
             const DeviceRows& a = ins[k];
             const CUdeviceptr dst = slot.d_in->ptr() + static_cast<CUdeviceptr>(plan_.sources[k].offset);
@@ -298,17 +301,9 @@ std::vector<int64_t> StreamEngine::process_device_graph(int s, int64_t n, bool f
                           full * a.item_bytes, a.rows, got * a.item_bytes, compute_);
             counters_.d2d_out.fetch_add(1, std::memory_order_relaxed);
         }
-        device_block_end(caller);
-    } catch (const DeviceError& e) {
-        fail(e.what(), e.call(), e.code(), e.code_name());
-        throw;
-    } catch (const std::exception& e) {
-        fail(std::string("queueing a device block failed: ") + e.what(), {}, 0, {});
-        rethrow_failure();
-    }
-    counters_.device_blocks.fetch_add(1, std::memory_order_relaxed);
-    counters_.blocks.fetch_add(1, std::memory_order_relaxed);
-    return slot.sink_n_out;
+        items_out = slot.sink_n_out;
+    });
+    return items_out;
 }
 
 void StreamEngine::synchronize_device() {

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -354,6 +355,9 @@ private:
     CUstream device_block_begin(uint64_t caller_stream);  // caller_ready recorded on the caller's stream
     void check_device_input(int slot);                     // gk_check_finite on the slot's device input
     void device_block_end(CUstream caller);                // the caller's stream waits for the block
+    // One device block queued under the locks: begin, ``queue`` (its copies and launch on compute_),
+    // end; a failure marks the engine failed and is rethrown; the block counted.
+    void queue_device_block(const char* method, uint64_t caller_stream, const std::function<void()>& queue);
     // The row copies of a device block (one copy when both sides are one contiguous block).
     void copy_rows_d2d(CUdeviceptr dst, int64_t dst_row_bytes, CUdeviceptr src, int64_t src_row_bytes,
                        int64_t rows, int64_t row_bytes, CUstream stream);

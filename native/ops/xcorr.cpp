@@ -6,7 +6,7 @@
 //   integrate   N, frames per output frame; the block's F frames are G = F / N runs
 //   method      "cublas" | "kernel" (the lowering picks; "kernel" takes at most 64 inputs)
 //
-// kernel: gk_xcorr_tiles_* (8 bins a CTA) or gk_xcorr_tiles4_* (4 bins, above 56 inputs) reads the
+// kernel: gk_xcorr_tiles_* (8 bins a CTA) or gk_xcorr_tiles7_* (7 bins, above 56 inputs) reads the
 // input once, each thread accumulating an 8 x 8 tile of pairs (upper-triangle tiles only) of one
 // bin in registers over a run's N frames; no scratch.
 // cublas, per block: gather the input into A (bins, F, C); one cublasCgemmStridedBatched over the
@@ -79,12 +79,12 @@ public:
                                                        "65535 output frames per block; use method: cublas");
             module_ = load_embedded_module(device_, "xcorr", CompileOptions{});
             const int64_t ct = ceil_div(C_, 8), tiles = ct * (ct + 1) / 2;
-            // 8 bins a CTA while that is at most 256 threads (up to 56 inputs), else 4 bins (144
-            // threads at 64 inputs): a CTA of 288 threads at the tiles' 224 registers did not launch
-            tile_bins_ = 8 * tiles <= 256 ? 8 : 4;
+            // 8 bins a CTA while that is at most 256 threads (up to 56 inputs), else 7 bins (252
+            // threads at 64 inputs): a kernel at the tiles' 224 registers takes at most 256 threads a CTA
+            tile_bins_ = 8 * tiles <= 256 ? 8 : 7;
             const bool c64 = in_.dtype == DType::C64;
             tiles_ = module_->function(tile_bins_ == 8 ? (c64 ? "gk_xcorr_tiles_c64" : "gk_xcorr_tiles_f32")
-                                                       : (c64 ? "gk_xcorr_tiles4_c64" : "gk_xcorr_tiles4_f32"));
+                                                       : (c64 ? "gk_xcorr_tiles7_c64" : "gk_xcorr_tiles7_f32"));
             tile_threads_ = tile_bins_ * tiles > 64 ? tile_bins_ * tiles : 64;
             split_ = dsp::split_units(B_, C_ * F_ + P_ * G_, 8);
             return;

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, StreamFault, UnsupportedError
+from ..errors import StreamFault, UnsupportedError
 from ..nonfinite import DEFAULT_POLICY
 from ..stages.python import Python, PythonProcessor
 
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from ..signal import SignalSpec
     from ..stages.base import Stage
     from . import BackendChoice
-    from .cuda_engine import CudaEngine
 
 
 def has_python_stage(stages: Sequence["Stage"]) -> bool:
@@ -267,28 +266,42 @@ class CudaPythonChainEngine:
                  nonfinite: str = DEFAULT_POLICY):
         from .cuda_engine import CudaEngine
 
+        parts: list[tuple[str, Any]] = []
+        for kind, what, sub in _segments(pipeline, chain):
+            if kind == "native":
+                parts.append((kind, lambda policy, what=what, sub=sub: CudaEngine(what, sub, choice, device=device,
+                                                                                  nonfinite=policy)))
+            else:
+                parts.append((kind, (what, sub.input, sub.output)))
+        self._open(choice, chain, device, nonfinite, parts)
+
+    def _open(self, choice: "BackendChoice", chain: Any, device: int, nonfinite: str,
+              parts: list[tuple[str, Any]]) -> None:
+        """Open the parts in order: ``("native", open)`` (``open(policy)`` gives the engine) or
+        ``("python", (stage, spec_in, spec_out))``. The first python stage's framework makes the
+        engine's stream; only the first part, a native one, reads the caller's samples, so the
+        NaN/Inf policy applies there."""
         self.choice = choice
         self.chain = chain
         self._closed = False
         self._dispatch: Any = None
         self._h2d = self._d2h = self._host_blocks = 0
-        parts = _segments(pipeline, chain)
-        first_py = next(what for kind, what, _ in parts if kind == "python")
+        self._events: dict[bool, Any] = {}  # _event_wait's, one per direction
+        self._parts: list[tuple[str, Any]] = []
+        first_py = next(what[0] for kind, what in parts if kind == "python")
         main = _Framework(first_py.params.framework or "cupy", device)
         frameworks = {main.name: main}
         self.stream = main
-        self._parts: list[tuple[str, Any]] = []
         try:
-            for k, (kind, what, sub) in enumerate(parts):
+            for k, (kind, what) in enumerate(parts):
                 if kind == "native":
-                    # only the first segment reads the caller's samples: the policy applies there
-                    policy = nonfinite if k == 0 else "pass"
-                    self._parts.append((kind, CudaEngine(what, sub, choice, device=device, nonfinite=policy)))
-                else:
-                    name = what.params.framework or "cupy"
-                    if name not in frameworks:
-                        frameworks[name] = _Framework(name, device, stream_ptr=main.ptr)
-                    self._parts.append((kind, PythonDeviceProcessor(what, sub.input, sub.output, frameworks[name])))
+                    self._parts.append((kind, what(nonfinite if k == 0 else "pass")))
+                    continue
+                stage, spec_in, spec_out = what
+                name = stage.params.framework or "cupy"
+                if name not in frameworks:
+                    frameworks[name] = _Framework(name, device, stream_ptr=main.ptr)
+                self._parts.append((kind, PythonDeviceProcessor(stage, spec_in, spec_out, frameworks[name])))
         except BaseException:
             self.close()
             raise
@@ -354,15 +367,20 @@ class CudaPythonChainEngine:
         return outs[0] if len(outs) == 1 else concatenate(outs, "the pipeline")
 
     def _event_wait(self, waiter: int, producer: int) -> None:
-        """``waiter`` (a stream handle) waits on the GPU for what ``producer`` holds now."""
+        """``waiter`` (a stream handle) waits on the GPU for what ``producer`` holds now. One event
+        per direction, recorded again each time: a wait takes the event's state when it is queued."""
         fw = self.stream
+        events = self._events
+        ev = events.get(waiter == fw.ptr)
         if fw.name == "cupy":
-            ev = fw.xp.cuda.Event(block=False, disable_timing=True)
+            if ev is None:
+                ev = events[waiter == fw.ptr] = fw.xp.cuda.Event(block=False, disable_timing=True)
             ev.record(fw.xp.cuda.ExternalStream(producer))
             fw.xp.cuda.ExternalStream(waiter).wait_event(ev)
         else:
             dev = fw.xp.device("cuda", fw.gpu)
-            ev = fw.xp.cuda.Event()
+            if ev is None:
+                ev = events[waiter == fw.ptr] = fw.xp.cuda.Event()
             ev.record(fw.xp.cuda.ExternalStream(producer, device=dev))
             fw.xp.cuda.ExternalStream(waiter, device=dev).wait_event(ev)
 

@@ -34,7 +34,7 @@ from ..errors import StreamFault, UnsupportedError
 from ..graph_model import GraphSpecs, Topology
 from ..nonfinite import DEFAULT_POLICY
 from ..stages.python import Python
-from .cuda_python_chain import CudaPythonChainEngine, PythonDeviceProcessor, _Framework, _framework_missing
+from .cuda_python_chain import CudaPythonChainEngine, _framework_missing
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -236,40 +236,19 @@ class CudaPythonGraphEngine(CudaPythonChainEngine):
                  nonfinite: str = DEFAULT_POLICY):
         from .cuda_graph_engine import CudaGraphEngine
 
-        self.choice = choice
-        self.chain = chain
-        self._closed = False
-        self._dispatch: Any = None
-        self._h2d = self._d2h = self._host_blocks = 0
         self.nonfinite_source: str | None = None
         self.plan = plan = plan_python_graph(graph, chain)
         stages = {st.name: st for st in plan.topo.stages}
-        first_py = next(stages[s.names[0]] for s in plan.steps if s.kind == "python")
-        main = _Framework(first_py.params.framework or "cupy", device)
-        frameworks = {main.name: main}
-        self.stream = main
-        self._parts: list[tuple[str, Any]] = []
-        try:
-            for k, step in enumerate(plan.steps):
-                if step.kind == "native":
-                    region, region_specs = plan.regions[k]
-                    policy = nonfinite if k == 0 else "pass"  # level 0 reads every source (module doc)
-                    self._parts.append(("native", CudaGraphEngine(region, region_specs, choice, device=device,
-                                                                  nonfinite=policy)))
-                else:
-                    st = stages[step.names[0]]
-                    name = st.params.framework or "cupy"
-                    if name not in frameworks:
-                        frameworks[name] = _Framework(name, device, stream_ptr=main.ptr)
-                    self._parts.append(("python", PythonDeviceProcessor(st, plan.specs.nodes[step.reads[0]],
-                                                                        plan.specs.nodes[step.names[0]],
-                                                                        frameworks[name])))
-        except BaseException:
-            self.close()
-            raise
-        first = self._parts[0][1]
-        self.device = first.device
-        self.nonfinite = first.nonfinite
+        parts: list[tuple[str, Any]] = []
+        for k, step in enumerate(plan.steps):
+            if step.kind == "native":  # step 0: level 0's region, which reads every source (module doc)
+                region, region_specs = plan.regions[k]
+                parts.append(("native", lambda policy, r=region, rs=region_specs: CudaGraphEngine(
+                    r, rs, choice, device=device, nonfinite=policy)))
+            else:
+                parts.append(("python", (stages[step.names[0]], plan.specs.nodes[step.reads[0]],
+                                         plan.specs.nodes[step.names[0]])))
+        self._open(choice, chain, device, nonfinite, parts)
         self._sources = list(chain.sources)
         self._outputs = list(chain.outputs)
 

@@ -89,19 +89,23 @@ extern "C" __global__ void __launch_bounds__(256) gk_xcorr_pack(
 
 // The direct X-engine kernel (method "kernel", at most 64 inputs): no gather, no C x C scratch.
 // grid (ceil((b_end - b_begin) / BINS), G), block max(BINS * tiles, 64) threads, tiles =
-// CT(CT+1)/2 with CT = ceil(C / 8), BINS 8 (gk_xcorr_tiles_*) or 4 (gk_xcorr_tiles4_*: the CTA of
-// 57..64 inputs, 36 tiles x 4 bins = 144 threads, two CTAs an SM at its registers); input element
-// (c, f, b) at c*sc + f*sf + b*sb (as gk_xcorr_gather). Thread t < BINS * tiles works on bin
-// b0 + t / tiles (the others only stage) and the 8 x 8 tile (ti, tj), ti <= tj, of the pair matrix
-// (tile index t % tiles, upper-triangle tiles in row-major order), accumulating
-// acc[k][l] = sum_f X[ti*8 + k, f, b] conj(X[tj*8 + l, f, b]) in registers over the group's N
-// frames. The inputs of the block's bins for up to 4 frames at a time, X[c, f .. f+3, b0 ..],
-// are staged in shared memory (rows padded to keep the staging stores off one bank); the next
-// frames' are loaded into registers while these are used.
-// __maxnreg__(224): the 64 complex accumulators fit without spilling (ptxas for sm_90: 219
-// registers, none spilled; with __launch_bounds__(288) it capped itself at 168 and spilled).
+// CT(CT+1)/2 with CT = ceil(C / 8), BINS 8 (gk_xcorr_tiles_*: up to 56 inputs) or 7
+// (gk_xcorr_tiles7_*: 57..64 inputs, 36 tiles x 7 bins = 252 threads, the most a CTA takes at the
+// tiles' 224 registers; one CTA an SM); input element (c, f, b) at c*sc + f*sf + b*sb (as
+// gk_xcorr_gather). Thread t < BINS * tiles works on bin b0 + t / tiles (the others only stage)
+// and the 8 x 8 tile (ti, tj), ti <= tj, of the pair matrix (tile index t % tiles, upper-triangle
+// tiles in row-major order), accumulating acc[k][l] = sum_f X[ti*8 + k, f, b] conj(X[tj*8 + l, f, b])
+// in registers over the group's N frames. The inputs of the block's bins for up to 4 frames at a
+// time, X[c, f .. f+3, b0 ..], are staged in shared memory; the next frames' are loaded into
+// registers while these are used. A staged row holds the 8 inputs of each tile 10 float2 apart,
+// so that the 8 threads of a quarter warp, which read one k of 8 different tiles, hit 8 different
+// bank groups (GK_XC_SEG; measured on an H200 at 64 inputs, 1024 bins: 4 bins a CTA at rows of 8
+// apart 409 us, 10 apart 393 us; 7 bins a CTA 297 us, cuBLAS 345 us).
+// __maxnreg__(224): the 64 complex accumulators fit without spilling (ptxas for sm_90: 219-224
+// registers, none spilled).
 #define GK_XC_MAX_C 64
-#define GK_XC_ROW (GK_XC_MAX_C + 2)  // float2 per staged row: 16-byte rows, 4 banks apart
+#define GK_XC_SEG 10                 // float2 per tile's 8 inputs in a staged row (8 + 2 apart)
+#define GK_XC_ROW (8 * GK_XC_SEG + 2)  // float2 per staged row: rows 4 banks apart
 #define GK_XC_FRAMES 4               // frames staged per round at most
 
 namespace {
@@ -171,15 +175,16 @@ __device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* _
             const unsigned e = t + s * nthreads;
             if (s < per && e < fs * ELEMS) {
                 const unsigned w = e % ELEMS;
-                xs[e / ELEMS][w % BINS][w / BINS] = next[s];
+                const unsigned c = w / BINS;
+                xs[e / ELEMS][w % BINS][c / 8 * GK_XC_SEG + c % 8] = next[s];
             }
         }
         __syncthreads();
         if (f + fs < N) fetch_frames<T, BINS>(next, x, t, nthreads, per, fs, C, sc, sf, sb, f0, f + fs, N, b0, b_end);
         if (bl < BINS) {
             for (unsigned fr = 0; fr < fs; ++fr) {  // frames past N were staged as zeros
-                const float4* ra = reinterpret_cast<const float4*>(&xs[fr][bl][ti * 8]);
-                const float4* rc = reinterpret_cast<const float4*>(&xs[fr][bl][tj * 8]);
+                const float4* ra = reinterpret_cast<const float4*>(&xs[fr][bl][ti * GK_XC_SEG]);
+                const float4* rc = reinterpret_cast<const float4*>(&xs[fr][bl][tj * GK_XC_SEG]);
                 float2 a[8], c[8];
 #pragma unroll
                 for (int k = 0; k < 4; ++k) {
@@ -226,5 +231,5 @@ __device__ __forceinline__ void xcorr_tiles(float2* __restrict__ out, const T* _
 
 GK_XC_KERNEL(gk_xcorr_tiles_f32, float, 8)
 GK_XC_KERNEL(gk_xcorr_tiles_c64, float2, 8)
-GK_XC_KERNEL(gk_xcorr_tiles4_f32, float, 4)
-GK_XC_KERNEL(gk_xcorr_tiles4_c64, float2, 4)
+GK_XC_KERNEL(gk_xcorr_tiles7_f32, float, 7)
+GK_XC_KERNEL(gk_xcorr_tiles7_c64, float2, 7)

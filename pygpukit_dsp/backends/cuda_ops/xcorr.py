@@ -5,10 +5,10 @@
 * ``cublas``: a gather kernel to (bins, F, C), cublasCgemmStridedBatched A A^H per bin and run
   (FP32, all C x C entries), a kernel packing the pairs i <= j.
 
-``auto`` takes the kernel up to 56 inputs (it moves no C x C scratch through memory), cublas above.
-From 57 to 64 inputs the kernel's CTA holds 4 bins (36 tiles x 4 = 144 threads), not 8 (a CTA of
-288 threads at the registers its tiles need did not launch on the H200); there it is the slower:
-C = 64, 1024 bins, F = 256, N = 64 took 384.0 us against cublas's 345.0 us (H200, 2026-12-02).
+``auto`` takes the kernel up to 64 inputs (it moves no C x C scratch through memory), cublas above.
+From 57 to 64 inputs the kernel's CTA holds 7 bins (36 tiles x 7 = 252 threads), not 8 (a kernel
+at the registers its tiles need takes at most 256 threads a CTA); at C = 64, 1024 bins, F = 256,
+N = 64 on an H200 it took 297 us (the kernel alone, CUDA events) against cublas's 345 us.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ...stages.xcorr import Xcorr
 from ..cuda_lowering import OpDesc, lowering
 
 KERNEL_MAX_INPUTS = 64  # method kernel: at most 8 x 8 tiles of 8 x 8 pairs (native/ops/xcorr.cpp)
-AUTO_KERNEL_INPUTS = 56  # auto: the kernel up to here (8 bins a CTA), cublas above
+AUTO_KERNEL_INPUTS = 64  # auto: the kernel up to here, cublas above
 
 
 @lowering("xcorr")
