@@ -544,6 +544,16 @@ void bind_engine(py::module_& m) {
         .def("sink_items", &gk::StreamEngine::sink_items, py::arg("slot"),
              "A graph engine's valid output items of each sink of the slot's last completed block.")
         .def(
+            "process_filled",
+            [](gk::StreamEngine& e, int slot, int64_t n_valid, bool final) {
+                py::gil_scoped_release release;
+                return e.process_filled(slot, n_valid, final);
+            },
+            py::arg("slot"), py::arg("n_valid"), py::arg("final") = false,
+            "A graph engine's process(): the slot's pinned input is filled already (source by source); "
+            "runs it (on the calling thread when the engine is idle and inline_submit is on) and returns "
+            "the first sink's valid items (sink_items(slot) has every sink's).")
+        .def(
             "process_split_filled",
             [](gk::StreamEngine& e, int slot, int64_t n_valid, bool final, std::vector<int64_t> cuts) {
                 py::gil_scoped_release release;

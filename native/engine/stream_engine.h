@@ -213,6 +213,11 @@ public:
     // per channel row; 0: compact, n_out per row).
     int64_t process(int slot, const void* block, int64_t n_valid, bool final, void* out = nullptr,
                     int64_t out_row_items = 0);
+    // process() of a slot whose pinned input the caller filled already (a graph engine's sources,
+    // each in its slice of input_slot()): submits and waits, on the calling thread with
+    // inline_submit and an idle engine (no hand-over to the worker and back), and returns the
+    // first sink's valid items (sink_items(slot) has every sink's); the output stays in the slot.
+    int64_t process_filled(int slot, int64_t n_valid, bool final);
     // Non-blocking wait(): true (and the slot free again, *n_out its valid output items) once the
     // slot's block is done; false while it runs. A realtime stream under a dispatcher runs one
     // polling turn of the dispatcher first (help). Errors as wait().

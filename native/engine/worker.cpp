@@ -281,6 +281,17 @@ int64_t StreamEngine::process(int s, const void* block, int64_t n, bool final, v
     return n_out;
 }
 
+int64_t StreamEngine::process_filled(int s, int64_t n, bool final) {
+    if (closed_.load()) throw Error("StreamEngine.process_filled(): the engine is closed");
+    check_slot(s, slots());
+    int64_t n_out = 0;
+    if (!(options_.inline_submit && !attached() && process_inline(s, n, final, &n_out))) {
+        submit(s, n, final);
+        n_out = wait(s);
+    }
+    return n_out;
+}
+
 bool StreamEngine::try_wait(int s, int64_t* n_out) {
     if (closed_.load()) throw Error("StreamEngine.try_wait(): the engine is closed");
     if (s < 0 || s >= slots())

@@ -181,9 +181,11 @@ class CudaGraphEngine(CudaEngine):
                 raise ConfigError("a graph's blocks of one step are all GPU arrays or all host arrays, got both",
                                   hint="copy them to one side first")
             return self.device_blocks().process(blocks, final, stream)
-        slot = self.submit(blocks, final)
-        self._busy[slot] = False
-        self._engine.wait(slot)
+        # one native call runs the filled slot: on this thread when the engine is idle (no hand-over
+        # to the worker and back, as a chain's process())
+        slot, n = self._fill_graph(blocks, final)
+        self._engine.process_filled(slot, n, final)
+        self._next = (slot + 1) % self._slots
         self._after(slot)
         return self._outputs_of(slot, copy=True)
 

@@ -158,6 +158,10 @@ class HostStandIn:
     def wait(self, s):
         return self._items[s][0]
 
+    def process_filled(self, s, n, final=False):
+        self.submit(s, n, final)
+        return self.wait(s)
+
     def sink_items(self, s):
         return self._items[s]
 
