@@ -155,12 +155,6 @@ def plan_python_graph(graph: "Graph", specs: GraphSpecs) -> PythonGraphPlan:
     inputs = topo.stage_inputs
     stages = {st.name: st for st in topo.stages}
     is_py = {n: isinstance(st, Python) for n, st in stages.items()}
-    wanted: dict[str, int] = {}  # node -> how many outside readers (stages, outputs)
-    for n in specs.order:
-        for r in inputs[n]:
-            wanted[r] = wanted.get(r, 0) + 1
-    for ref in specs.outputs.values():
-        wanted[ref] = wanted.get(ref, 0) + 1
     for n in specs.order:
         if is_py[n] and specs.nodes[n].domain == "frames" and any(n in inputs[m] for m in specs.order):
             raise UnsupportedError(n, "cuda", "on the cuda backend a python stage's output goes on to the next "
@@ -236,7 +230,6 @@ class CudaPythonGraphEngine(CudaPythonChainEngine):
                  nonfinite: str = DEFAULT_POLICY):
         from .cuda_graph_engine import CudaGraphEngine
 
-        self.nonfinite_source: str | None = None
         self.plan = plan = plan_python_graph(graph, chain)
         stages = {st.name: st for st in plan.topo.stages}
         parts: list[tuple[str, Any]] = []
@@ -308,8 +301,6 @@ class CudaPythonGraphEngine(CudaPythonChainEngine):
                 res = part.process(ins if len(ins) > 1 else ins[0], final, stream=fw.ptr)
                 got = res if isinstance(res, tuple) else (res,)
             values.update(zip(step.gives, got))
-            if part.nonfinite_source is not None and self.nonfinite_source is None:
-                self.nonfinite_source = part.nonfinite_source
         outs = [values[self.plan.specs.outputs[name]] for name in self._outputs]
         if not on_gpu[0]:
             host = tuple(fw.download(y) for y in outs)
@@ -319,11 +310,10 @@ class CudaPythonGraphEngine(CudaPythonChainEngine):
             self._event_wait(caller, fw.ptr)
         return tuple(outs) if len(outs) != 1 else outs[0]
 
-    def synchronize(self) -> None:
-        super().synchronize()
-        for kind, part in self._parts:
-            if kind == "native" and part.nonfinite_source is not None and self.nonfinite_source is None:
-                self.nonfinite_source = part.nonfinite_source
+    @property
+    def nonfinite_source(self) -> str | None:
+        """The source the first NaN/Inf came from: the first region reads every source (module doc)."""
+        return self._parts[0][1].nonfinite_source
 
     def __repr__(self) -> str:
         kinds = " -> ".join(f"{s.kind}({','.join(s.names)})" for s in self.plan.steps)
