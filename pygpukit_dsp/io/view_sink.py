@@ -2,9 +2,11 @@
 
 The sink costs the stream almost nothing: at most ``2 * fps`` times a second it copies the newest
 part of a block (``nfft`` samples per channel, or the newest frames of a frames-domain block) into
-a bounded queue, without waiting; when the viewer has not taken the previous snapshots yet, the
-oldest one is dropped and counted (``view_dropped``). Everything else, the FFT, the max-hold over
-bins and the frame-rate limit, happens on the viewer's thread (pygpukit_dsp/view/reduce.py).
+a ring of ``queue`` slots in shared memory (io/view_ring.py), without waiting; when the viewer has not
+taken a slot's snapshot before it comes round again, that snapshot is dropped and counted
+(``view_dropped``). Everything else, the FFT, the max-hold over bins, the frame-rate limit and the
+web server, happens in the view's own process (pygpukit_dsp/view/page.py), so it never holds the
+stream process's GIL.
 
 This module imports neither the web server nor its libraries: a file with a ``view`` sink validates
 and runs without the ``view`` extra; only ``--view`` needs it.
@@ -12,10 +14,7 @@ and runs without the ``view`` extra; only ``--view`` needs it.
 
 from __future__ import annotations
 
-import collections
-import threading
 import time
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -23,8 +22,11 @@ from pydantic import Field
 
 from ..errors import ConfigError
 from ..signal import SignalSpec
+from .view_ring import RingLayout, Snapshot, SnapshotRing
 from .base import IoParams, Sink, register_sink
 from ._common import Counters, check_block, not_open
+
+FRAME_VALUES = 1 << 18  # values of a frames-domain snapshot at most (1 MiB of float32)
 
 
 class ViewSinkParams(IoParams):
@@ -46,38 +48,43 @@ class ViewSinkParams(IoParams):
                                                    "is dropped and counted)")
 
 
-@dataclass
-class Snapshot:
-    """The newest part of one block, copied for the viewer: ``data`` is ``(channels, n)`` (time) or
-    ``(channels, frames, bins)`` (frames); ``end_s`` is the stream time just after its last sample."""
-
-    data: np.ndarray
-    end_s: float
-    block_peak: np.ndarray | None = None  # time domain: each channel's peak over the whole block
-
-
 class ViewFeed:
-    """A bounded hand-over from the stream's thread to the viewer's: ``put`` never waits; when full
-    the oldest snapshot goes and ``dropped`` counts it."""
+    """The stream's side of the hand-over to the viewer (io/view_ring.py): ``put`` copies a snapshot
+    into a ring of ``maxlen`` slots in shared memory and never waits; a snapshot whose slot is
+    overwritten before the viewer took it is ``dropped`` (counted). ``drain`` reads in-process."""
 
     def __init__(self, maxlen: int):
-        self._queue: collections.deque[Snapshot] = collections.deque(maxlen=maxlen)
-        self._lock = threading.Lock()
-        self.dropped = 0
-        self.taken = 0
+        self.maxlen = maxlen
+        self.ring: SnapshotRing | None = None
+        self.generation = 0  # one more each time the sink opens (a new ring for the viewer)
+        self._dropped = self._taken = 0  # of the rings before this one
+
+    def open(self, channels: int, capacity: int, bins: int, dtype: str, peaks: bool) -> None:
+        self.close()
+        self.ring = SnapshotRing(RingLayout(self.maxlen, channels, capacity, bins, dtype, peaks))
+        self.generation += 1
+
+    @property
+    def dropped(self) -> int:
+        return self._dropped + (self.ring.dropped if self.ring is not None else 0)
+
+    @property
+    def taken(self) -> int:
+        return self._taken + (self.ring.taken if self.ring is not None else 0)
 
     def put(self, snap: Snapshot) -> None:
-        with self._lock:  # held for an append: the viewer's drain holds it no longer
-            if len(self._queue) == self._queue.maxlen:
-                self.dropped += 1
-            self._queue.append(snap)
-            self.taken += 1
+        if self.ring is None:
+            raise not_open("view sink", "write")
+        self.ring.put(snap)
 
     def drain(self) -> list[Snapshot]:
-        with self._lock:
-            out = list(self._queue)
-            self._queue.clear()
-        return out
+        return self.ring.drain() if self.ring is not None else []
+
+    def close(self) -> None:
+        if self.ring is not None:
+            self._dropped, self._taken = self.dropped, self.taken
+            self.ring.close()
+            self.ring = None
 
 
 @register_sink
@@ -112,6 +119,16 @@ class ViewSink(Counters, Sink):
         self._ring = (np.zeros((spec.channels, nfft), spec.np_dtype)
                       if spec.domain == "time" and spec.block_size < nfft else None)
         self._ring_pos = 0  # where the next sample goes (mod nfft)
+        if spec.domain == "time":
+            self.feed.open(spec.channels, nfft, 0, spec.dtype, peaks=True)
+        else:
+            self.feed.open(spec.channels, self._frames_kept(spec), spec.bins, spec.dtype, peaks=False)
+
+    @staticmethod
+    def _frames_kept(spec: SignalSpec) -> int:
+        """Frames of a frames-domain block a snapshot keeps: the newest 64 at most, and at most
+        FRAME_VALUES values, so that a wide filterbank's snapshot stays a small copy."""
+        return max(1, min(spec.block_size, 64, FRAME_VALUES // (spec.channels * spec.bins)))
 
     def _ring_in(self, block: np.ndarray) -> None:
         ring, nfft = self._ring, self.params.nfft
@@ -149,9 +166,13 @@ class ViewSink(Counters, Sink):
             data = self._newest(block)
             snap = Snapshot(data, self._position / self.spec.sample_rate, peak)
         else:
-            keep = min(n, 64)
+            keep = min(n, self.feed.ring.layout.capacity)
             snap = Snapshot(np.array(block[:, n - keep:, :], copy=True), self._position / self.spec.sample_rate)
         self.feed.put(snap)
+
+    def close(self) -> None:
+        self.feed.close()  # the viewer keeps its own mapping of the ring: its last figures stay
+        super().close()
 
     def stats(self) -> dict[str, int]:
         self._counts["view_dropped"] = self.feed.dropped

@@ -3,11 +3,13 @@ view sinks, start the server before the first block, stop it after the summary.
 
 Nothing listens before every rule is checked: a non-loopback address without a token is a
 ConfigError (exit 2), and so is a view sink in a run without --view (nothing would draw it).
-The server module (aiohttp) is imported only here, and only when a view is served.
+The server (aiohttp) runs in a process of its own (view/server.py starts it), only when a view is
+served.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import secrets
 from typing import Any
@@ -85,12 +87,12 @@ def start_view(args: Any, pipelines: list, session: Any, say: Any) -> Any:
     if token is None and not is_loopback(host):
         raise ConfigError(f"--view {args.view} listens beyond this machine and needs a token",
                           hint="add --view-token TOKEN (or --view-token auto), or listen on 127.0.0.1")
-    try:
-        from .server import ViewServer
-    except ImportError as exc:
-        raise ConfigError(f"--view needs the 'view' extra ({exc.name or exc} is not installed)",
-                          hint="pip install 'pygpukit-dsp[view]'") from None
+    missing = next((m for m in ("aiohttp",) if importlib.util.find_spec(m) is None), None)
+    if missing is not None:  # the server process would fail to start: say why here, before it
+        raise ConfigError(f"--view needs the 'view' extra ({missing} is not installed)",
+                          hint="pip install 'pygpukit-dsp[view]'")
     from .health import SessionHealth
+    from .server import ViewServer
 
     title = ", ".join(p.name for p in pipelines)
     server = ViewServer(host, port, token=token, sinks=sinks, health=SessionHealth(session), title=title).start()

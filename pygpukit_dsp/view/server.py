@@ -1,49 +1,38 @@
-"""The live web view: an aiohttp server on its own thread and asyncio loop (the ``view`` extra).
+"""The stream process's handle of its live view: it starts the view's server process
+(``python -m pygpukit_dsp.view.page``, the ``view`` extra), gives it each view sink's ring when the
+sink opens, and sends it the health panel's figures a few times a second, from one thread.
 
-It serves the static page (pygpukit_dsp/view/static), ``/api/state`` (JSON: every view sink's
-newest figures and the health panel) and ``/ws`` (a WebSocket: a ``hello`` with each sink's axes,
-then ``frame``, ``meta`` and ``health`` messages). Only GET is served: the page is read-only.
-
-The stream never waits for it: view sinks hand snapshots over through their bounded feeds
-(io/view_sink.py), a pump on this loop drains them, reduces them (reduce.py) and sends each frame
-to each browser through that browser's own bounded queue; a browser that cannot keep up loses
-frames (counted in ``frames_dropped``), not the stream.
-
-With a token, every request needs it: ``?token=``, an ``X-View-Token`` or ``Authorization: Bearer``
-header, or the cookie the page gets when it is opened with ``?token=`` (a missing token: 401, a
-wrong one: 403; compared with hmac.compare_digest).
+The server runs in a process of its own so that its work (the FFTs, JSON, the WebSocket) never
+holds this process's GIL, which a stream's thread needs back after each native call. It ends when
+``stop()`` asks, or when this process ends (the end of its control socket), and ignores the
+terminal's Ctrl-C: the stream stops it after its summary.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hmac
-import importlib.resources
+import dataclasses
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
+from pathlib import Path
 from typing import Any, Callable
 
-from aiohttp import WSMsgType, web
-
 from ..errors import ConfigError
-from .reduce import FrameLimiter, SinkAnalysis
+from . import control
 
-COOKIE = "gk_view_token"
-STATIC_FILES = {"index.html": "text/html", "view.js": "text/javascript", "view.css": "text/css"}
-CLIENT_QUEUE = 16  # messages waiting for one browser at most
-
-
-def static_text(name: str) -> str:
-    """A file of the page, from the installed package (the wheel ships them)."""
-    return importlib.resources.files("pygpukit_dsp.view").joinpath("static", name).read_text(encoding="utf-8")
+OPEN_POLL_S = 0.1  # how often the relay looks for a sink that opened (its first frame waits this at most)
 
 
 class ViewServer:
     """Serve the view of ``sinks`` ({name: ViewSink}) and ``health()`` (a dict) on ``host:port``.
 
-    ``start()`` returns once the socket listens (a ConfigError naming the address when it cannot);
-    ``stop()`` closes every connection and joins the thread. ``port`` 0 takes a free port (``url``).
+    ``start()`` returns once the server listens (a ConfigError naming the address when it cannot);
+    ``stop()`` ends the server process and the relay thread. ``port`` 0 takes a free port (``url``).
     """
 
     def __init__(self, host: str, port: int, *, token: str | None = None, sinks: dict[str, Any] | None = None,
@@ -53,20 +42,12 @@ class ViewServer:
         self.health = health
         self.health_hz = health_hz
         self.title = title
-        self.analyses: dict[str, SinkAnalysis] = {}
-        self._limiters: dict[str, FrameLimiter] = {}
-        self.latest_health: dict[str, Any] = {"streams": [], "running": False}
-        self.ended = False
-        self.bytes_sent = 0
-        self.messages_sent = 0
-        self.frames_dropped = 0  # frames a slow browser did not get
-        self.errors: dict[str, str] = {}  # a sink whose snapshots could not be reduced: why
-        self._clients: set[asyncio.Queue] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
-        self._stopping: asyncio.Event | None = None
-        self._lock = threading.Lock()  # latest figures, read by /api/state and by tests
+        self.process: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._send_lock = threading.Lock()
+        self._relay: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._sent: dict[str, int] = {}  # each sink's feed generation the server has
 
     @property
     def address(self) -> str:
@@ -78,246 +59,116 @@ class ViewServer:
         return f"http://{self.address}/" + (f"?token={self.token}" if self.token else "")
 
     # ------------------------------------------------------------------ life
-    def start(self, timeout: float = 10.0) -> "ViewServer":
-        started: dict[str, Any] = {}
-        ready = threading.Event()
-
-        def main() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._serve(started, ready))
-            finally:
-                loop.close()
-                ready.set()
-
-        self._thread = threading.Thread(target=main, name="gk-view", daemon=True)
-        self._thread.start()
-        if not ready.wait(timeout):
-            raise ConfigError(f"the view server on {self.address} did not start within {timeout:g} s")
-        if "error" in started:
-            self._thread.join(timeout)
-            exc = started["error"]
-            raise ConfigError(f"--view {self.address}: cannot listen: {exc.strerror or exc}",
-                              hint="the port may be taken: pick another (--view HOST:PORT; port 0 takes a free one)"
-                              ) from exc
-        return self
-
-    async def _serve(self, started: dict[str, Any], ready: threading.Event) -> None:
-        self._stopping = asyncio.Event()
-        app = web.Application(middlewares=[self._guard])
-        app.router.add_get("/", self._index)
-        app.router.add_get("/static/{name}", self._static)
-        app.router.add_get("/favicon.ico", self._no_icon)
-        app.router.add_get("/api/state", self._state)
-        app.router.add_get("/ws", self._ws)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, reuse_address=False)
+    def start(self, timeout: float = 30.0) -> "ViewServer":
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        package_parent = str(Path(__file__).resolve().parents[2])  # the child imports this very package
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])))
         try:
-            await site.start()
-        except OSError as exc:
-            started["error"] = exc
-            await runner.cleanup()
-            ready.set()
-            return
-        self._runner = runner
-        sockets = getattr(site._server, "sockets", None) or []  # the port the OS gave for port 0
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
-        ready.set()
-        tasks = [asyncio.ensure_future(self._pump()), asyncio.ensure_future(self._publish_health())]
-        await self._stopping.wait()
-        for t in tasks:
-            t.cancel()
-        for q in list(self._clients):  # each browser's sender ends, then its socket closes
-            _offer(q, None)
-        await asyncio.sleep(0)
-        await runner.cleanup()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pygpukit_dsp.view.page", "--control-fd", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        finally:
+            theirs.close()
+        self._sock = ours
+        control.send(ours, {"type": "config", "host": self.host, "port": self.port, "token": self.token,
+                            "title": self.title, "sinks": list(self.sinks)})
+        ours.settimeout(timeout)
+        try:
+            got = control.Receiver(ours).next()
+        except (socket.timeout, OSError):
+            got = None
+        ours.settimeout(None)
+        if got is None or got[0].get("type") not in ("listening", "error"):
+            self.stop()
+            raise ConfigError(f"the view server on {self.address} did not start within {timeout:g} s",
+                              hint="see its messages above; is the 'view' extra installed? "
+                                   "(pip install 'pygpukit-dsp[view]')")
+        reply = got[0]
+        if reply["type"] == "error":
+            self.stop()
+            raise ConfigError(f"--view {self.address}: cannot listen: {reply.get('reason')}",
+                              hint="the port may be taken: pick another (--view HOST:PORT; port 0 takes a free one)")
+        self.port = int(reply["port"])
+        self._relay = threading.Thread(target=self._relay_main, name="gk-view-relay", daemon=True)
+        self._relay.start()
+        return self
 
     def set_ended(self) -> None:
         """The run ended: the page says so (the last figures stay on it until stop())."""
-        self.ended = True
+        self._publish_health()
+        self._send({"type": "ended"})
 
     def stop(self, timeout: float = 10.0) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        if self._stopping is not None and not loop.is_closed():
+        self._stopping.set()
+        if self._relay is not None:
+            self._relay.join(timeout)
+            self._relay = None
+        proc = self.process
+        if proc is not None:
+            self._send({"type": "stop"})
             try:
-                loop.call_soon_threadsafe(self._stopping.set)
-            except RuntimeError:  # the loop already closed
-                pass
-        thread.join(timeout)
-        self._thread = None
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+            self.process = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
-    # ------------------------------------------------------------------ data
-    def _analysis(self, name: str, sink: Any) -> SinkAnalysis | None:
-        a = self.analyses.get(name)
-        if a is None and sink.spec is not None:
-            a = SinkAnalysis(name, sink.spec, sink.params)
-            with self._lock:
-                self.analyses[name] = a
-            self._limiters[name] = FrameLimiter(sink.params.fps)
-            self._broadcast({"type": "meta", "sink": a.meta()})
-        return a
+    # ------------------------------------------------------------------ relay
+    def _send(self, message: dict[str, Any], fd: int | None = None) -> bool:
+        with self._send_lock:
+            if self._sock is None:
+                return False
+            try:
+                control.send(self._sock, message, fd)
+                return True
+            except OSError:  # the server went away: the stream goes on without its view
+                return False
 
-    async def _pump(self) -> None:
-        """Drain every sink's feed, reduce, and send a frame per sink at most at its frame rate."""
-        fastest = max((s.params.fps for s in self.sinks.values()), default=10.0)
-        while True:
+    def _relay_main(self) -> None:
+        next_health = 0.0
+        while not self._stopping.is_set():
+            self._offer_sinks()
             now = time.monotonic()
-            for name, sink in self.sinks.items():
-                try:
-                    self._pump_sink(name, sink, now)
-                except Exception as exc:  # one sink's bad snapshot: said on the page, the others go on
-                    with self._lock:
-                        self.errors[name] = f"{type(exc).__name__}: {exc}"
-            await asyncio.sleep(0.5 / fastest)
+            if now >= next_health:
+                next_health = now + 1.0 / self.health_hz
+                self._publish_health()
+            self._stopping.wait(OPEN_POLL_S)
 
-    def _pump_sink(self, name: str, sink: Any, now: float) -> None:
-        a = self._analysis(name, sink)
-        if a is None:
+    def _offer_sinks(self) -> None:
+        """Give the server each sink that opened (again) since the last look."""
+        for name, sink in self.sinks.items():
+            feed = sink.feed
+            ring = feed.ring
+            if ring is None or self._sent.get(name) == feed.generation or sink.spec is None:
+                continue
+            try:
+                fd = os.dup(ring.fd)  # the sink may close its ring meanwhile: the server gets its own
+            except OSError:
+                continue
+            try:
+                self._send({"type": "open", "sink": name, "spec": dataclasses.asdict(sink.spec),
+                            "params": sink.params.model_dump(mode="json"), "layout": ring.layout.to_dict()}, fd)
+            finally:
+                os.close(fd)
+            self._sent[name] = feed.generation
+
+    def _publish_health(self) -> None:
+        if self.health is None:
             return
-        for snap in sink.feed.drain():
-            a.add(snap)
-        if a.pending and self._limiters[name].ready(now):
-            frame = a.frame()
-            frame["type"] = "frame"
-            frame["dropped"] = sink.feed.dropped
-            self._broadcast(frame)
-
-    async def _publish_health(self) -> None:
-        while True:
-            if self.health is not None:
-                try:
-                    figures = self.health()
-                except Exception as exc:  # a stream between states: keep the last figures, say why
-                    figures = {**self.latest_health, "error": f"{type(exc).__name__}: {exc}"}
-                with self._lock:
-                    self.latest_health = figures
-            self._broadcast(self._health_message())
-            await asyncio.sleep(1.0 / self.health_hz)
-
-    def _health_message(self) -> dict[str, Any]:
-        with self._lock:
-            figures = dict(self.latest_health)
-        figures["running"] = figures.get("running", False) and not self.ended
-        figures["ended"] = self.ended
-        with self._lock:
-            figures["errors"] = dict(self.errors)
-        return {"type": "health", **figures}
-
-    def state(self) -> dict[str, Any]:
-        """What /api/state answers: each sink's axes and newest figures, the health panel, the traffic."""
-        with self._lock:
-            sinks = {name: {**a.meta(), "frames_sent": a.frames_sent, "latest": a.latest,
-                            "dropped": self.sinks[name].feed.dropped} for name, a in self.analyses.items()}
-        waiting = [n for n in self.sinks if n not in sinks]
-        with self._lock:
-            errors = dict(self.errors)
-        return {"title": self.title, "sinks": sinks, "sinks_not_open": waiting, "errors": errors,
-                "health": self._health_message(),
-                "traffic": {"bytes_sent": self.bytes_sent, "messages_sent": self.messages_sent,
-                            "frames_dropped": self.frames_dropped, "clients": len(self._clients)}}
-
-    def _broadcast(self, message: dict[str, Any]) -> None:
-        if not self._clients:
-            return
-        text = json.dumps(message, separators=(",", ":"))
-        for q in list(self._clients):
-            if not _offer(q, text):
-                self.frames_dropped += 1
-
-    # ------------------------------------------------------------------ http
-    @web.middleware
-    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.method != "GET":
-            return web.Response(status=405, text="the view is read-only\n")
-        if self.token is not None:
-            given = (request.query.get("token") or request.headers.get("X-View-Token")
-                     or _bearer(request.headers.get("Authorization")) or request.cookies.get(COOKIE))
-            if not given:
-                return web.Response(status=401, text="this view needs its token: open the address gk-stream "
-                                                     "printed (?token=...)\n")
-            if not hmac.compare_digest(given.encode(), self.token.encode()):
-                return web.Response(status=403, text="wrong token\n")
-        response = await handler(request)
-        response.headers.setdefault("Cache-Control", "no-store")
-        return response
-
-    async def _index(self, request: web.Request) -> web.Response:
-        response = web.Response(text=static_text("index.html"), content_type="text/html")
-        if self.token is not None:
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict")
-        return response
-
-    async def _static(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        if name not in STATIC_FILES:
-            raise web.HTTPNotFound()
-        return web.Response(text=static_text(name), content_type=STATIC_FILES[name])
-
-    async def _no_icon(self, request: web.Request) -> web.Response:
-        return web.Response(status=204)
-
-    async def _state(self, request: web.Request) -> web.Response:
-        return web.json_response(self.state())
-
-    async def _ws(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse(heartbeat=20)
-        await ws.prepare(request)
-        q: asyncio.Queue = asyncio.Queue(CLIENT_QUEUE)
-        with self._lock:
-            metas = [a.meta() for a in self.analyses.values()]
-        hello = {"type": "hello", "title": self.title, "sinks": metas,
-                 "sinks_not_open": [n for n in self.sinks if n not in self.analyses]}
-        self._clients.add(q)
-        sender = asyncio.ensure_future(self._send_loop(ws, q, hello))
         try:
-            async for msg in ws:  # the page sends nothing that matters; this notices the close
-                if msg.type == WSMsgType.ERROR:
-                    break
-        finally:
-            self._clients.discard(q)
-            _offer(q, None)
-            await sender
-        return ws
+            figures = self.health()
+        except Exception as exc:  # a stream between states: the page keeps its last figures and says why
+            figures = {"streams": [], "running": False, "error": f"{type(exc).__name__}: {exc}"}
+        self._send({"type": "health", "figures": figures})
 
-    async def _send_loop(self, ws: web.WebSocketResponse, q: asyncio.Queue, hello: dict[str, Any]) -> None:
-        try:
-            for text in (json.dumps(hello), json.dumps(self._health_message())):
-                await ws.send_str(text)
-                self.bytes_sent += len(text)
-            while True:
-                text = await q.get()
-                if text is None:
-                    break
-                await ws.send_str(text)
-                self.bytes_sent += len(text)
-                self.messages_sent += 1
-        except (ConnectionError, RuntimeError):  # the browser went away
-            pass
-        finally:
-            await ws.close()
-
-
-def _offer(q: asyncio.Queue, item: Any) -> bool:
-    """Put without waiting; a full queue drops its oldest message for the new one (False)."""
-    try:
-        q.put_nowait(item)
-        return True
-    except asyncio.QueueFull:
-        try:
-            q.get_nowait()
-        except asyncio.QueueEmpty:
-            pass
-        q.put_nowait(item)
-        return False
-
-
-def _bearer(header: str | None) -> str | None:
-    if header and header.lower().startswith("bearer "):
-        return header[7:].strip()
-    return None
+    # ------------------------------------------------------------------ reading back
+    def state(self, timeout: float = 10.0) -> dict[str, Any]:
+        """What the page's /api/state answers now (the sinks' newest figures, the health panel)."""
+        request = urllib.request.Request(f"http://{self.address}/api/state")
+        if self.token:
+            request.add_header("X-View-Token", self.token)
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return json.loads(r.read())

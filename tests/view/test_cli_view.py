@@ -117,7 +117,7 @@ def test_view_with_cluster_exits_2(tmp_path, tone):
 
 
 def test_validating_a_file_with_a_view_sink_imports_no_web_server(tmp_path, tone):
-    """The view sink's module stands alone: aiohttp and the server load only for --view."""
+    """The view sink's module stands alone (with its shared-memory ring): aiohttp and the server load only for --view."""
     out = tmp_path / "modules.json"
     code = ("import atexit, json, sys\n"
             f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"

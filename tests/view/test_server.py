@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pygpukit_dsp.errors import ConfigError
-from pygpukit_dsp.io.view_sink import ViewSink
+from pygpukit_dsp.io.view_sink import Snapshot, ViewSink
 from pygpukit_dsp.signal import SignalSpec
 
 pytestmark = pytest.mark.usefixtures("aiohttp_installed")
@@ -163,21 +163,23 @@ def test_stop_ends_the_thread_and_frees_the_port():
     server = ViewServer("127.0.0.1", 0).start()
     port = server.port
     assert get(f"http://127.0.0.1:{port}/api/state")[0] == 200  # no token set: none asked
+    process = server.process
     server.stop()
-    assert server._thread is None
+    assert server.process is None and process.returncode == 0  # it ended when asked, not killed
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
 
 
 def test_a_sink_whose_snapshots_fail_is_reported_and_the_others_go_on(poll):
-    from pygpukit_dsp.io.view_sink import Snapshot
     from pygpukit_dsp.view.server import ViewServer
 
     spec = SignalSpec(48000, 1, 1024)
     good, bad = ViewSink(fps=20), ViewSink(fps=20)
     good.open(spec)
     bad.open(spec)
-    bad.feed.put(Snapshot(np.zeros((1, 4, 4, 4), np.float32), 0.1))  # not a time-domain snapshot
+    bad.feed.put(Snapshot(np.zeros((1, 2048), np.float32), 0.1))
+    count = np.frombuffer(bad.feed.ring._map.buf, np.uint32, 1, 64 + 16)
+    count[0] = 1 << 20  # fault injection: a slot that says it holds more than it can
     server = ViewServer("127.0.0.1", 0, sinks={"good": good, "bad": bad}).start()
     try:
         with Feeder(good, spec):
@@ -187,3 +189,57 @@ def test_a_sink_whose_snapshots_fail_is_reported_and_the_others_go_on(poll):
         assert state["sinks"]["good"]["latest"]["peak_x"] == pytest.approx(1000, abs=24)
     finally:
         server.stop()
+
+
+def test_a_sink_opened_after_the_server_started_is_served(poll):
+    from pygpukit_dsp.view.server import ViewServer
+
+    spec = SignalSpec(48000, 1, 1024)
+    late = ViewSink(fps=20)
+    server = ViewServer("127.0.0.1", 0, sinks={"late": late}).start()
+    try:
+        assert server.state()["sinks_not_open"] == ["late"]
+        late.open(spec)
+        with Feeder(late, spec):
+            poll(lambda: server.state()["sinks"].get("late", {}).get("frames_sent", 0) >= 2)
+        assert server.state()["sinks"]["late"]["latest"]["peak_x"] == pytest.approx(1000, abs=24)
+    finally:
+        server.stop()
+
+
+def test_the_server_is_another_process_and_ends_with_its_stream_process():
+    """The server never holds the stream process's GIL; a stream process that dies takes it along."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from pygpukit_dsp.view.server import ViewServer; "
+            "s = ViewServer('127.0.0.1', 0).start(); print(s.process.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        assert child != os.getpid() and child != parent.pid
+        parent.kill()
+        parent.wait(10)
+        end = time.monotonic() + 20
+        while time.monotonic() < end and _alive(child):
+            time.sleep(0.05)
+        assert not _alive(child)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+
+
+def _alive(pid):
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (ended, not yet reaped by init) counts as ended
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
