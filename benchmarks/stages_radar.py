@@ -154,9 +154,9 @@ def bench_xcorr(rng) -> None:
     except ImportError:
         peak, how = float("nan"), "FP32 peak unknown (no CuPy to read the device's properties)"
     print(f"FP32 peak: {how}")
-    for method in ("kernel", "cublas"):
-        if method == "kernel" and C > KERNEL_MAX_INPUTS:
-            print(f"xcorr (kernel): not timed at C={C} (the kernel method takes at most {KERNEL_MAX_INPUTS} inputs)")
+    for method in ("tensor", "kernel", "cublas"):
+        if method in ("tensor", "kernel") and C > KERNEL_MAX_INPUTS:
+            print(f"xcorr ({method}): not timed at C={C} (the {method} method takes at most {KERNEL_MAX_INPUTS} inputs)")
             continue
         ours = ours_gpu_s(Xcorr(integrate=N, method=method), spec, X)
         row(f"xcorr ({method}) C={C} bins={bins} F={F} N={N}", ours, numpy, "numpy")

@@ -135,29 +135,41 @@ class SnapshotRing:
     def dropped(self) -> int:
         return int(self._map.head[_D])
 
+    def reserve(self) -> tuple[int, np.ndarray, np.ndarray | None]:
+        """The next slot to fill in place: its sequence number, its data (flat: fill the first
+        ``channels * n (* bins)`` values as ``(channels, n[, bins])``) and its peaks (or None).
+        ``commit`` publishes it; until then the reader skips it."""
+        m, lay = self._map, self.layout
+        head = m.head
+        seq = int(head[_W]) + 1
+        if seq > lay.slots and int(head[_R]) < seq - lay.slots:  # its slot's snapshot was never read
+            head[_D] += 1
+        sq, _count, _end, peaks, buf = m.slot(seq)
+        sq[0] = seq
+        return seq, buf, peaks
+
+    def commit(self, seq: int, n: int, end_s: float) -> None:
+        sq, count, end, _peaks, _buf = self._map.slot(seq)
+        count[0] = n
+        end[0] = end_s
+        sq[1] = seq
+        self._map.head[_W] = seq
+        self.taken += 1
+
     def put(self, snap: Snapshot) -> None:
         """Copy ``snap`` into the next slot; never waits."""
-        m, lay = self._map, self.layout
+        lay = self.layout
         data = snap.data
         n = data.shape[1]
         if data.shape[0] != lay.channels or n > lay.capacity or data.ndim != (3 if lay.bins else 2) or (
                 lay.bins and data.shape[2] != lay.bins):
             raise ValueError(f"snapshot of shape {data.shape} does not fit the view's slots "
                              f"({lay.channels} x {lay.capacity}{f' x {lay.bins}' if lay.bins else ''})")
-        head = m.head
-        seq = int(head[_W]) + 1
-        if seq > lay.slots and int(head[_R]) < seq - lay.slots:  # its slot's snapshot was never read
-            head[_D] += 1
-        sq, count, end_s, peaks, buf = m.slot(seq)
-        sq[0] = seq
-        count[0] = n
-        end_s[0] = snap.end_s
+        seq, buf, peaks = self.reserve()
         if peaks is not None:
             peaks[:] = snap.block_peak if snap.block_peak is not None else 0.0
         buf[:data.size].reshape(data.shape)[...] = data
-        sq[1] = seq
-        head[_W] = seq
-        self.taken += 1
+        self.commit(seq, n, snap.end_s)
 
     def drain(self) -> list[Snapshot]:
         return read_new(self._map)

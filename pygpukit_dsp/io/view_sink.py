@@ -139,13 +139,21 @@ class ViewSink(Counters, Sink):
         ring[:, :n - first] = block[:, block.shape[1] - n + first:]
         self._ring_pos = (a + n) % nfft
 
-    def _newest(self, block: np.ndarray) -> np.ndarray:
-        """A copy of the newest nfft samples per channel (fewer at the start of the stream)."""
-        nfft = self.params.nfft
-        if self._ring is None or block.shape[1] >= nfft:
-            return np.array(block[:, block.shape[1] - min(block.shape[1], nfft):], copy=True)
-        have = min(self._position, nfft)
-        return np.roll(self._ring, -self._ring_pos, axis=1)[:, nfft - have:]
+    def _newest_into(self, block: np.ndarray, out: np.ndarray) -> int:
+        """Copy the newest nfft samples per channel (fewer at the start of the stream) into the
+        flat slot ``out``, oldest first; how many per channel."""
+        nfft, n = self.params.nfft, block.shape[1]
+        if self._ring is None or n >= nfft:
+            m = min(n, nfft)
+            out[:block.shape[0] * m].reshape(block.shape[0], m)[...] = block[:, n - m:]
+            return m
+        m = min(self._position, nfft)
+        view = out[:block.shape[0] * m].reshape(block.shape[0], m)
+        start = (self._ring_pos - m) % nfft  # the oldest of the newest m, in the ring
+        first = min(m, nfft - start)
+        view[:, :first] = self._ring[:, start:start + first]
+        view[:, first:] = self._ring[:, :m - first]
+        return m
 
     def write(self, block: np.ndarray) -> None:
         if self.spec is None:
@@ -160,15 +168,18 @@ class ViewSink(Counters, Sink):
         if n == 0 or now < self._next:
             return
         self._next = now + self._interval
+        ring = self.feed.ring
+        if ring is None:
+            raise not_open("view sink", "write")
+        seq, buf, peaks = ring.reserve()  # straight into the shared slot: one copy on this thread
         if self.spec.domain == "time":
             # the block's own peak (not the snapshot's): a click between snapshots still lights the meter
-            peak = np.abs(block).max(axis=1).astype(np.float32)
-            data = self._newest(block)
-            snap = Snapshot(data, self._position / self.spec.sample_rate, peak)
+            np.max(np.abs(block), axis=1, out=peaks)
+            m = self._newest_into(block, buf)
         else:
-            keep = min(n, self.feed.ring.layout.capacity)
-            snap = Snapshot(np.array(block[:, n - keep:, :], copy=True), self._position / self.spec.sample_rate)
-        self.feed.put(snap)
+            m = min(n, ring.layout.capacity)
+            buf[:block.shape[0] * m * block.shape[2]].reshape(block.shape[0], m, block.shape[2])[...] = block[:, n - m:]
+        ring.commit(seq, m, self._position / self.spec.sample_rate)
 
     def close(self) -> None:
         self.feed.close()  # the viewer keeps its own mapping of the ring: its last figures stay

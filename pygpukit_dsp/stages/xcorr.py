@@ -22,10 +22,12 @@ class XcorrParams(StageParams):
     bins: int | None = Field(None, ge=1, description="For time-domain input (a channelizer's output, "
                              "C*M channels): M, the subchannels per input; channel c*M + k is input "
                              "c's bin k and each sample a frame. Not used with frames-domain input.")
-    method: Literal["auto", "kernel", "cublas"] = Field(
-        "auto", description="The cuda backend's implementation: 'kernel' (a tiled FP32 kernel, at "
-        "most 64 inputs), 'cublas' (cublasCgemmStridedBatched per bin and run); 'auto' takes the "
-        "kernel up to 64 inputs. The cpu backend computes the same values either way.")
+    method: Literal["auto", "tensor", "kernel", "cublas"] = Field(
+        "auto", description="The cuda backend's implementation: 'tensor' (TF32 tensor cores at FP32 "
+        "accuracy by 3xTF32, at most 64 inputs), 'kernel' (a tiled FP32 kernel, "
+        "at most 64 inputs), 'cublas' (cublasCgemmStridedBatched per bin and run); 'auto' takes "
+        "'tensor' up to 64 inputs, 'cublas' above. "
+        "The cpu backend computes the same values either way.")
 
 
 def pair_index(C: int) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from ..errors import ConfigError
 from . import control
 
-OPEN_POLL_S = 0.1  # how often the relay looks for a sink that opened (its first frame waits this at most)
+OPEN_POLL_S = 0.1  # how often the relay looks for a sink not open yet (its first frame waits this at most)
 
 
 class ViewServer:
@@ -130,19 +130,26 @@ class ViewServer:
     def _relay_main(self) -> None:
         next_health = 0.0
         while not self._stopping.is_set():
-            self._offer_sinks()
+            waiting = self._offer_sinks()
             now = time.monotonic()
             if now >= next_health:
                 next_health = now + 1.0 / self.health_hz
                 self._publish_health()
-            self._stopping.wait(OPEN_POLL_S)
+            # wakes of this thread take the stream process's GIL: only as often as there is work
+            pause = next_health - time.monotonic()
+            self._stopping.wait(min(pause, OPEN_POLL_S) if waiting else pause)
 
-    def _offer_sinks(self) -> None:
-        """Give the server each sink that opened (again) since the last look."""
+    def _offer_sinks(self) -> bool:
+        """Give the server each sink that opened (again) since the last look; whether a sink has
+        not opened yet (the relay looks again soon)."""
+        waiting = False
         for name, sink in self.sinks.items():
             feed = sink.feed
             ring = feed.ring
-            if ring is None or self._sent.get(name) == feed.generation or sink.spec is None:
+            if ring is None or sink.spec is None:
+                waiting = True
+                continue
+            if self._sent.get(name) == feed.generation:
                 continue
             try:
                 fd = os.dup(ring.fd)  # the sink may close its ring meanwhile: the server gets its own
@@ -154,6 +161,7 @@ class ViewServer:
             finally:
                 os.close(fd)
             self._sent[name] = feed.generation
+        return waiting
 
     def _publish_health(self) -> None:
         if self.health is None:

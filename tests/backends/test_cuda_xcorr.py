@@ -1,5 +1,5 @@
 """xcorr on CUDA (native/ops/xcorr.cpp: the tiled kernel, or gather, cublasCgemmStridedBatched and
-pack) against the CPU stage (float64 einsum), both methods. Relative error ||cuda - cpu|| / ||cpu|| < 1e-5 (float32 sums of N
+pack, or the tensor-core kernel) against the CPU stage (float64 einsum), each method. Relative error ||cuda - cpu|| / ||cpu|| < 1e-5 (float32 sums of N
 products), including the mean of a final partial run and a channelizer's time-domain input.
 """
 
@@ -33,7 +33,7 @@ def test_lowering_passes_inputs_bins_and_n():
     st = Xcorr(integrate=4)
     s = SignalSpec(100, 6, 16, dtype="complex64", domain="frames", bins=32)
     desc = lower_xcorr(st, s, st.output_spec(s))
-    assert desc.kind == "xcorr" and desc.params == {"inputs": 6, "bins": 32, "integrate": 4, "method": "kernel"}
+    assert desc.kind == "xcorr" and desc.params == {"inputs": 6, "bins": 32, "integrate": 4, "method": "tensor"}
     st = Xcorr(integrate=2, bins=8, method="cublas")
     t = SignalSpec(100, 24, 16, dtype="complex64")
     assert lower_xcorr(st, t, st.output_spec(t)).params == {"inputs": 3, "bins": 8, "integrate": 2,
@@ -41,20 +41,21 @@ def test_lowering_passes_inputs_bins_and_n():
     many = SignalSpec(100, 65, 4, dtype="complex64", domain="frames", bins=8)
     assert lower_xcorr(Xcorr(integrate=2), many, Xcorr(integrate=2).output_spec(many)).params["method"] == "cublas"
     at_64 = SignalSpec(100, 64, 4, dtype="complex64", domain="frames", bins=8)
-    assert lower_xcorr(Xcorr(integrate=2), at_64, Xcorr(integrate=2).output_spec(at_64)).params["method"] == "kernel"
-    assert lower_xcorr(Xcorr(integrate=2, method="kernel"), at_64,
-                       Xcorr(integrate=2).output_spec(at_64)).params["method"] == "kernel"
-    with pytest.raises(UnsupportedError, match="at most 64"):
-        lower_xcorr(Xcorr(integrate=2, method="kernel"), many, Xcorr(integrate=2).output_spec(many))
+    assert lower_xcorr(Xcorr(integrate=2), at_64, Xcorr(integrate=2).output_spec(at_64)).params["method"] == "tensor"
+    for method in ("tensor", "kernel"):
+        given = lower_xcorr(Xcorr(integrate=2, method=method), at_64, Xcorr(integrate=2).output_spec(at_64)).params
+        assert given["method"] == method
+        with pytest.raises(UnsupportedError, match=f"'{method}' takes at most 64"):
+            lower_xcorr(Xcorr(integrate=2, method=method), many, Xcorr(integrate=2).output_spec(many))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("method", ["kernel", "cublas"])
+@pytest.mark.parametrize("method", ["tensor", "kernel", "cublas"])
 @pytest.mark.parametrize("complex_", [False, True])
 @pytest.mark.parametrize("C,N,block,bins", [(5, 3, 6, 7), (16, 8, 32, 128), (56, 16, 32, 256), (64, 16, 32, 256),
                                             (33, 1, 4, 40)])
 def test_matches_cpu(method: str, complex_: bool, C: int, N: int, block: int, bins: int):
-    if method == "kernel" and C > KERNEL_MAX_INPUTS:
+    if method in ("tensor", "kernel") and C > KERNEL_MAX_INPUTS:
         pytest.skip("more inputs than the kernel method takes (test_lowering_passes_inputs_bins_and_n)")
     X = frames(C, block * 3 + N + 1, bins, complex_, seed=C)  # a final block with a partial run
     spec = SignalSpec(100, C, block, dtype="complex64" if complex_ else "float32", domain="frames", bins=bins)
@@ -72,7 +73,7 @@ def test_more_inputs_than_the_kernel_takes():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("method", ["kernel", "cublas"])
+@pytest.mark.parametrize("method", ["tensor", "kernel", "cublas"])
 def test_after_a_channelizer(method: str):
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((4, 16 * 64 * 5)) + 1j * rng.standard_normal((4, 16 * 64 * 5))).astype(np.complex64)
@@ -83,7 +84,7 @@ def test_after_a_channelizer(method: str):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("method", ["kernel", "cublas"])
+@pytest.mark.parametrize("method", ["tensor", "kernel", "cublas"])
 def test_splits_over_bins(method: str):
     from .test_cuda_chunked import check_split_stream, frames_spec
 
@@ -93,18 +94,19 @@ def test_splits_over_bins(method: str):
 
 
 FAKE_XCORR_SCRIPT = r"""
-import json
+import json, os
 import numpy as np
 from pygpukit_dsp import _native
 
 dev = _native.Device(0)
 res = {}
+METHOD = json.loads(os.environ["XCORR_METHOD"])
 cases = {
     "frames": ((64, 8, 40, "complex64"), (2080, 2, 40, "complex64"), {"inputs": 64, "bins": 40, "integrate": 4}),
     "channelizer_output": ((12, 8, 0, "float32"), (6, 4, 4, "complex64"), {"inputs": 3, "bins": 4, "integrate": 2}),
 }
 for name, (lin, lout, params) in cases.items():
-    o = {"kind": "xcorr", "name": name, "in": lin, "out": lout, "params": dict(params, method="kernel")}
+    o = {"kind": "xcorr", "name": name, "in": lin, "out": lout, "params": dict(params, **METHOD)}
     e = _native.StreamEngine(dev, [o], use_graph=True)
     shape = lin[:3] if lin[2] else lin[:2]
     x = np.zeros(shape, np.complex64 if lin[3] == "complex64" else np.float32)
@@ -116,8 +118,13 @@ print(json.dumps(res))
 """
 
 
-def test_the_kernel_method_builds_captures_and_takes_a_final_block_on_the_fake_driver(fake_driver):
+@pytest.mark.parametrize("method", ["kernel", "tensor"])
+def test_the_kernel_methods_build_capture_and_take_a_final_block_on_the_fake_driver(fake_driver, method):
     """CPU-only (tests/native/fake_libcuda.c runs no kernel): parameters, kernel names, launches
-    and graph capture of the kernel method (cublas needs the real library)."""
-    out = last_json(run_python(FAKE_XCORR_SCRIPT, GK_LIBCUDA=fake_driver, GK_JIT_DISK_CACHE="0"))
+    and graph capture of the kernel and tensor methods (cublas needs the real library)."""
+    import json
+
+    out = last_json(run_python(FAKE_XCORR_SCRIPT, GK_LIBCUDA=fake_driver, GK_JIT_DISK_CACHE="0",
+                               XCORR_METHOD=json.dumps({"method": method}), FAKE_CUDA_SM="9.0"))
     assert out == {"frames": [[2080, 2, 40], [2080, 1, 40]], "channelizer_output": [[6, 4, 4], [6, 2, 4]]}
+

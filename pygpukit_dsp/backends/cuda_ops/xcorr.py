@@ -1,14 +1,15 @@
-"""CUDA lowering of ``xcorr`` (native/ops/xcorr.cpp, kernels/xcorr.cu), two implementations:
+"""CUDA lowering of ``xcorr`` (native/ops/xcorr.cpp, kernels/xcorr_tc.cu and xcorr.cu), three
+implementations:
 
+* ``tensor`` (at most 64 inputs; every SM 8.0+ GPU has TF32 tensor cores): one launch that reads the input once; the tensor cores
+  multiply 16 x 16 tiles of pairs by 3xTF32 (each value split into a TF32 high and low part,
+  three products: FP32 accuracy), two bins a CTA;
 * ``kernel`` (at most 64 inputs): one launch that reads the input once; each thread accumulates
   an 8 x 8 tile of pairs of one bin in FP32 registers over a run of N frames;
 * ``cublas``: a gather kernel to (bins, F, C), cublasCgemmStridedBatched A A^H per bin and run
   (FP32, all C x C entries), a kernel packing the pairs i <= j.
 
-``auto`` takes the kernel up to 64 inputs (it moves no C x C scratch through memory), cublas above.
-From 57 to 64 inputs the kernel's CTA holds 7 bins (36 tiles x 7 = 252 threads), not 8 (a kernel
-at the registers its tiles need takes at most 256 threads a CTA); at C = 64, 1024 bins, F = 256,
-N = 64 on an H200 it took 297 us (the kernel alone, CUDA events) against cublas's 345 us.
+``auto`` takes ``tensor`` up to 64 inputs, cublas above. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from ...signal import SignalSpec
 from ...stages.xcorr import Xcorr
 from ..cuda_lowering import OpDesc, lowering
 
-KERNEL_MAX_INPUTS = 64  # method kernel: at most 8 x 8 tiles of 8 x 8 pairs (native/ops/xcorr.cpp)
-AUTO_KERNEL_INPUTS = 64  # auto: the kernel up to here, cublas above
+KERNEL_MAX_INPUTS = 64  # methods tensor and kernel: the staged rows of their CTAs (native/ops/xcorr.cpp)
+AUTO_KERNEL_INPUTS = 64  # auto: tensor up to here, cublas above
 
 
 @lowering("xcorr")
@@ -27,9 +28,9 @@ def lower_xcorr(stage: Xcorr, spec_in: SignalSpec, spec_out: SignalSpec) -> OpDe
     inputs, bins = stage.inputs_and_bins(spec_in)
     method = stage.params.method
     if method == "auto":
-        method = "kernel" if inputs <= AUTO_KERNEL_INPUTS else "cublas"
-    elif method == "kernel" and inputs > KERNEL_MAX_INPUTS:
-        raise UnsupportedError(stage.name, "cuda", f"method 'kernel' takes at most {KERNEL_MAX_INPUTS} "
+        method = "tensor" if inputs <= AUTO_KERNEL_INPUTS else "cublas"
+    elif method in ("tensor", "kernel") and inputs > KERNEL_MAX_INPUTS:
+        raise UnsupportedError(stage.name, "cuda", f"method '{method}' takes at most {KERNEL_MAX_INPUTS} "
                                f"inputs, got {inputs}; use method: cublas or auto")
     return OpDesc("xcorr", stage.name, spec_in, spec_out,
                   {"inputs": inputs, "bins": bins, "integrate": stage.params.integrate, "method": method})
