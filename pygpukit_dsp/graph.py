@@ -190,6 +190,18 @@ class Graph(PipelineBase):
         chain.source_name, chain.sink_name = src_name, sink_name
         return chain
 
+    def fanned_chain(self) -> Pipeline | None:
+        """The path of a graph that is one path but for several sinks reading its output, as a
+        Pipeline without a sink (its engine is a chain's; the runner gives its output to each sink)."""
+        self.check()
+        order = self._topo.fanned_path()
+        if order is None:
+            return None
+        (src_name, src), = self._topo.sources.items()
+        chain = Pipeline([self._topo.stage(n) for n in order], source=src, **self._settings())
+        chain.source_name = src_name
+        return chain
+
     def branch(self) -> tuple[str, str] | None:
         """Where the graph stops being one path and how (None: it is one path)."""
         return self._topo.branch()

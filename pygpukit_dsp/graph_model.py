@@ -110,6 +110,19 @@ class Topology:
         one before, at most one sink, on the last): the graph a Pipeline describes. Else None."""
         return None if self.branch() is not None else self.order()
 
+    def fanned_path(self) -> list[str] | None:
+        """The stages' names in order when the graph is one path but for several sinks reading its
+        output (the last stage's, or the source's when there are no stages). Else None."""
+        if len(self.sinks) < 2 or len(self.sources) != 1:
+            return None
+        order = self.order()
+        prev = next(iter(self.sources))
+        for name in order:
+            if tuple(self.stage_inputs.get(name, ())) != (prev,):
+                return None
+            prev = name
+        return order if all(name == prev for name in self.sink_inputs.values()) else None
+
     def branch(self) -> tuple[str, str] | None:
         """Where the graph stops being one path, and how ("the output of 'ch' is read by ..."), or
         None when it is one path."""

@@ -56,6 +56,7 @@ class GraphRunner(StreamRunner):
         # NaN/Inf input samples: the graph's policy, else its first source's default (nonfinite.py)
         self.nonfinite_policy = graph.nonfinite or getattr(self.source, "nonfinite_default", "error")
         self._written = {name: [0, 0] for name in self.sinks}  # blocks, samples per channel
+        self._fanned: tuple[Any, Any] | None = None  # (Pipeline, SpecChain) of a path with several sinks
         self._read = {name: 0 for name in self.sources}
         try:
             self._open(gpu)
@@ -95,7 +96,17 @@ class GraphRunner(StreamRunner):
                                       hint="give each sink a file of its own")
         for name, sink in self.sinks.items():
             sink.open(self.chain.sinks[name])
+        path = g.fanned_chain()
+        if path is not None:
+            self._fanned = (path, path.specs(self.source_format))
         self._open_engine(gpu)
+
+    def _engine_parts(self) -> tuple[Any, Any]:
+        """A graph that is one path but for several sinks on its output runs on that path's chain
+        engine (no graph engine's cost for a second sink, such as a view beside a file)."""
+        if self._fanned is None:
+            return self.pipeline, self.chain
+        return self._fanned
 
     # -- the loop's hooks
     def _read_inputs(self, bs: int, index: int) -> tuple[Any, int]:
@@ -113,6 +124,8 @@ class GraphRunner(StreamRunner):
         return (tuple(blocks) if len(blocks) > 1 else blocks[0]), n
 
     def _outputs(self, out: Any) -> tuple:
+        if self._fanned is not None:  # the chain's one output, for every sink
+            return (out,) * len(self.chain.outputs)
         return out if len(self.chain.outputs) > 1 else (out,)
 
     def _write_outputs(self, out: Any, index: int) -> None:

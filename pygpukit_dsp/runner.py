@@ -115,11 +115,16 @@ class StreamRunner:
             self.sink.open(self.chain.output)
         self._open_engine(gpu)
 
+    def _engine_parts(self) -> tuple[Any, Any]:
+        """What the engine runs: the pipeline and its specs."""
+        return self.pipeline, self.chain
+
     def _open_engine(self, gpu: int | None) -> None:
         from .backends import open_backend
 
         where = gpu if self.device_request == "auto" and gpu is not None else self.device_request
-        self.engine = open_backend(self.pipeline, self.chain, self.requested_backend, device=where,
+        pipeline, chain = self._engine_parts()
+        self.engine = open_backend(pipeline, chain, self.requested_backend, device=where,
                                    nonfinite=self.nonfinite_policy)
 
     def move_to_gpu(self, gpu: int) -> None:
@@ -130,7 +135,8 @@ class StreamRunner:
         old, self.engine = self.engine, None
         if old is not None:
             old.close()
-        self.engine = open_backend(self.pipeline, self.chain, self.requested_backend, device=gpu,
+        pipeline, chain = self._engine_parts()
+        self.engine = open_backend(pipeline, chain, self.requested_backend, device=gpu,
                                    nonfinite=self.nonfinite_policy)
 
     def _read_block(self, bs: int, channels: int, dtype: np.dtype, index: int, source: Any = None) -> np.ndarray:

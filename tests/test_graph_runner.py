@@ -121,3 +121,38 @@ def test_a_chain_accounts_its_one_source_and_sink_by_graph_names():
     assert [(a.name, a.input, a.blocks, a.samples) for a in summary.sinks] == [("pw", "pw", 3, 20)]
     assert [(a.name, a.type, a.samples) for a in summary.sources] == [("source", "synth", 20)]
     assert "sink pw" not in summary.format()  # one sink: the summary's lines as they always were
+
+
+def test_a_path_with_several_sinks_on_its_output_runs_on_the_chain_engine():
+    """A second sink beside the first (a view beside a file) costs no graph engine: the path's chain
+    engine runs and its output goes to each sink, each accounted."""
+    from pygpukit_dsp.backends.cpu import CpuEngine, CpuGraphEngine
+
+    x = RNG.standard_normal((2, 100)).astype(np.float32)
+    g = Graph(name="tee", sample_rate=1000, block_size=16, backend="cpu")
+    g.source(NumpySource(array=x), name="x")
+    y = g.add(stages.Gain(db=6, name="g"), "x")
+    g.add(stages.Fir(taps=[0.5, 0.25], name="f"), y)
+    first, second = NumpySink(), NumpySink()
+    g.sink(first, "f", name="one")
+    g.sink(second, "f", name="two")
+    assert g.as_chain() is None and [st.name for st in g.fanned_chain().stages] == ["g", "f"]
+    r = open_runner(g)
+    assert isinstance(r, GraphRunner) and isinstance(r.engine, CpuEngine)
+    summary = r.run()  # closes what it opened
+    np.testing.assert_array_equal(first.result(), second.result())
+    ref = g.process(x)  # the graph engine (process() of a graph): the same values
+    np.testing.assert_allclose(first.result(), ref["one"], rtol=1e-6)
+    assert [(s.name, s.blocks, s.samples) for s in summary.sinks] == [("one", 7, 100), ("two", 7, 100)]
+    branched = Graph(name="split", sample_rate=1000, block_size=16, backend="cpu")  # a sink on a middle stage
+    branched.source(NumpySource(array=x), name="x")
+    branched.add(stages.Gain(db=6, name="g"), "x")
+    branched.add(stages.Fir(taps=[0.5, 0.25], name="f"), "g")
+    branched.sink(NumpySink(), "g", name="mid")
+    branched.sink(NumpySink(), "f", name="end")
+    assert branched.fanned_chain() is None
+    r = open_runner(branched)
+    try:
+        assert isinstance(r.engine, CpuGraphEngine)
+    finally:
+        r._close()

@@ -1,5 +1,6 @@
 """Flowgraphs on the GPU: one CUDA graph launch per block, one H2D per source and one D2H per sink,
-each sink equal to the cpu backend's (and to its path run as a chain), final blocks of odd sizes,
+each sink equal to the cpu backend's (and to its path run as a chain), several sinks on one path's
+output on the chain engine, final blocks of odd sizes,
 chunked (paced in units) equal to whole blocks, and the graph stages' ops against their CPU stages."""
 
 from __future__ import annotations
@@ -210,3 +211,27 @@ def test_a_graph_run_on_cuda_writes_and_accounts_each_sink(qos):
         results[backend] = {name: sink.result() for name, sink in sinks.items()}
     for name in ("lo", "both"):
         assert rel_err(results["cuda"][name], results["cpu"][name]) < 1e-6
+
+
+@pytest.mark.parametrize("qos", [{"class": "realtime"}, {"class": "throughput"}])
+def test_several_sinks_on_a_paths_output_run_on_the_chain_engine_on_cuda(qos):
+    """A view beside a file: the path's CudaEngine (no graph engine), its output given to each sink."""
+    from pygpukit_dsp.graph_runner import open_runner
+    from pygpukit_dsp.io import NumpySink, SynthSource
+
+    results = {}
+    for backend in ("cuda", "cpu"):
+        g = Graph(name="tee", sample_rate=8000, channels=2, block_size=64, backend=backend, qos=qos)
+        g.source(SynthSource(signal="noise", duration_s=0.05, seed=4), name="mic")
+        g.add(stages.Fir(name="f", taps=[0.5, 0.3, 0.2]), "mic")
+        sinks = {"one": NumpySink(), "two": NumpySink()}
+        for name, sink in sinks.items():
+            g.sink(sink, "f", name=name)
+        r = open_runner(g)
+        if backend == "cuda":
+            assert type(r.engine) is CudaEngine
+        summary = r.run()
+        assert [(a.name, a.blocks, a.samples) for a in summary.sinks] == [("one", 7, 400), ("two", 7, 400)]
+        results[backend] = {name: sink.result() for name, sink in sinks.items()}
+    np.testing.assert_array_equal(results["cuda"]["one"], results["cuda"]["two"])
+    assert rel_err(results["cuda"]["one"], results["cpu"]["one"]) < 1e-6
