@@ -110,13 +110,15 @@ class ViewClient:
 
 
 def run_once(doc: dict[str, Any], folder: Path, tag: str, backend: str, limit: list[str], view: bool,
-             client: bool, timeout: float) -> dict[str, Any]:
+             client: bool, timeout: float, cpus: str | None = None) -> dict[str, Any]:
     """One ``gk-stream run``: its summary (stats JSON) and, with the view, what the client read."""
     path = folder / f"{tag}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     stats = folder / f"{tag}.json"
     cmd = [sys.executable, "-m", "pygpukit_dsp.cli", "run", str(path), "--backend", backend, *limit,
            "--stats-json", str(stats), "--quiet"] + (["--view", "127.0.0.1:0"] if view else [])
+    if cpus:  # every run on the same CPUs (and so the same memory node): less spread between runs
+        cmd = ["taskset", "-c", cpus, *cmd]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     watcher: list[ViewClient] = []
@@ -163,7 +165,7 @@ def measure(name: str, make: Any, args: argparse.Namespace, limit: list[str], fo
         for view in (False, True):
             tag = f"{name}_{i}_{'view' if view else 'plain'}"
             doc = make(args.attach if view else None)
-            r = run_once(doc, folder, tag, args.backend, limit, view, not args.no_client, args.timeout)
+            r = run_once(doc, folder, tag, args.backend, limit, view, not args.no_client, args.timeout, args.cpus)
             r["view"] = view
             runs.append(r)
             print(f"{tag}: {r['samples_per_s'] / 1e6:.1f} Msamples/s, p99 {r['p99_us']:.1f} us", file=sys.stderr)
@@ -182,11 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-client", action="store_true", help="no WebSocket client reads the page")
     ap.add_argument("--workloads", default="w2,w1", help="comma-separated: w2, w1 (default both)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take at most")
+    ap.add_argument("--cpus", help="run every gk-stream under taskset -c CPUS (e.g. 0-7), the view's server too")
     ap.add_argument("--json", type=Path, help="write the report here")
     args = ap.parse_args(argv)
     if args.pairs < 1:
         ap.error("--pairs must be at least 1")
-    report: dict[str, Any] = {"backend": args.backend, "pairs": args.pairs, "attach": args.attach,
+    report: dict[str, Any] = {"backend": args.backend, "pairs": args.pairs, "attach": args.attach, "cpus": args.cpus,
                               "client": not args.no_client, "started_unix_s": time.time(), "workloads": {}}
     wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
     with tempfile.TemporaryDirectory(prefix="gk_view_cost_") as tmp:

@@ -701,7 +701,7 @@ class Xcorr(_xcorr.Xcorr):
         *,
         integrate: int,
         bins: int | None = None,
-        method: Literal['auto', 'kernel', 'cublas'] = 'auto',
+        method: Literal['auto', 'tensor', 'kernel', 'cublas'] = 'auto',
         name: str | None = None,
         base_dir: str | Path | None = None,
     ) -> None: ...
