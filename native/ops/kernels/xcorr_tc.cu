@@ -52,7 +52,7 @@ __device__ __forceinline__ unsigned tf32(float x) {
 }
 
 __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    asm volatile(
+    asm(  // not volatile: a pure function of its operands, so the compiler may schedule it
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -152,7 +152,9 @@ __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __re
             if (!has[q]) continue;
             const float* re_plane = sm + (jb[q] * 2) * GK_XT_PLANE;
             const float* im_plane = re_plane + GK_XT_PLANE;
-            for (unsigned k = 0; k < ksteps; ++k) {
+#pragma unroll
+            for (unsigned k = 0; k < GK_XT_FRAMES / 8; ++k) {
+                if (k >= ksteps) break;
                 const unsigned col = k * 8 + 2 * tid;
                 // A: rows ti*16 + gid and + 8; [plane][hi, lo][a0..a3]
                 unsigned A[2][2][4];
