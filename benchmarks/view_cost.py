@@ -9,8 +9,9 @@
   scheduler's p99 is reported beside it). Target: with the view <= 1.1x without.
 
 The run with the view adds a ``view`` sink reading the pipeline's output beside its ``null``
-sink (``--attach add``, a graph with two sinks) or in its place (``--attach replace``, still a
-chain), and passes ``--view 127.0.0.1:0``. A WebSocket client (aiohttp) connects to the address
+sink (``--attach add``: a graph with two sinks on one path's output, which runs on the chain's
+engine) or in its place (``--attach replace``, still a chain), and passes ``--view 127.0.0.1:0``.
+``--cpus`` runs every process on the same CPUs. A WebSocket client (aiohttp) connects to the address
 the run prints and reads every message while the run lasts, so the server computes and sends
 frames as it does for a browser; ``--no-client`` leaves the page unwatched. Runs alternate
 (plain, view, plain, view, ...); each ratio is the median over the pairs.
