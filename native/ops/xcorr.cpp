@@ -8,9 +8,9 @@
 //               most 64 inputs)
 //
 // tensor: gk_xcorr_tc_* (kernels/xcorr_tc.cu) on the TF32 tensor cores (every SM 8.0+ GPU, which
-// pygpukit-dsp needs), 3xTF32 (FP32 accuracy): 2 bins
-// a CTA, each warp two 16 x 16 tiles of pairs of one bin, the frames staged in shared memory already
-// split into TF32 hi and lo parts; reads the input once, no scratch.
+// pygpukit-dsp needs), 3xTF32 (FP32 accuracy): 2 bins a CTA, each warp two 16 x 16 tiles of pairs
+// of one bin, the frames staged in shared memory already split into TF32 hi and lo parts; reads
+// the input once, no scratch.
 // kernel: gk_xcorr_tiles_* (8 bins a CTA) or gk_xcorr_tiles7_* (7 bins, above 56 inputs) reads the
 // input once, each thread accumulating an 8 x 8 tile of pairs (upper-triangle tiles only) of one
 // bin in registers over a run's N frames; no scratch.
@@ -23,7 +23,6 @@
 //
 // Units: bins, grouped by dsp::split_units (<= 64 units, >= 4096 elements of work each): a
 // unit gathers, multiplies and packs its bins (the gemm's batches of those bins). No state.
-#include <algorithm>
 #include <string>
 
 #include "dsp_util.h"
@@ -38,8 +37,7 @@ using dsp::launch;
 
 constexpr int64_t kIntMax = 2147483647;
 constexpr int64_t kKernelMaxInputs = 64;
-// kernels/xcorr_tc.cu: GK_XT_BINS, GK_XT_FRAMES, GK_XT_PER (values a thread stages a round at most)
-constexpr int64_t kTensorBins = 2, kTensorFrames = 16, kTensorPer = 7;
+constexpr int64_t kTensorBins = 2;  // GK_XT_BINS of kernels/xcorr_tc.cu
 
 unsigned u32(int64_t v) { return static_cast<unsigned>(v); }
 unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
@@ -87,11 +85,9 @@ public:
                                                        "65535 output frames per block; use method: cublas");
             module_ = load_embedded_module(device_, "xcorr_tc", CompileOptions{});
             tiles_ = module_->function(in_.dtype == DType::C64 ? "gk_xcorr_tc_c64" : "gk_xcorr_tc_f32");
-            // two tiles a warp, and enough threads that each stages at most kTensorPer values a round
             const int64_t ct = ceil_div(C_, 16), jobs = kTensorBins * ct * (ct + 1) / 2;
-            const int64_t staged = kTensorBins * ct * 16 * kTensorFrames;
             tile_bins_ = kTensorBins;
-            tile_threads_ = 32 * std::max(ceil_div(jobs, 2), ceil_div(staged, kTensorPer * 32));
+            tile_threads_ = 32 * ceil_div(jobs, 2);  // two tiles a warp
             split_ = dsp::split_units(B_, C_ * F_ + P_ * G_, kTensorBins);
             use_kernel_ = true;
             return;

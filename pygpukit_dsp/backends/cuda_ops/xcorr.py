@@ -9,7 +9,9 @@ implementations:
 * ``cublas``: a gather kernel to (bins, F, C), cublasCgemmStridedBatched A A^H per bin and run
   (FP32, all C x C entries), a kernel packing the pairs i <= j.
 
-``auto`` takes ``tensor`` up to 64 inputs, cublas above. Figures: docs/benchmarks.md.
+``auto`` takes ``kernel`` up to 64 inputs, cublas above: on an H200 the tensor kernel was slower
+at 64 and 32 inputs (313 and 160 us against 296 and 152) and faster at 48 (179 against 231); it is
+there to be asked for. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ...stages.xcorr import Xcorr
 from ..cuda_lowering import OpDesc, lowering
 
 KERNEL_MAX_INPUTS = 64  # methods tensor and kernel: the staged rows of their CTAs (native/ops/xcorr.cpp)
-AUTO_KERNEL_INPUTS = 64  # auto: tensor up to here, cublas above
+AUTO_KERNEL_INPUTS = 64  # auto: kernel up to here, cublas above
 
 
 @lowering("xcorr")
@@ -28,7 +30,7 @@ def lower_xcorr(stage: Xcorr, spec_in: SignalSpec, spec_out: SignalSpec) -> OpDe
     inputs, bins = stage.inputs_and_bins(spec_in)
     method = stage.params.method
     if method == "auto":
-        method = "tensor" if inputs <= AUTO_KERNEL_INPUTS else "cublas"
+        method = "kernel" if inputs <= AUTO_KERNEL_INPUTS else "cublas"
     elif method in ("tensor", "kernel") and inputs > KERNEL_MAX_INPUTS:
         raise UnsupportedError(stage.name, "cuda", f"method '{method}' takes at most {KERNEL_MAX_INPUTS} "
                                f"inputs, got {inputs}; use method: cublas or auto")
