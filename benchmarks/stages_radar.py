@@ -164,6 +164,13 @@ def bench_xcorr(rng) -> None:
         if method == "cublas":
             line += f", gemm {gemm / ours / 1e12:.2f} TFLOP/s ({100 * gemm / ours / peak:.1f}%)"
         print(line)
+    # what auto picks between: the two one-launch methods over the inputs they take
+    for c in (8, 16, 24, 32, 48, 64):
+        Xc = np.ascontiguousarray(X[:c])
+        sc = SignalSpec(1e3, c, F, dtype="complex64", domain="frames", bins=bins)
+        t = {m: ours_gpu_s(Xcorr(integrate=N, method=m), sc, Xc) for m in ("tensor", "kernel")}
+        print(f"xcorr C={c} bins={bins} F={F} N={N}: tensor {t['tensor'] * 1e6:.1f} us, kernel {t['kernel'] * 1e6:.1f} us, "
+              f"tensor/kernel {t['tensor'] / t['kernel']:.2f}")
 
 
 def main() -> int:

@@ -13,8 +13,9 @@ sink (``--attach add``: a graph with two sinks on one path's output, which runs 
 engine) or in its place (``--attach replace``, still a chain), and passes ``--view 127.0.0.1:0``.
 ``--cpus`` runs every process on the same CPUs. A WebSocket client (aiohttp) connects to the address
 the run prints and reads every message while the run lasts, so the server computes and sends
-frames as it does for a browser; ``--no-client`` leaves the page unwatched. Runs alternate
-(plain, view, plain, view, ...); each ratio is the median over the pairs.
+frames as it does for a browser; ``--no-client`` leaves the page unwatched. Pairs alternate their
+order (plain, view, then view, plain, ...), so a drift of the machine over the runs favours
+neither; each ratio is the median over the pairs.
 
     python benchmarks/view_cost.py --backend cuda --json view_cost.json
     python benchmarks/view_cost.py --backend cpu --pairs 1 --seconds 1 --w2-blocks 2   # a dry check
@@ -160,10 +161,19 @@ def run_once(doc: dict[str, Any], folder: Path, tag: str, backend: str, limit: l
     return out
 
 
+def pair_ratios(runs: list[dict[str, Any]], key: str) -> list[float]:
+    """with/without of ``key`` for each pair of runs (either order)."""
+    out = []
+    for a, b in zip(runs[::2], runs[1::2]):
+        plain, view = (b, a) if a["view"] else (a, b)
+        out.append(view[key] / plain[key])
+    return out
+
+
 def measure(name: str, make: Any, args: argparse.Namespace, limit: list[str], folder: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     for i in range(args.pairs):
-        for view in (False, True):
+        for view in ((False, True) if i % 2 == 0 else (True, False)):
             tag = f"{name}_{i}_{'view' if view else 'plain'}"
             doc = make(args.attach if view else None)
             r = run_once(doc, folder, tag, args.backend, limit, view, not args.no_client, args.timeout, args.cpus)
@@ -197,13 +207,13 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         if "w2" in wanted:
             w2 = measure("w2", w2_file, args, ["--blocks", str(args.w2_blocks)], folder)
-            ratios = [b["samples_per_s"] / a["samples_per_s"] for a, b in zip(w2["runs"][::2], w2["runs"][1::2])]
+            ratios = pair_ratios(w2["runs"], "samples_per_s")
             w2.update(figure="samples_per_s", ratios=ratios, ratio=statistics.median(ratios), target=W2_TARGET,
                       meets=statistics.median(ratios) >= W2_TARGET)
             report["workloads"]["w2"] = w2
         if "w1" in wanted:
             w1 = measure("w1", w1_file, args, ["--duration", str(args.seconds)], folder)
-            ratios = [b["p99_us"] / a["p99_us"] for a, b in zip(w1["runs"][::2], w1["runs"][1::2])]
+            ratios = pair_ratios(w1["runs"], "p99_us")
             sched = [b["scheduler_p99_us"] / a["scheduler_p99_us"] for a, b in zip(w1["runs"][::2], w1["runs"][1::2])
                      if a["scheduler_p99_us"] and b["scheduler_p99_us"]]
             w1.update(figure="p99_us", ratios=ratios, ratio=statistics.median(ratios), target=W1_TARGET,

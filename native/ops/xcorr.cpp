@@ -8,9 +8,9 @@
 //               most 64 inputs)
 //
 // tensor: gk_xcorr_tc_* (kernels/xcorr_tc.cu) on the TF32 tensor cores (every SM 8.0+ GPU, which
-// pygpukit-dsp needs), 3xTF32 (FP32 accuracy): 2 bins a CTA, each warp two 16 x 16 tiles of pairs
-// of one bin, the frames staged in shared memory already split into TF32 hi and lo parts; reads
-// the input once, no scratch.
+// pygpukit-dsp needs), 3xTF32 (FP32 accuracy): 2 bins a CTA, 1 to 3 warps a bin, each holding its
+// 16 x 16 tiles of pairs; the frames stream through shared memory by cp.async; reads the input
+// once, no scratch.
 // kernel: gk_xcorr_tiles_* (8 bins a CTA) or gk_xcorr_tiles7_* (7 bins, above 56 inputs) reads the
 // input once, each thread accumulating an 8 x 8 tile of pairs (upper-triangle tiles only) of one
 // bin in registers over a run's N frames; no scratch.
@@ -84,10 +84,12 @@ public:
                 throw UnsupportedError(a.name, "cuda", "xcorr's method 'tensor' takes at most 64 inputs and "
                                                        "65535 output frames per block; use method: cublas");
             module_ = load_embedded_module(device_, "xcorr_tc", CompileOptions{});
-            tiles_ = module_->function(in_.dtype == DType::C64 ? "gk_xcorr_tc_c64" : "gk_xcorr_tc_f32");
-            const int64_t ct = ceil_div(C_, 16), jobs = kTensorBins * ct * (ct + 1) / 2;
+            const int64_t ct = ceil_div(C_, 16);
+            const bool wide = ct >= 3, c64 = in_.dtype == DType::C64;
+            tiles_ = module_->function(wide ? (c64 ? "gk_xcorr_tc_c64" : "gk_xcorr_tc_f32")
+                                            : (c64 ? "gk_xcorr_tc_narrow_c64" : "gk_xcorr_tc_narrow_f32"));
             tile_bins_ = kTensorBins;
-            tile_threads_ = 32 * ceil_div(jobs, 2);  // two tiles a warp
+            tile_threads_ = 32 * kTensorBins * (ct == 2 ? 3 : wide ? 2 : 1);  // roles_of in kernels/xcorr_tc.cu
             split_ = dsp::split_units(B_, C_ * F_ + P_ * G_, kTensorBins);
             use_kernel_ = true;
             return;

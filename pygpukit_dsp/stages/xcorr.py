@@ -26,7 +26,7 @@ class XcorrParams(StageParams):
         "auto", description="The cuda backend's implementation: 'tensor' (TF32 tensor cores at FP32 "
         "accuracy by 3xTF32, at most 64 inputs), 'kernel' (a tiled FP32 kernel, "
         "at most 64 inputs), 'cublas' (cublasCgemmStridedBatched per bin and run); 'auto' takes "
-        "'kernel' up to 64 inputs, 'cublas' above. "
+        "'tensor' up to 64 inputs, 'cublas' above. "
         "The cpu backend computes the same values either way.")
 
 

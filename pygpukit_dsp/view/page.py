@@ -25,6 +25,7 @@ import asyncio
 import hmac
 import importlib.resources
 import json
+import os
 import signal
 import socket
 import sys
@@ -297,11 +298,25 @@ def _bearer(header: str | None) -> str | None:
     return None
 
 
+VIEW_NICE = 10  # the view's server runs this much nicer than its stream
+
+
+def nice_below_stream() -> int:
+    """Lower this process's CPU priority under its stream's (a busy host gives the stream's threads
+    the CPU first: the page may lag, the stream may not). Where the OS refuses, it stays as it is;
+    the niceness it runs at."""
+    try:
+        return os.nice(VIEW_NICE)
+    except OSError:
+        return os.nice(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="the view's server process (started by gk-stream run --view)")
     ap.add_argument("--control-fd", type=int, required=True)
     args = ap.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the stream's: it stops us
+    nice_below_stream()
     sock = socket.socket(fileno=args.control_fd)
     receiver = control.Receiver(sock)
     got = receiver.next()

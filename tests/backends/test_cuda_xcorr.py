@@ -33,7 +33,7 @@ def test_lowering_passes_inputs_bins_and_n():
     st = Xcorr(integrate=4)
     s = SignalSpec(100, 6, 16, dtype="complex64", domain="frames", bins=32)
     desc = lower_xcorr(st, s, st.output_spec(s))
-    assert desc.kind == "xcorr" and desc.params == {"inputs": 6, "bins": 32, "integrate": 4, "method": "kernel"}
+    assert desc.kind == "xcorr" and desc.params == {"inputs": 6, "bins": 32, "integrate": 4, "method": "tensor"}
     st = Xcorr(integrate=2, bins=8, method="cublas")
     t = SignalSpec(100, 24, 16, dtype="complex64")
     assert lower_xcorr(st, t, st.output_spec(t)).params == {"inputs": 3, "bins": 8, "integrate": 2,
@@ -41,7 +41,7 @@ def test_lowering_passes_inputs_bins_and_n():
     many = SignalSpec(100, 65, 4, dtype="complex64", domain="frames", bins=8)
     assert lower_xcorr(Xcorr(integrate=2), many, Xcorr(integrate=2).output_spec(many)).params["method"] == "cublas"
     at_64 = SignalSpec(100, 64, 4, dtype="complex64", domain="frames", bins=8)
-    assert lower_xcorr(Xcorr(integrate=2), at_64, Xcorr(integrate=2).output_spec(at_64)).params["method"] == "kernel"
+    assert lower_xcorr(Xcorr(integrate=2), at_64, Xcorr(integrate=2).output_spec(at_64)).params["method"] == "tensor"
     for method in ("tensor", "kernel"):
         given = lower_xcorr(Xcorr(integrate=2, method=method), at_64, Xcorr(integrate=2).output_spec(at_64)).params
         assert given["method"] == method
@@ -53,7 +53,7 @@ def test_lowering_passes_inputs_bins_and_n():
 @pytest.mark.parametrize("method", ["tensor", "kernel", "cublas"])
 @pytest.mark.parametrize("complex_", [False, True])
 @pytest.mark.parametrize("C,N,block,bins", [(5, 3, 6, 7), (16, 8, 32, 128), (56, 16, 32, 256), (64, 16, 32, 256),
-                                            (33, 1, 4, 40)])
+                                            (33, 1, 4, 40), (24, 5, 10, 9)])
 def test_matches_cpu(method: str, complex_: bool, C: int, N: int, block: int, bins: int):
     if method in ("tensor", "kernel") and C > KERNEL_MAX_INPUTS:
         pytest.skip("more inputs than the kernel method takes (test_lowering_passes_inputs_bins_and_n)")

@@ -243,3 +243,19 @@ def _alive(pid):
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_the_server_runs_nicer_than_its_stream():
+    """A busy host gives the stream's threads the CPU before the page's."""
+    import os
+
+    from pygpukit_dsp.view.page import VIEW_NICE
+    from pygpukit_dsp.view.server import ViewServer
+
+    server = ViewServer("127.0.0.1", 0).start()
+    try:
+        with open(f"/proc/{server.process.pid}/stat") as f:
+            nice = int(f.read().split(")")[-1].split()[16])  # field 19 of proc(5)
+        assert nice == min(19, os.nice(0) + VIEW_NICE)
+    finally:
+        server.stop()

@@ -1,43 +1,44 @@
 // The X-engine on tensor cores (method "tensor" of native/ops/xcorr.cpp, at most 64 inputs, SM 8.0+):
 // FP32 accuracy from TF32 tensor cores by 3xTF32: each value x is split into hi = tf32(x) and
-// lo = tf32(x - hi), and a product a*b is hi_a*hi_b + hi_a*lo_b + lo_a*hi_b (the lo*lo term is
+// lo = tf32(x - hi), and a product a*b is lo_a*hi_b + hi_a*lo_b + hi_a*hi_b (the lo*lo term is
 // below FP32's rounding), accumulated in FP32 by mma.sync.m16n8k8.tf32.
 //
 // For one bin and run of N frames, with Xr, Xi the C x N real and imaginary parts:
-//   Re R = Xr Xr^T + Xi Xi^T,   Im R = Xi Xr^T - Xr Xi^T   (R = X X^H, pairs i <= j kept),
-// so every product's A operand is a 16-row block of the inputs and its B operand (col-major
-// 8 x 8, element (k, n) = row n's frame k) an 8-row block of the same staged rows.
+//   Re R = Xr Xr^T + Xi Xi^T,   Im R = Xi Xr^T - Xr Xi^T   (R = X X^H, pairs i <= j kept).
+// The inputs are 16-row blocks; a tile is the 16 x 16 pairs of blocks (I, J), I <= J. Every
+// operand comes from one set of fragments: with v[r][h][q] the frame k0 + tid + 4q of row
+// 16r + 8h + gid, the B operand (col-major 8 x 8) of block r's half h is {v[r][h][0], v[r][h][1]}
+// and the A operand (row-major 16 x 8) of block r is {v[r][0][0], v[r][1][0], v[r][0][1],
+// v[r][1][1]}. So a warp loads each frame of each block it touches once a k-step, splits it once,
+// and uses it as A and as B of all its tiles.
 //
-// grid (ceil((b_end - b_begin) / GK_XT_BINS), G), block 32 * ceil(GK_XT_BINS * tiles / 2) threads,
-// tiles = CT(CT+1)/2 upper-triangle tiles of 16 x 16 pairs, CT = ceil(C / 16). Warp w owns jobs
-// 2w and 2w+1 (job = bin * tiles + tile) and keeps each tile's Re and Im accumulators (2 halves
-// of 16 x 8) in registers over the run. Each round stages GK_XT_FRAMES frames of the CTA's bins
-// in shared memory, already split: planes re hi, re lo, im hi, im lo, rows of GK_XT_LD floats
-// (20: a fragment's 8 rows x 4 columns fall in 32 different banks). The epilogue puts the tiles
-// in shared memory (bins innermost) and writes the pairs with the CTA's bins adjacent (coalesced
-// along bins), divided by the run's frame count. Input element (c, f, b) at c*sc + f*sf + b*sb,
-// as gk_xcorr_gather (kernels/xcorr.cu).
+// A CTA takes GK_XT_BINS bins; each bin has roles_of(CT) warps (CT = ceil(C / 16)): one up to 16
+// inputs, three (a tile each) up to 32, two above, which split its CT(CT+1)/2 tiles as rows of
+// tiles, paired so that at 64 inputs each warp holds 5 tiles (80 accumulators). Frames stream through shared memory
+// in rounds of GK_XT_FRAMES, double-buffered by cp.async (zero-filled past the inputs, the
+// bins and the run), raw complex rows of GK_XT_LD 8-byte words: a fragment's 8 rows x 4 frames
+// fall in 32 different banks. The epilogue puts the tiles in shared memory (bins innermost)
+// and writes the pairs with the CTA's bins adjacent (coalesced along bins), divided by the
+// run's frame count. Input element (c, f, b) at c*sc + f*sf + b*sb, as gk_xcorr_gather
+// (kernels/xcorr.cu).
 #include "gk_common.cuh"
 
 #ifndef GK_XT_BINS
-#define GK_XT_BINS 2  // bins a CTA
+#define GK_XT_BINS 2  // bins a CTA (GK_XT_BINS * 64 threads at most)
 #endif
 #ifndef GK_XT_MIN_CTAS
-#define GK_XT_MIN_CTAS 2  // CTAs an SM (__launch_bounds__): 80 registers a thread, none spilled
+#define GK_XT_MIN_CTAS 3  // CTAs an SM (__launch_bounds__): 168 registers a thread
 #endif
 #define GK_XT_FRAMES 16
 #define GK_XT_LD 20
-#define GK_XT_MAX_C 64
+#define GK_XT_ROWS 64
+#define GK_XT_BUF (GK_XT_BINS * GK_XT_ROWS * GK_XT_LD)  // float2 a buffer
 #define GK_XT_RLD 264  // floats per (tile, part, bin) 16 x 16 in the epilogue: bins 8 banks apart
 #define GK_XT_TILES 10
-#define GK_XT_STAGE (GK_XT_BINS * 4 * GK_XT_MAX_C * GK_XT_LD)
 #define GK_XT_EPI (GK_XT_BINS * GK_XT_TILES * 2 * GK_XT_RLD)
-#define GK_XT_SMEM (GK_XT_STAGE > GK_XT_EPI ? GK_XT_STAGE : GK_XT_EPI)
+#define GK_XT_SMEM (4 * GK_XT_BUF > GK_XT_EPI ? 4 * GK_XT_BUF : GK_XT_EPI)  // floats
 
 namespace {
-
-__device__ __forceinline__ float2 as_c64(float x) { return make_float2(x, 0.0f); }
-__device__ __forceinline__ float2 as_c64(float2 x) { return x; }
 
 __device__ __forceinline__ unsigned tf32(float x) {
     unsigned r;
@@ -45,12 +46,169 @@ __device__ __forceinline__ unsigned tf32(float x) {
     return r;
 }
 
-__device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+// d += a b on the tensor cores (not volatile: the compiler may schedule it among the others)
+__device__ __forceinline__ void mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                    unsigned b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// A value split for 3xTF32, as fragments: [block][half][q]
+struct Split {
+    unsigned hi[4][2][2], lo[4][2][2];
+};
+
+// d += A(block I) B(block J, half h) in 3xTF32, small terms first
+__device__ __forceinline__ void mma3(float (&d)[4], const Split& a, int I, const Split& b, int J, int h) {
+    mma(d, a.lo[I][0][0], a.lo[I][1][0], a.lo[I][0][1], a.lo[I][1][1], b.hi[J][h][0], b.hi[J][h][1]);
+    mma(d, a.hi[I][0][0], a.hi[I][1][0], a.hi[I][0][1], a.hi[I][1][1], b.lo[J][h][0], b.lo[J][h][1]);
+    mma(d, a.hi[I][0][0], a.hi[I][1][0], a.hi[I][0][1], a.hi[I][1][1], b.hi[J][h][0], b.hi[J][h][1]);
+}
+
+// The tiles of a warp: rows of tiles, paired (row 0 with row 3 at CT = 4) so the warps of a bin
+// hold about as many; at CT = 2 a tile a warp (one warp a bin would leave the SMs short of warps). Tile (I, J) is number I*CT - I(I-1)/2 + J - I of the row-major triangle.
+struct Tiles {
+    int n, i[5], j[5];
+};
+
+__device__ constexpr Tiles role_tiles(int CT, int role) {
+    return CT == 1   ? Tiles{1, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}}
+           : CT == 2 ? Tiles{1, {role == 2 ? 1 : 0, 0, 0, 0, 0}, {role == 0 ? 0 : 1, 0, 0, 0, 0}}
+           : CT == 3 ? (role == 0 ? Tiles{3, {0, 0, 0, 0, 0}, {0, 1, 2, 0, 0}}
+                                  : Tiles{3, {1, 1, 2, 0, 0}, {1, 2, 2, 0, 0}})
+                     : (role == 0 ? Tiles{5, {0, 0, 0, 0, 3}, {0, 1, 2, 3, 3}}
+                                  : Tiles{5, {1, 1, 1, 2, 2}, {1, 2, 3, 2, 3}});
+}
+
+__device__ constexpr unsigned blocks_of(const Tiles& t) {  // bit r: the warp reads block r
+    unsigned m = 0;
+    for (int k = 0; k < t.n; ++k) m |= (1u << t.i[k]) | (1u << t.j[k]);
+    return m;
+}
+
+__device__ constexpr unsigned a_blocks_of(const Tiles& t) {  // bit r: block r is an A operand
+    unsigned m = 0;
+    for (int k = 0; k < t.n; ++k) m |= 1u << t.i[k];
+    return m;
+}
+
+typedef float Acc[5][2][2][4];  // [tile][half][re, im][c0..c3]
+
+// One round's k-steps of a warp's tiles; sb: the bin's staged rows (float2, rows of GK_XT_LD)
+template <int CT, int ROLE>
+__device__ __forceinline__ void round_tiles(Acc& acc, const float2* __restrict__ sb, unsigned gid, unsigned tid) {
+    constexpr Tiles T = role_tiles(CT, ROLE);
+    constexpr unsigned need = blocks_of(T), as = a_blocks_of(T);
+#pragma unroll
+    for (int k = 0; k < GK_XT_FRAMES / 8; ++k) {
+        Split re, im;
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            if (!(need & (1u << r))) continue;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    const float2 v = sb[(r * 16 + h * 8 + gid) * GK_XT_LD + k * 8 + q * 4 + tid];
+                    re.hi[r][h][q] = tf32(v.x);
+                    re.lo[r][h][q] = tf32(v.x - __uint_as_float(re.hi[r][h][q]));
+                    im.hi[r][h][q] = tf32(v.y);
+                    im.lo[r][h][q] = tf32(v.y - __uint_as_float(im.hi[r][h][q]));
+                }
+        }
+        // Re += Ar Br + Ai Bi; Im += Ai Br
+#pragma unroll
+        for (int t = 0; t < 5; ++t) {
+            if (t >= T.n) continue;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                mma3(acc[t][h][0], re, T.i[t], re, T.j[t], h);
+                mma3(acc[t][h][0], im, T.i[t], im, T.j[t], h);
+                mma3(acc[t][h][1], im, T.i[t], re, T.j[t], h);
+            }
+        }
+        // Im -= Ar Bi: negate Ar in place (the B operands left to use are all Bi)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            if (!(as & (1u << r))) continue;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    re.hi[r][h][q] ^= 0x80000000u;
+                    re.lo[r][h][q] ^= 0x80000000u;
+                }
+        }
+#pragma unroll
+        for (int t = 0; t < 5; ++t) {
+            if (t >= T.n) continue;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) mma3(acc[t][h][1], re, T.i[t], im, T.j[t], h);
+        }
+    }
+}
+
+// The warp's tiles into the epilogue's shared memory
+template <int CT, int ROLE>
+__device__ __forceinline__ void store_tiles(const Acc& acc, float* sm, unsigned bb, unsigned gid, unsigned tid) {
+    constexpr Tiles T = role_tiles(CT, ROLE);
+#pragma unroll
+    for (int t = 0; t < 5; ++t) {
+        if (t >= T.n) continue;
+        const int tile = T.i[t] * CT - T.i[t] * (T.i[t] - 1) / 2 + T.j[t] - T.i[t];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int p = 0; p < 2; ++p) {
+                float* R = sm + ((tile * 2 + p) * GK_XT_BINS + bb) * GK_XT_RLD;
+                const unsigned s = h * 8 + 2 * tid;
+                R[gid * 16 + s] = acc[t][h][p][0];
+                R[gid * 16 + s + 1] = acc[t][h][p][1];
+                R[(gid + 8) * 16 + s] = acc[t][h][p][2];
+                R[(gid + 8) * 16 + s + 1] = acc[t][h][p][3];
+            }
+    }
+}
+
+// warps a bin
+__host__ __device__ constexpr unsigned roles_of(unsigned CT) { return CT == 2 ? 3 : CT >= 3 ? 2 : 1; }
+
+struct RoundOp {  // a round of the warp's tiles
+    Acc& acc;
+    const float2* s;
+    unsigned gid, tid;
+    template <int CT, int ROLE>
+    __device__ __forceinline__ void run() { round_tiles<CT, ROLE>(acc, s, gid, tid); }
+};
+
+struct StoreOp {  // the warp's tiles into the epilogue's memory
+    const Acc& acc;
+    float* sm;
+    unsigned bb, gid, tid;
+    template <int CT, int ROLE>
+    __device__ __forceinline__ void run() { store_tiles<CT, ROLE>(acc, sm, bb, gid, tid); }
+};
+
+// op.run<CT, role>() for this warp: WIDE kernels take 33 to 64 inputs, the others up to 32
+template <bool WIDE, class Op>
+__device__ __forceinline__ void by_role(unsigned CT, unsigned role, Op&& op) {
+    if (WIDE) {
+        if (CT == 4) {
+            if (role == 0) op.template run<4, 0>();
+            else op.template run<4, 1>();
+        } else {
+            if (role == 0) op.template run<3, 0>();
+            else op.template run<3, 1>();
+        }
+    } else if (CT == 2) {
+        if (role == 0) op.template run<2, 0>();
+        else if (role == 1) op.template run<2, 1>();
+        else op.template run<2, 2>();
+    } else {
+        op.template run<1, 0>();
+    }
 }
 
 __device__ __forceinline__ void tile_of(unsigned t, unsigned CT, unsigned& ti, unsigned& tj) {
@@ -64,138 +222,79 @@ __device__ __forceinline__ void tile_of(unsigned t, unsigned CT, unsigned& ti, u
     tj = ti + t;
 }
 
-// planes of bin bb: 0 re hi, 1 re lo, 2 im hi, 3 im lo; each GK_XT_MAX_C rows of GK_XT_LD floats
-template <class T>
+__device__ __forceinline__ void copy_async(float2* dst, const float* src, bool valid) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void copy_async(float2* dst, const float2* src, bool valid) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
+}
+
+template <bool WIDE, class T>
 __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __restrict__ x, unsigned C,
                                          gk_size_t sc, gk_size_t sf, gk_size_t sb, unsigned bins, unsigned N,
                                          unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
     __shared__ __align__(16) float sm[GK_XT_SMEM];
-    unsigned* su = reinterpret_cast<unsigned*>(sm);
-    const unsigned CT = (C + 15) / 16, tiles = CT * (CT + 1) / 2, rows = CT * 16;
+    float2* stage = reinterpret_cast<float2*>(sm);  // 2 buffers of GK_XT_BUF
+    const unsigned CT = (C + 15) / 16, tiles = CT * (CT + 1) / 2, rows = CT * 16, roles = roles_of(CT);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tid = lane & 3;
+    const unsigned bb = warp / roles, role = warp % roles;
     const unsigned b0 = b_begin + blockIdx.x * GK_XT_BINS, g = blockIdx.y;
-    const unsigned jobs = GK_XT_BINS * tiles;
-    bool has[2];
-    unsigned jb[2], ti[2], tj[2];
+    const unsigned f0 = g * N, rounds = (N + GK_XT_FRAMES - 1) / GK_XT_FRAMES;
+    const unsigned elems = GK_XT_BINS * rows * GK_XT_FRAMES;
+    if (sizeof(T) == 4)  // real input: the copies fill .x only
+        for (unsigned e = threadIdx.x; e < 2 * GK_XT_BUF; e += blockDim.x) stage[e] = make_float2(0.0f, 0.0f);
+    __syncthreads();
+    // round r's frames of the CTA's bins into buffer r & 1
+    auto fill = [&](unsigned r) {
+        float2* buf = stage + (r & 1) * GK_XT_BUF;
+        const unsigned f = r * GK_XT_FRAMES;
+        for (unsigned e = threadIdx.x; e < elems; e += blockDim.x) {
+            const unsigned i = e % GK_XT_BINS, fr = (e / GK_XT_BINS) % GK_XT_FRAMES, c = e / (GK_XT_BINS * GK_XT_FRAMES);
+            const unsigned b = b0 + i;
+            const bool valid = c < C && b < b_end && f + fr < N;
+            copy_async(buf + (i * GK_XT_ROWS + c) * GK_XT_LD + fr,
+                       valid ? x + c * sc + (f0 + f + fr) * sf + b * sb : x, valid);
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    Acc acc;
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
-        const unsigned j = warp * 2 + q;
-        has[q] = j < jobs;
-        const unsigned jj = has[q] ? j : 0;
-        jb[q] = jj / tiles;
-        tile_of(jj % tiles, CT, ti[q], tj[q]);
-    }
-    float acc[2][2][2][4];  // [job][half][re, im][c0..c3]
-#pragma unroll
-    for (int q = 0; q < 2; ++q)
+    for (int t = 0; t < 5; ++t)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int p = 0; p < 2; ++p)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[q][h][p][e] = 0.0f;
-    const unsigned f0 = g * N;
-    const unsigned elems = GK_XT_BINS * rows * GK_XT_FRAMES;
-    for (unsigned f = 0; f < N; f += GK_XT_FRAMES) {
-        __syncthreads();
-        for (unsigned e = threadIdx.x; e < elems; e += blockDim.x) {
-            const unsigned bb = e % GK_XT_BINS, fr = (e / GK_XT_BINS) % GK_XT_FRAMES, c = e / (GK_XT_BINS * GK_XT_FRAMES);
-            const unsigned b = b0 + bb;
-            float2 v = make_float2(0.0f, 0.0f);
-            if (c < C && b < b_end && f + fr < N) v = as_c64(x[c * sc + (f0 + f + fr) * sf + b * sb]);
-            const unsigned rh = tf32(v.x), ih = tf32(v.y);
-            const unsigned rl = tf32(v.x - __uint_as_float(rh)), il = tf32(v.y - __uint_as_float(ih));
-            unsigned* base = su + (bb * 4) * GK_XT_MAX_C * GK_XT_LD + c * GK_XT_LD + fr;
-            base[0] = rh;
-            base[GK_XT_MAX_C * GK_XT_LD] = rl;
-            base[2 * GK_XT_MAX_C * GK_XT_LD] = ih;
-            base[3 * GK_XT_MAX_C * GK_XT_LD] = il;
+                for (int e = 0; e < 4; ++e) acc[t][h][p][e] = 0.0f;
+    fill(0);
+    for (unsigned r = 0; r < rounds; ++r) {
+        if (r + 1 < rounds) {
+            fill(r + 1);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
         }
         __syncthreads();
-        const unsigned left = N - f < GK_XT_FRAMES ? N - f : GK_XT_FRAMES;
-        const unsigned ksteps = (left + 7) / 8;
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-            if (!has[q]) continue;
-            const unsigned* pl = su + (jb[q] * 4) * GK_XT_MAX_C * GK_XT_LD;
-            for (unsigned k = 0; k < ksteps; ++k) {
-                const unsigned k0 = k * 8;
-                // A of rows ti*16 .. +15 for the 4 planes; B of rows tj*16 + h*8 .. +7
-                unsigned A[4][4], B[2][4][2];
-#pragma unroll
-                for (int p = 0; p < 4; ++p) {
-                    const unsigned* r0 = pl + p * GK_XT_MAX_C * GK_XT_LD + (ti[q] * 16 + gid) * GK_XT_LD + k0 + tid;
-                    A[p][0] = r0[0];
-                    A[p][1] = r0[8 * GK_XT_LD];
-                    A[p][2] = r0[4];
-                    A[p][3] = r0[8 * GK_XT_LD + 4];
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const unsigned* r1 = pl + p * GK_XT_MAX_C * GK_XT_LD + (tj[q] * 16 + h * 8 + gid) * GK_XT_LD + k0 + tid;
-                        B[h][p][0] = r1[0];
-                        B[h][p][1] = r1[4];
-                    }
-                }
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    float(&re)[4] = acc[q][h][0];
-                    // re += Ar Br + Ai Bi (small terms first)
-                    mma(re, A[1], B[h][0][0], B[h][0][1]);
-                    mma(re, A[0], B[h][1][0], B[h][1][1]);
-                    mma(re, A[0], B[h][0][0], B[h][0][1]);
-                    mma(re, A[3], B[h][2][0], B[h][2][1]);
-                    mma(re, A[2], B[h][3][0], B[h][3][1]);
-                    mma(re, A[2], B[h][2][0], B[h][2][1]);
-                    float(&im)[4] = acc[q][h][1];
-                    // im += Ai Br
-                    mma(im, A[3], B[h][0][0], B[h][0][1]);
-                    mma(im, A[2], B[h][1][0], B[h][1][1]);
-                    mma(im, A[2], B[h][0][0], B[h][0][1]);
-                }
-#pragma unroll
-                for (int p = 0; p < 2; ++p)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) A[p][e] ^= 0x80000000u;  // -Ar
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    float(&im)[4] = acc[q][h][1];
-                    // im -= Ar Bi
-                    mma(im, A[1], B[h][2][0], B[h][2][1]);
-                    mma(im, A[0], B[h][3][0], B[h][3][1]);
-                    mma(im, A[0], B[h][2][0], B[h][2][1]);
-                }
-            }
-        }
+        const float2* s = stage + (r & 1) * GK_XT_BUF + bb * GK_XT_ROWS * GK_XT_LD;
+        by_role<WIDE>(CT, role, RoundOp{acc, s, gid, tid});
+        __syncthreads();  // the buffer is read: the next round's copies may take it
     }
-    __syncthreads();  // staging no longer read: the epilogue's tiles take its memory
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-        if (!has[q]) continue;
-        const unsigned tile = (warp * 2 + q) % tiles;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int p = 0; p < 2; ++p) {
-                float* R = sm + ((tile * 2 + p) * GK_XT_BINS + jb[q]) * GK_XT_RLD;
-                const unsigned s = h * 8 + 2 * tid;
-                R[gid * 16 + s] = acc[q][h][p][0];
-                R[gid * 16 + s + 1] = acc[q][h][p][1];
-                R[(gid + 8) * 16 + s] = acc[q][h][p][2];
-                R[(gid + 8) * 16 + s + 1] = acc[q][h][p][3];
-            }
-    }
+    by_role<WIDE>(CT, role, StoreOp{acc, sm, bb, gid, tid});
     __syncthreads();
     const long long valid = (long long)n_valid - (long long)g * N;
     const float scale = valid <= 0 ? 0.0f : 1.0f / (float)(valid < (long long)N ? valid : N);
     const unsigned total = tiles * 256 * GK_XT_BINS;
     for (unsigned e = threadIdx.x; e < total; e += blockDim.x) {
-        const unsigned bb = e % GK_XT_BINS, el = (e / GK_XT_BINS) % 256, tile = e / (GK_XT_BINS * 256);
+        const unsigned i0 = e % GK_XT_BINS, el = (e / GK_XT_BINS) % 256, tile = e / (GK_XT_BINS * 256);
         unsigned I, J;
         tile_of(tile, CT, I, J);
-        const unsigned i = I * 16 + el / 16, j = J * 16 + el % 16, b = b0 + bb;
+        const unsigned i = I * 16 + el / 16, j = J * 16 + el % 16, b = b0 + i0;
         if (i <= j && j < C && b < b_end) {
-            const float re = sm[((tile * 2) * GK_XT_BINS + bb) * GK_XT_RLD + el];
-            const float im = sm[((tile * 2 + 1) * GK_XT_BINS + bb) * GK_XT_RLD + el];
+            const float re = sm[((tile * 2) * GK_XT_BINS + i0) * GK_XT_RLD + el];
+            const float im = sm[((tile * 2 + 1) * GK_XT_BINS + i0) * GK_XT_RLD + el];
             const gk_size_t p = (gk_size_t)i * C - ((gk_size_t)i * (i - 1)) / 2 + (j - i);
             out[(p * G + g) * bins + b] = make_float2(re * scale, im * scale);
         }
@@ -204,12 +303,15 @@ __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __re
 
 }  // namespace
 
-#define GK_XC_TC_KERNEL(NAME, T)                                                                  \
-    extern "C" __global__ void __launch_bounds__(GK_XT_BINS * 5 * 32, GK_XT_MIN_CTAS) NAME(       \
-        float2* out, const T* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,            \
-        unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) { \
-        xcorr_tc<T>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);                  \
+// gk_xcorr_tc_*: 33 to 64 inputs (2 warps a bin); gk_xcorr_tc_narrow_*: up to 32 (1 or 3)
+#define GK_XC_TC_KERNEL(NAME, WIDE, T)                                                            \
+    extern "C" __global__ void __launch_bounds__(GK_XT_BINS * 32 * roles_of(WIDE ? 4 : 2), GK_XT_MIN_CTAS) \
+        NAME(float2* out, const T* x, unsigned C, gk_size_t sc, gk_size_t sf, gk_size_t sb,       \
+             unsigned bins, unsigned N, unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) { \
+        xcorr_tc<WIDE, T>(out, x, C, sc, sf, sb, bins, N, G, n_valid, b_begin, b_end);            \
     }
 
-GK_XC_TC_KERNEL(gk_xcorr_tc_f32, float)
-GK_XC_TC_KERNEL(gk_xcorr_tc_c64, float2)
+GK_XC_TC_KERNEL(gk_xcorr_tc_f32, true, float)
+GK_XC_TC_KERNEL(gk_xcorr_tc_c64, true, float2)
+GK_XC_TC_KERNEL(gk_xcorr_tc_narrow_f32, false, float)
+GK_XC_TC_KERNEL(gk_xcorr_tc_narrow_c64, false, float2)

@@ -1,17 +1,17 @@
 """CUDA lowering of ``xcorr`` (native/ops/xcorr.cpp, kernels/xcorr_tc.cu and xcorr.cu), three
 implementations:
 
-* ``tensor`` (at most 64 inputs; every SM 8.0+ GPU has TF32 tensor cores): one launch that reads the input once; the tensor cores
-  multiply 16 x 16 tiles of pairs by 3xTF32 (each value split into a TF32 high and low part,
-  three products: FP32 accuracy), two bins a CTA;
+* ``tensor`` (at most 64 inputs; every SM 8.0+ GPU has TF32 tensor cores): one launch that reads the
+  input once; the tensor cores multiply 16 x 16 tiles of pairs by 3xTF32 (each value split into a
+  TF32 high and low part, three products: FP32 accuracy), two bins a CTA, 1 to 3 warps a bin;
 * ``kernel`` (at most 64 inputs): one launch that reads the input once; each thread accumulates
   an 8 x 8 tile of pairs of one bin in FP32 registers over a run of N frames;
 * ``cublas``: a gather kernel to (bins, F, C), cublasCgemmStridedBatched A A^H per bin and run
   (FP32, all C x C entries), a kernel packing the pairs i <= j.
 
-``auto`` takes ``kernel`` up to 64 inputs, cublas above: on an H200 the tensor kernel was slower
-at 64 and 32 inputs (313 and 160 us against 296 and 152) and faster at 48 (179 against 231); it is
-there to be asked for. Figures: docs/benchmarks.md.
+``auto`` takes ``tensor`` up to 64 inputs, cublas above: on an H200 (1024 bins, 256 frames, N = 64)
+the tensor kernel took 0.47 to 0.90 of the FP32 kernel's time at 8 to 64 inputs (186 against 286 us
+at 64). Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ...stages.xcorr import Xcorr
 from ..cuda_lowering import OpDesc, lowering
 
 KERNEL_MAX_INPUTS = 64  # methods tensor and kernel: the staged rows of their CTAs (native/ops/xcorr.cpp)
-AUTO_KERNEL_INPUTS = 64  # auto: kernel up to here, cublas above
+AUTO_TENSOR_INPUTS = 64  # auto: tensor up to here, cublas above
 
 
 @lowering("xcorr")
@@ -30,7 +30,7 @@ def lower_xcorr(stage: Xcorr, spec_in: SignalSpec, spec_out: SignalSpec) -> OpDe
     inputs, bins = stage.inputs_and_bins(spec_in)
     method = stage.params.method
     if method == "auto":
-        method = "kernel" if inputs <= AUTO_KERNEL_INPUTS else "cublas"
+        method = "tensor" if inputs <= AUTO_TENSOR_INPUTS else "cublas"
     elif method in ("tensor", "kernel") and inputs > KERNEL_MAX_INPUTS:
         raise UnsupportedError(stage.name, "cuda", f"method '{method}' takes at most {KERNEL_MAX_INPUTS} "
                                f"inputs, got {inputs}; use method: cublas or auto")
