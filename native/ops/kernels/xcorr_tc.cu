@@ -243,20 +243,27 @@ __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __re
     const unsigned bb = warp / roles, role = warp % roles;
     const unsigned b0 = b_begin + blockIdx.x * GK_XT_BINS, g = blockIdx.y;
     const unsigned f0 = g * N, rounds = (N + GK_XT_FRAMES - 1) / GK_XT_FRAMES;
-    const unsigned elems = GK_XT_BINS * rows * GK_XT_FRAMES;
     if (sizeof(T) == 4)  // real input: the copies fill .x only
         for (unsigned e = threadIdx.x; e < 2 * GK_XT_BUF; e += blockDim.x) stage[e] = make_float2(0.0f, 0.0f);
     __syncthreads();
     // round r's frames of the CTA's bins into buffer r & 1
+    // Each thread copies one bin's one frame of every (blockDim / 32)-th row: GK_XT_BINS *
+    // GK_XT_FRAMES = 32 divides blockDim, so its bin, frame and first row are fixed, and a round
+    // only moves its pointers (no index arithmetic per element)
+    const unsigned my_bin = threadIdx.x % GK_XT_BINS, my_frame = (threadIdx.x / GK_XT_BINS) % GK_XT_FRAMES;
+    const unsigned row0 = threadIdx.x / (GK_XT_BINS * GK_XT_FRAMES), row_step = blockDim.x / (GK_XT_BINS * GK_XT_FRAMES);
+    const bool my_bin_valid = b0 + my_bin < b_end;
+    const T* my_x = x + (gk_size_t)row0 * sc + (gk_size_t)(f0 + my_frame) * sf + (gk_size_t)(b0 + my_bin) * sb;
+    const gk_size_t x_step = (gk_size_t)row_step * sc;
+    float2* my_stage = stage + (my_bin * GK_XT_ROWS + row0) * GK_XT_LD + my_frame;
+    // round r's frames of the CTA's bins into buffer r & 1
     auto fill = [&](unsigned r) {
-        float2* buf = stage + (r & 1) * GK_XT_BUF;
-        const unsigned f = r * GK_XT_FRAMES;
-        for (unsigned e = threadIdx.x; e < elems; e += blockDim.x) {
-            const unsigned i = e % GK_XT_BINS, fr = (e / GK_XT_BINS) % GK_XT_FRAMES, c = e / (GK_XT_BINS * GK_XT_FRAMES);
-            const unsigned b = b0 + i;
-            const bool valid = c < C && b < b_end && f + fr < N;
-            copy_async(buf + (i * GK_XT_ROWS + c) * GK_XT_LD + fr,
-                       valid ? x + c * sc + (f0 + f + fr) * sf + b * sb : x, valid);
+        float2* dst = my_stage + (r & 1) * GK_XT_BUF;
+        const T* src = my_x + (gk_size_t)(r * GK_XT_FRAMES) * sf;
+        const bool frame_valid = my_bin_valid && r * GK_XT_FRAMES + my_frame < N;
+        for (unsigned c = row0; c < rows; c += row_step, dst += row_step * GK_XT_LD, src += x_step) {
+            const bool valid = frame_valid && c < C;
+            copy_async(dst, valid ? src : x, valid);
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
