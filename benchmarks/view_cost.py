@@ -162,11 +162,12 @@ def run_once(doc: dict[str, Any], folder: Path, tag: str, backend: str, limit: l
 
 
 def pair_ratios(runs: list[dict[str, Any]], key: str) -> list[float]:
-    """with/without of ``key`` for each pair of runs (either order)."""
+    """with/without of ``key`` for each pair of runs (either order); a pair missing the figure is left out."""
     out = []
     for a, b in zip(runs[::2], runs[1::2]):
         plain, view = (b, a) if a["view"] else (a, b)
-        out.append(view[key] / plain[key])
+        if plain[key] and view[key]:
+            out.append(view[key] / plain[key])
     return out
 
 
@@ -214,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         if "w1" in wanted:
             w1 = measure("w1", w1_file, args, ["--duration", str(args.seconds)], folder)
             ratios = pair_ratios(w1["runs"], "p99_us")
-            sched = [b["scheduler_p99_us"] / a["scheduler_p99_us"] for a, b in zip(w1["runs"][::2], w1["runs"][1::2])
-                     if a["scheduler_p99_us"] and b["scheduler_p99_us"]]
+            sched = pair_ratios(w1["runs"], "scheduler_p99_us")
             w1.update(figure="p99_us", ratios=ratios, ratio=statistics.median(ratios), target=W1_TARGET,
                       meets=statistics.median(ratios) <= W1_TARGET,
                       scheduler_ratio=statistics.median(sched) if sched else None)

@@ -37,3 +37,15 @@ def test_view_cost_reports_plain_and_view_runs_of_w2_and_w1(tmp_path):
         assert view["client"]["error"] is None and view["client"]["messages"] > 0  # hello, health, frames
     assert data["workloads"]["w2"]["runs"][0]["blocks"] == 2
     assert data["workloads"]["w1"]["runs"][1]["client"]["frames"] > 0
+
+
+def test_pair_ratios_take_each_pair_in_either_order_and_skip_missing_figures():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import view_cost
+    finally:
+        sys.path.pop(0)
+    runs = [{"view": False, "x": 100.0}, {"view": True, "x": 110.0},
+            {"view": True, "x": 90.0}, {"view": False, "x": 100.0},
+            {"view": False, "x": None}, {"view": True, "x": 50.0}]
+    assert view_cost.pair_ratios(runs, "x") == [1.1, 0.9]
