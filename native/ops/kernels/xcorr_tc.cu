@@ -14,17 +14,17 @@
 //
 // A CTA takes GK_XT_BINS bins; each bin has roles_of(CT) warps (CT = ceil(C / 16)): one up to 16
 // inputs, three (a tile each) up to 32, two above, which split its CT(CT+1)/2 tiles as rows of
-// tiles, paired so that at 64 inputs each warp holds 5 tiles (80 accumulators). Frames stream through shared memory
-// in rounds of GK_XT_FRAMES, double-buffered by cp.async (zero-filled past the inputs, the
-// bins and the run), raw complex rows of GK_XT_LD 8-byte words: a fragment's 8 rows x 4 frames
-// fall in 32 different banks. The epilogue puts the tiles in shared memory (bins innermost)
+// tiles, paired so that at 64 inputs each warp holds 5 tiles (80 accumulators). Frames stream
+// through shared memory in rounds of GK_XT_FRAMES, double-buffered by cp.async (zero-filled past
+// the inputs, the bins and the run), raw complex rows of GK_XT_LD 8-byte words: a fragment's 8
+// rows x 4 frames fall in 32 different banks; each is split into TF32 parts when a warp loads it. The epilogue puts the tiles in shared memory (bins innermost)
 // and writes the pairs with the CTA's bins adjacent (coalesced along bins), divided by the
 // run's frame count. Input element (c, f, b) at c*sc + f*sf + b*sb, as gk_xcorr_gather
 // (kernels/xcorr.cu).
 #include "gk_common.cuh"
 
 #ifndef GK_XT_BINS
-#define GK_XT_BINS 2  // bins a CTA (GK_XT_BINS * 64 threads at most)
+#define GK_XT_BINS 2  // bins a CTA (GK_XT_BINS * 96 threads at most)
 #endif
 #ifndef GK_XT_MIN_CTAS
 #define GK_XT_MIN_CTAS 3  // CTAs an SM (__launch_bounds__): 168 registers a thread
