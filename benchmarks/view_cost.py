@@ -1,5 +1,6 @@
-"""What the live web view costs a stream: W2 streamed and W1 paced, each run by ``gk-stream run``
-(the product's own path, one process per run) without a view and with one, alternating.
+"""What the live web view costs a stream: W2 streamed and W1 paced, each run by ``gk-stream run``'s
+own main without a view and with one, alternating, one run after another in one worker process
+(``--process-per-run``: a process each).
 
 * W2 (benchmarks/w2.yaml): its filled host block (benchmarks/w2_link.py, as W2's streamed mode
   streams from memory) through stft, power and average, for ``--w2-blocks`` blocks; the figure is
@@ -15,7 +16,11 @@ engine) or in its place (``--attach replace``, still a chain), and passes ``--vi
 the run prints and reads every message while the run lasts, so the server computes and sends
 frames as it does for a browser; ``--no-client`` leaves the page unwatched. Pairs alternate their
 order (plain, view, then view, plain, ...), so a drift of the machine over the runs favours
-neither; each ratio is the median over the pairs.
+neither; each ratio is the median over the pairs. The runs share one worker process because a
+process's memory placement moves W2 (a host-memory-bound stream: 128 MiB copied a block) by more
+than the 2% to resolve: runs in fresh processes spread over 599-763 Msamples/s on one H200 host.
+``plain_spread`` (max / min of the runs without the view) says how far the runs moved, and
+``interval_90`` (a bootstrap over the pairs) how well the pairs resolve the median.
 
     python benchmarks/view_cost.py --backend cuda --json view_cost.json
     python benchmarks/view_cost.py --backend cpu --pairs 1 --seconds 1 --w2-blocks 2   # a dry check
@@ -27,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -43,6 +49,7 @@ HERE = Path(__file__).resolve().parent
 W2_TARGET = 0.98  # with/without throughput, at least
 W1_TARGET = 1.10  # with/without p99, at most
 URL = re.compile(r"view: (http://\S+?)/?(\s|$)")
+DONE = re.compile(r"view_cost: done (\S+) rc=(-?\d+)")
 
 
 def w2_file(attach: str | None) -> dict[str, Any]:
@@ -111,27 +118,62 @@ class ViewClient:
         return {"messages": self.messages, "frames": self.frames, "bytes": self.bytes, "error": self.error}
 
 
-def run_once(doc: dict[str, Any], folder: Path, tag: str, backend: str, limit: list[str], view: bool,
-             client: bool, timeout: float, cpus: str | None = None) -> dict[str, Any]:
-    """One ``gk-stream run``: its summary (stats JSON) and, with the view, what the client read."""
+def run_argv(doc: dict[str, Any], folder: Path, tag: str, backend: str, limit: list[str], view: bool) -> list[str]:
+    """``gk-stream run``'s arguments for one run (its file written into ``folder``)."""
     path = folder / f"{tag}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    stats = folder / f"{tag}.json"
-    cmd = [sys.executable, "-m", "pygpukit_dsp.cli", "run", str(path), "--backend", backend, *limit,
-           "--stats-json", str(stats), "--quiet"] + (["--view", "127.0.0.1:0"] if view else [])
-    if cpus:  # every run on the same CPUs (and so the same memory node): less spread between runs
-        cmd = ["taskset", "-c", cpus, *cmd]
+    return ["run", str(path), "--backend", backend, *limit, "--stats-json", str(folder / f"{tag}.json"),
+            "--quiet"] + (["--view", "127.0.0.1:0"] if view else [])
+
+
+def run_figures(stats: Path) -> dict[str, Any]:
+    summary = json.loads(stats.read_text())
+    return {
+        "samples_per_s": summary["samples_per_s"], "blocks": summary["blocks"], "wall_s": summary["wall_s"],
+        "p99_us": summary["latency_us"].get("p99"), "p50_us": summary["latency_us"].get("p50"),
+        "scheduler_p99_us": (summary.get("scheduler") or {}).get("latency_us", {}).get("p99"),
+        "deadline_misses": summary["deadline_misses"],
+        "sinks": {a["name"]: a["stats"] for a in summary.get("sinks", [])},
+    }
+
+
+def run_planned(plan: list[dict[str, Any]], folder: Path, *, same_process: bool, client: bool, timeout: float,
+                cpus: str | None) -> list[dict[str, Any]]:
+    """Each planned run ({tag, argv, view}) in order: with ``same_process`` one after another in one
+    worker process (``--worker``: each run is gk-stream's own main), else a process each. The
+    WebSocket client of a view run reads from this process. Each run's figures, with what the
+    client read."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    taskset = ["taskset", "-c", cpus] if cpus else []  # every run on the same CPUs (and memory node)
+    batches = [plan] if same_process else [[item] for item in plan]
+    results: list[dict[str, Any]] = []
+    for batch in batches:
+        if same_process:
+            plan_file = folder / "plan.json"
+            plan_file.write_text(json.dumps(batch))
+            cmd = [*taskset, sys.executable, str(Path(__file__).resolve()), "--worker", str(plan_file)]
+        else:
+            cmd = [*taskset, sys.executable, "-m", "pygpukit_dsp.cli", *batch[0]["argv"]]
+        results += _run_batch(cmd, batch, env, client, timeout * len(batch), folder)
+    return results
+
+
+def _run_batch(cmd: list[str], batch: list[dict[str, Any]], env: dict[str, str], client: bool, timeout: float,
+               folder: Path) -> list[dict[str, Any]]:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    watcher: list[ViewClient] = []
+    watchers: list[ViewClient | None] = []  # one a view run, in order
+    done: list[int] = []  # each finished run's exit status, in order (a process per run: its own)
     err_lines: list[str] = []
 
     def read_stderr() -> None:
         for line in proc.stderr:
             err_lines.append(line)
             m = URL.search(line)
-            if m and client and not watcher:
-                watcher.append(ViewClient(m.group(1)))
+            if m:
+                watchers.append(ViewClient(m.group(1)) if client else None)
+            d = DONE.match(line)
+            if d:
+                done.append(int(d.group(2)))
 
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
@@ -140,25 +182,36 @@ def run_once(doc: dict[str, Any], folder: Path, tag: str, backend: str, limit: l
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise SystemExit(f"view_cost: {tag} ran past {timeout:.0f} s")
+        raise SystemExit(f"view_cost: {batch[len(done)]['tag'] if len(done) < len(batch) else 'a run'} "
+                         f"ran past its {timeout:.0f} s")
     reader.join(10)
-    if rc != 0:
+    if len(batch) == 1 and not done:
+        done.append(rc)
+    failed = next((i for i, r in enumerate(done) if r != 0), None)
+    if rc != 0 or failed is not None or len(done) != len(batch):
+        tag = batch[failed if failed is not None else min(len(done), len(batch) - 1)]["tag"]
         raise SystemExit(f"view_cost: {tag} failed (exit {rc}):\n{''.join(err_lines)[-3000:]}")
-    summary = json.loads(stats.read_text())
-    out: dict[str, Any] = {
-        "samples_per_s": summary["samples_per_s"], "blocks": summary["blocks"], "wall_s": summary["wall_s"],
-        "p99_us": summary["latency_us"].get("p99"), "p50_us": summary["latency_us"].get("p50"),
-        "scheduler_p99_us": (summary.get("scheduler") or {}).get("latency_us", {}).get("p99"),
-        "deadline_misses": summary["deadline_misses"],
-        "sinks": {a["name"]: a["stats"] for a in summary.get("sinks", [])},
-    }
-    if view:
-        if watcher:
-            watcher[0].join(10)
-            out["client"] = watcher[0].report()
-        else:
-            out["client"] = None
+    out, views = [], iter(watchers)
+    for item in batch:
+        r = run_figures(folder / f"{item['tag']}.json")
+        r["view"] = item["view"]
+        if item["view"]:
+            w = next(views, None)
+            if w is not None:
+                w.join(10)
+            r["client"] = w.report() if w is not None else None
+        out.append(r)
     return out
+
+
+def worker_main(plan_file: str) -> int:
+    """``--worker PLAN``: each planned run, in this one process, through gk-stream's own main."""
+    from pygpukit_dsp import cli
+
+    for item in json.loads(Path(plan_file).read_text()):
+        rc = cli.main(item["argv"])
+        print(f"view_cost: done {item['tag']} rc={rc}", file=sys.stderr, flush=True)
+    return 0
 
 
 def pair_ratios(runs: list[dict[str, Any]], key: str) -> list[float]:
@@ -172,16 +225,38 @@ def pair_ratios(runs: list[dict[str, Any]], key: str) -> list[float]:
 
 
 def measure(name: str, make: Any, args: argparse.Namespace, limit: list[str], folder: Path) -> dict[str, Any]:
-    runs: list[dict[str, Any]] = []
+    # in one process its first run pays for what later runs find warm (imports, kernels, the
+    # device's context): a run with the view first, not counted, warms both paths
+    plan = [] if args.process_per_run else [
+        {"tag": f"{name}_warmup", "view": True, "argv": run_argv(make(args.attach), folder, f"{name}_warmup",
+                                                                  args.backend, limit, True)}]
     for i in range(args.pairs):
         for view in ((False, True) if i % 2 == 0 else (True, False)):
             tag = f"{name}_{i}_{'view' if view else 'plain'}"
-            doc = make(args.attach if view else None)
-            r = run_once(doc, folder, tag, args.backend, limit, view, not args.no_client, args.timeout, args.cpus)
-            r["view"] = view
-            runs.append(r)
-            print(f"{tag}: {r['samples_per_s'] / 1e6:.1f} Msamples/s, p99 {r['p99_us']:.1f} us", file=sys.stderr)
+            plan.append({"tag": tag, "view": view,
+                         "argv": run_argv(make(args.attach if view else None), folder, tag, args.backend, limit, view)})
+    runs = run_planned(plan, folder, same_process=not args.process_per_run, client=not args.no_client,
+                       timeout=args.timeout, cpus=args.cpus)
+    for item, r in zip(plan, runs):
+        print(f"{item['tag']}: {r['samples_per_s'] / 1e6:.1f} Msamples/s, p99 {r['p99_us']:.1f} us", file=sys.stderr)
+    if not args.process_per_run:
+        return {"runs": runs[1:], "warmup": runs[0]}
     return {"runs": runs}
+
+
+def median_interval(ratios: list[float], level: float = 0.9, draws: int = 10000) -> tuple[float, float]:
+    """A bootstrap interval of the median ratio (resampled pairs, a fixed seed): how well the pairs
+    resolve it."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    tail = (1.0 - level) / 2
+    return medians[int(tail * draws)], medians[min(draws - 1, int((1.0 - tail) * draws))]
+
+
+def spread(runs: list[dict[str, Any]], key: str) -> float | None:
+    """max / min of ``key`` over the runs without the view: the noise a ratio is read against."""
+    plain = [r[key] for r in runs if not r["view"] and r[key]]
+    return max(plain) / min(plain) if plain else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,12 +272,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default="w2,w1", help="comma-separated: w2, w1 (default both)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take at most")
     ap.add_argument("--cpus", help="run every gk-stream under taskset -c CPUS (e.g. 0-7), the view's server too")
+    ap.add_argument("--process-per-run", action="store_true",
+                    help="start a process for each run (default: the runs one after another in one worker "
+                         "process, so that they share its memory placement)")
     ap.add_argument("--json", type=Path, help="write the report here")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker)
     if args.pairs < 1:
         ap.error("--pairs must be at least 1")
     report: dict[str, Any] = {"backend": args.backend, "pairs": args.pairs, "attach": args.attach, "cpus": args.cpus,
-                              "client": not args.no_client, "started_unix_s": time.time(), "workloads": {}}
+                              "client": not args.no_client,
+                              "same_process": not args.process_per_run, "started_unix_s": time.time(), "workloads": {}}
     wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
     with tempfile.TemporaryDirectory(prefix="gk_view_cost_") as tmp:
         folder = Path(tmp)
@@ -210,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             w2 = measure("w2", w2_file, args, ["--blocks", str(args.w2_blocks)], folder)
             ratios = pair_ratios(w2["runs"], "samples_per_s")
             w2.update(figure="samples_per_s", ratios=ratios, ratio=statistics.median(ratios), target=W2_TARGET,
-                      meets=statistics.median(ratios) >= W2_TARGET)
+                      meets=statistics.median(ratios) >= W2_TARGET, plain_spread=spread(w2["runs"], "samples_per_s"),
+                      interval_90=median_interval(ratios))
             report["workloads"]["w2"] = w2
         if "w1" in wanted:
             w1 = measure("w1", w1_file, args, ["--duration", str(args.seconds)], folder)
@@ -218,11 +301,14 @@ def main(argv: list[str] | None = None) -> int:
             sched = pair_ratios(w1["runs"], "scheduler_p99_us")
             w1.update(figure="p99_us", ratios=ratios, ratio=statistics.median(ratios), target=W1_TARGET,
                       meets=statistics.median(ratios) <= W1_TARGET,
-                      scheduler_ratio=statistics.median(sched) if sched else None)
+                      scheduler_ratio=statistics.median(sched) if sched else None,
+                      plain_spread=spread(w1["runs"], "p99_us"), interval_90=median_interval(ratios))
             report["workloads"]["w1"] = w1
     for name, w in report["workloads"].items():
-        print(f"{name}: with/without {w['figure']} {w['ratio']:.3f} (median of {args.pairs}), target "
-              f"{'>=' if name == 'w2' else '<='} {w['target']}: {'met' if w['meets'] else 'NOT met'}")
+        lo, hi = w["interval_90"]
+        print(f"{name}: with/without {w['figure']} {w['ratio']:.3f} (median of {args.pairs}, 90% {lo:.3f}-{hi:.3f}; "
+              f"runs without the view spread {w['plain_spread']:.3f}x), target {'>=' if name == 'w2' else '<='} {w['target']}: "
+              f"{'met' if w['meets'] else 'NOT met'}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

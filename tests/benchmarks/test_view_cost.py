@@ -23,10 +23,13 @@ def test_view_cost_reports_plain_and_view_runs_of_w2_and_w1(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["backend"] == "cpu" and data["pairs"] == 1 and data["attach"] == "add" and data["client"] is True
+    assert data["same_process"] is True
     assert set(data["workloads"]) == {"w2", "w1"}
     for name, figure, target in (("w2", "samples_per_s", 0.98), ("w1", "p99_us", 1.1)):
         w = data["workloads"][name]
         assert w["figure"] == figure and w["target"] == target and len(w["ratios"]) == 1
+        assert w["warmup"]["view"] is True and w["warmup"]["client"]["error"] is None  # run first, not counted
+        assert w["plain_spread"] == 1.0  # one run without the view
         plain, view = w["runs"]
         assert (plain["view"], view["view"]) == (False, True)
         assert w["ratio"] == pytest.approx(view[figure] / plain[figure])
@@ -49,3 +52,25 @@ def test_pair_ratios_take_each_pair_in_either_order_and_skip_missing_figures():
             {"view": True, "x": 90.0}, {"view": False, "x": 100.0},
             {"view": False, "x": None}, {"view": True, "x": 50.0}]
     assert view_cost.pair_ratios(runs, "x") == [1.1, 0.9]
+
+
+def test_spread_is_max_over_min_of_the_runs_without_the_view():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import view_cost
+    finally:
+        sys.path.pop(0)
+    runs = [{"view": False, "x": 100.0}, {"view": True, "x": 500.0}, {"view": False, "x": 125.0}]
+    assert view_cost.spread(runs, "x") == 1.25
+    assert view_cost.spread([{"view": True, "x": 1.0}], "x") is None
+
+
+def test_median_interval_brackets_the_median_and_is_a_point_for_equal_ratios():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import view_cost
+    finally:
+        sys.path.pop(0)
+    lo, hi = view_cost.median_interval([0.9, 1.0, 1.1, 1.2, 0.95])
+    assert 0.9 <= lo <= 1.0 <= hi <= 1.2
+    assert view_cost.median_interval([1.0, 1.0, 1.0]) == (1.0, 1.0)
