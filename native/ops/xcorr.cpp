@@ -7,10 +7,11 @@
 //   method      "tensor" | "kernel" | "cublas" (the lowering picks; "tensor" and "kernel" take at
 //               most 64 inputs)
 //
-// tensor: gk_xcorr_tc_* (kernels/xcorr_tc.cu) on the TF32 tensor cores (every SM 8.0+ GPU, which
-// pygpukit-dsp needs), 3xTF32 (FP32 accuracy): 2 bins a CTA, 1 to 3 warps a bin, each holding its
-// 16 x 16 tiles of pairs; the frames stream through shared memory by cp.async; reads the input
-// once, no scratch.
+// tensor: gk_xcorr_tc_* (kernels/xcorr_tc.cu) on the FP16 tensor cores (every SM 8.0+ GPU, which
+// pygpukit-dsp needs) at FP32 accuracy: each value scaled by its row's power of two and split in
+// two FP16 parts, three products with FP32 accumulation: 2 bins a CTA, 1 to 3 warps a bin, each
+// holding its 16 x 16 tiles of pairs; the frames stream through shared memory by cp.async; reads
+// the input once, no scratch.
 // kernel: gk_xcorr_tiles_* (8 bins a CTA) or gk_xcorr_tiles7_* (7 bins, above 56 inputs) reads the
 // input once, each thread accumulating an 8 x 8 tile of pairs (upper-triangle tiles only) of one
 // bin in registers over a run's N frames; no scratch.

@@ -23,8 +23,8 @@ class XcorrParams(StageParams):
                              "C*M channels): M, the subchannels per input; channel c*M + k is input "
                              "c's bin k and each sample a frame. Not used with frames-domain input.")
     method: Literal["auto", "tensor", "kernel", "cublas"] = Field(
-        "auto", description="The cuda backend's implementation: 'tensor' (TF32 tensor cores at FP32 "
-        "accuracy by 3xTF32, at most 64 inputs), 'kernel' (a tiled FP32 kernel, "
+        "auto", description="The cuda backend's implementation: 'tensor' (FP16 tensor cores at FP32 "
+        "accuracy by two-part splits, at most 64 inputs), 'kernel' (a tiled FP32 kernel, "
         "at most 64 inputs), 'cublas' (cublasCgemmStridedBatched per bin and run); 'auto' takes "
         "'tensor' up to 64 inputs, 'cublas' above. "
         "The cpu backend computes the same values either way.")

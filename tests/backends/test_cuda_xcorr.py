@@ -65,6 +65,29 @@ def test_matches_cpu(method: str, complex_: bool, C: int, N: int, block: int, bi
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("method", ["tensor", "kernel", "cublas"])
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("C,N,block,bins", [(64, 64, 64, 8), (20, 35, 35, 5)])
+def test_each_pair_is_exact_to_its_own_scale_over_twelve_decades(method: str, complex_: bool, C: int, N: int,
+                                                                  block: int, bins: int):
+    """Inputs 10^-6 to 10^6 apart, a burst 1000x larger after a run's first 20 frames in every third
+    input and an input of zeros: each pair (i, j) within 1e-5 of sqrt(R_ii R_jj), what float32 sums give."""
+    rng = np.random.default_rng(7)
+    X = frames(C, 2 * block, bins, complex_, seed=C).astype(np.complex128 if complex_ else np.float64)
+    X *= 10.0 ** rng.uniform(-6, 6, (C, 1, 1))
+    X[::3, 20:] *= 1e3
+    X[5] = 0
+    X = X.astype(np.complex64 if complex_ else np.float32)
+    spec = SignalSpec(100, C, block, dtype="complex64" if complex_ else "float32", domain="frames", bins=bins)
+    gpu, cpu = run_both([Xcorr(integrate=N, method=method)], spec, X)
+    i, j = np.triu_indices(C)
+    power = np.abs(cpu[np.flatnonzero(i == j)])  # R_ii, (C, runs, bins)
+    scale = np.sqrt(power[i] * power[j])
+    assert np.all(gpu[(i == 5) | (j == 5)] == 0)
+    assert np.max(np.abs(gpu - cpu) / np.where(scale > 0, scale, 1.0)) < TOL
+
+
+@pytest.mark.gpu
 def test_more_inputs_than_the_kernel_takes():
     X = frames(70, 8, 16, True, seed=70)
     spec = SignalSpec(100, 70, 8, dtype="complex64", domain="frames", bins=16)

@@ -1,66 +1,83 @@
 // The X-engine on tensor cores (method "tensor" of native/ops/xcorr.cpp, at most 64 inputs, SM 8.0+):
-// FP32 accuracy from TF32 tensor cores by 3xTF32: each value x is split into hi = tf32(x) and
-// lo = tf32(x - hi), and a product a*b is lo_a*hi_b + hi_a*lo_b + hi_a*hi_b (the lo*lo term is
-// below FP32's rounding), accumulated in FP32 by mma.sync.m16n8k8.tf32.
+// FP32 accuracy from FP16 tensor cores (mma.sync.m16n8k16, FP32 accumulate) by splitting each
+// value in two: with a per-row power-of-two scale s (the row's largest magnitude so far maps to
+// [2^13, 2^14)), x s = hi + lo, hi = fp16(x s), lo = fp16(x s - hi), and a product a b is
+// (lo_a hi_b + hi_a lo_b + hi_a hi_b) / (s_a s_b): 22 significant bits, as 3xTF32 gives, at half
+// the instructions (16 frames an mma). A row's scale only falls (when a round holds a larger value
+// than any before, its accumulators are scaled down to match), so nothing overflows FP16.
 //
 // For one bin and run of N frames, with Xr, Xi the C x N real and imaginary parts:
 //   Re R = Xr Xr^T + Xi Xi^T,   Im R = Xi Xr^T - Xr Xi^T   (R = X X^H, pairs i <= j kept).
 // The inputs are 16-row blocks; a tile is the 16 x 16 pairs of blocks (I, J), I <= J. Every
-// operand comes from one set of fragments: with v[r][h][q] the frame k0 + tid + 4q of row
-// 16r + 8h + gid, the B operand (col-major 8 x 8) of block r's half h is {v[r][h][0], v[r][h][1]}
-// and the A operand (row-major 16 x 8) of block r is {v[r][0][0], v[r][1][0], v[r][0][1],
-// v[r][1][1]}. So a warp loads each frame of each block it touches once a k-step, splits it once,
-// and uses it as A and as B of all its tiles.
+// operand comes from one set of fragments: with v[r][h][q] the frames k0 + 2 tid + 8q (and + 1)
+// of row 16r + 8h + gid, the B operand (col-major 16 x 8) of block r's half h is {v[r][h][0],
+// v[r][h][1]} and the A operand (row-major 16 x 16) of block r is {v[r][0][0], v[r][1][0],
+// v[r][0][1], v[r][1][1]}. So a warp loads each frame of each block it touches once a round,
+// splits it once, and uses it as A and as B of all its tiles.
 //
 // A CTA takes GK_XT_BINS bins; each bin has roles_of(CT) warps (CT = ceil(C / 16)): one up to 16
 // inputs, three (a tile each) up to 32, two above, which split its CT(CT+1)/2 tiles as rows of
 // tiles, paired so that at 64 inputs each warp holds 5 tiles (80 accumulators). Frames stream
-// through shared memory in rounds of GK_XT_FRAMES, double-buffered by cp.async (zero-filled past
-// the inputs, the bins and the run), raw complex rows of GK_XT_LD 8-byte words: a fragment's 8
-// rows x 4 frames fall in 32 different banks; each is split into TF32 parts when a warp loads it. The epilogue puts the tiles in shared memory (bins innermost)
-// and writes the pairs with the CTA's bins adjacent (coalesced along bins), divided by the
-// run's frame count. Input element (c, f, b) at c*sc + f*sf + b*sb, as gk_xcorr_gather
-// (kernels/xcorr.cu).
+// through shared memory in rounds of 16, double-buffered by cp.async (zero-filled past the
+// inputs, the bins and the run; each copy asks L2 for the 128 bytes around it, which the CTAs of
+// the next bins read: a CTA's 2 bins are 16 bytes of a row's frame), raw complex rows of GK_XT_LD 8-byte words with the frames in the
+// order 0 1 8 9 2 3 10 11 ...: a thread's four frames of a row are adjacent (two 16-byte loads)
+// and a warp's loads fall in distinct banks. The epilogue puts the tiles in shared memory (bins
+// innermost) and writes the pairs with the CTA's bins adjacent (coalesced along bins), divided
+// by the run's frame count and the rows' scales. Input element (c, f, b) at c*sc + f*sf + b*sb,
+// as gk_xcorr_gather (kernels/xcorr.cu).
 #include "gk_common.cuh"
 
 #ifndef GK_XT_BINS
 #define GK_XT_BINS 2  // bins a CTA (GK_XT_BINS * 96 threads at most)
 #endif
 #ifndef GK_XT_MIN_CTAS
-#define GK_XT_MIN_CTAS 3  // CTAs an SM (__launch_bounds__): 168 registers a thread
+#define GK_XT_MIN_CTAS 3  // CTAs an SM (__launch_bounds__)
 #endif
 #define GK_XT_FRAMES 16
-#define GK_XT_LD 20
+#define GK_XT_LD 18
 #define GK_XT_ROWS 64
 #define GK_XT_BUF (GK_XT_BINS * GK_XT_ROWS * GK_XT_LD)  // float2 a buffer
 #define GK_XT_RLD 264  // floats per (tile, part, bin) 16 x 16 in the epilogue: bins 8 banks apart
 #define GK_XT_TILES 10
 #define GK_XT_EPI (GK_XT_BINS * GK_XT_TILES * 2 * GK_XT_RLD)
 #define GK_XT_SMEM (4 * GK_XT_BUF > GK_XT_EPI ? 4 * GK_XT_BUF : GK_XT_EPI)  // floats
+#define GK_XT_TOP 14  // a row's largest magnitude so far, scaled, is below 2^GK_XT_TOP (FP16: 65504)
+#define GK_XT_KMAX 126  // scale exponents stay in [-126, 126] (a float's normal range)
 
 namespace {
 
-__device__ __forceinline__ unsigned tf32(float x) {
+// {lo, hi} as FP16 (rounded to nearest)
+__device__ __forceinline__ unsigned f16x2(float lo, float hi) {
     unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
+}
+
+__device__ __forceinline__ float2 f16x2_to_float2(unsigned v) {
+    unsigned short a, b;
+    asm("mov.b32 {%0, %1}, %2;\n" : "=h"(a), "=h"(b) : "r"(v));
+    float x, y;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(x) : "h"(a));
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(y) : "h"(b));
+    return make_float2(x, y);
 }
 
 // d += a b on the tensor cores (not volatile: the compiler may schedule it among the others)
 __device__ __forceinline__ void mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
                                     unsigned b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// A value split for 3xTF32, as fragments: [block][half][q]
+// A value split in two FP16 parts, as fragments: [block][half][q], two frames a register
 struct Split {
     unsigned hi[4][2][2], lo[4][2][2];
 };
 
-// d += A(block I) B(block J, half h) in 3xTF32, small terms first
+// d += A(block I) B(block J, half h) from the split parts, small terms first
 __device__ __forceinline__ void mma3(float (&d)[4], const Split& a, int I, const Split& b, int J, int h) {
     mma(d, a.lo[I][0][0], a.lo[I][1][0], a.lo[I][0][1], a.lo[I][1][1], b.hi[J][h][0], b.hi[J][h][1]);
     mma(d, a.hi[I][0][0], a.hi[I][1][0], a.hi[I][0][1], a.hi[I][1][1], b.lo[J][h][0], b.lo[J][h][1]);
@@ -68,7 +85,8 @@ __device__ __forceinline__ void mma3(float (&d)[4], const Split& a, int I, const
 }
 
 // The tiles of a warp: rows of tiles, paired (row 0 with row 3 at CT = 4) so the warps of a bin
-// hold about as many; at CT = 2 a tile a warp (one warp a bin would leave the SMs short of warps). Tile (I, J) is number I*CT - I(I-1)/2 + J - I of the row-major triangle.
+// hold about as many; at CT = 2 a tile a warp (one warp a bin would leave the SMs short of
+// warps). Tile (I, J) is number I*CT - I(I-1)/2 + J - I of the row-major triangle.
 struct Tiles {
     int n, i[5], j[5];
 };
@@ -96,57 +114,91 @@ __device__ constexpr unsigned a_blocks_of(const Tiles& t) {  // bit r: block r i
 
 typedef float Acc[5][2][2][4];  // [tile][half][re, im][c0..c3]
 
-// One round's k-steps of a warp's tiles; sb: the bin's staged rows (float2, rows of GK_XT_LD)
+// Position of frame f (0..15) in a staged row: a thread's frames 2t, 2t+1, 2t+8, 2t+9 adjacent
+__device__ __forceinline__ unsigned frame_slot(unsigned f) { return 4 * ((f & 7) >> 1) + 2 * (f >> 3) + (f & 1); }
+
+// A bin's rows' scales: s = 2^k (k_of), and the factor f = 2^-(fall of k) of this round
+struct Scales {
+    int* k;     // [GK_XT_BINS][GK_XT_ROWS]
+    float* f;   // [GK_XT_BINS][GK_XT_ROWS]
+};
+
+__device__ __forceinline__ float pow2(int k) { return __uint_as_float((unsigned)(k + 127) << 23); }
+
+// One round of a warp's tiles; sb: the bin's staged rows, sk / sf: its rows' scale exponents and
+// this round's factors; rescale: some row's scale fell this round
 template <int CT, int ROLE>
-__device__ __forceinline__ void round_tiles(Acc& acc, const float2* __restrict__ sb, unsigned gid, unsigned tid) {
+__device__ __forceinline__ void round_tiles(Acc& acc, const float2* __restrict__ sb, const int* __restrict__ sk,
+                                            const float* __restrict__ sf, bool rescale, unsigned gid, unsigned tid) {
     constexpr Tiles T = role_tiles(CT, ROLE);
     constexpr unsigned need = blocks_of(T), as = a_blocks_of(T);
-#pragma unroll
-    for (int k = 0; k < GK_XT_FRAMES / 8; ++k) {
-        Split re, im;
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            if (!(need & (1u << r))) continue;
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    const float2 v = sb[(r * 16 + h * 8 + gid) * GK_XT_LD + k * 8 + q * 4 + tid];
-                    re.hi[r][h][q] = tf32(v.x);
-                    re.lo[r][h][q] = tf32(v.x - __uint_as_float(re.hi[r][h][q]));
-                    im.hi[r][h][q] = tf32(v.y);
-                    im.lo[r][h][q] = tf32(v.y - __uint_as_float(im.hi[r][h][q]));
-                }
-        }
-        // Re += Ar Br + Ai Bi; Im += Ai Br
+    if (rescale) {  // the accumulators to the rows' new scales: element (i, j) times f_i f_j
 #pragma unroll
         for (int t = 0; t < 5; ++t) {
             if (t >= T.n) continue;
+            const float r0 = sf[T.i[t] * 16 + gid], r1 = sf[T.i[t] * 16 + 8 + gid];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                mma3(acc[t][h][0], re, T.i[t], re, T.j[t], h);
-                mma3(acc[t][h][0], im, T.i[t], im, T.j[t], h);
-                mma3(acc[t][h][1], im, T.i[t], re, T.j[t], h);
+                const float c0 = sf[T.j[t] * 16 + h * 8 + 2 * tid], c1 = sf[T.j[t] * 16 + h * 8 + 2 * tid + 1];
+#pragma unroll
+                for (int p = 0; p < 2; ++p) {
+                    acc[t][h][p][0] *= r0 * c0;
+                    acc[t][h][p][1] *= r0 * c1;
+                    acc[t][h][p][2] *= r1 * c0;
+                    acc[t][h][p][3] *= r1 * c1;
+                }
             }
         }
-        // Im -= Ar Bi: negate Ar in place (the B operands left to use are all Bi)
+    }
+    Split re, im;
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            if (!(as & (1u << r))) continue;
+    for (int r = 0; r < 4; ++r) {
+        if (!(need & (1u << r))) continue;
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h) {
+            const int row = r * 16 + h * 8 + gid;
+            const float s = pow2(sk[row]);
+            const float4* p = reinterpret_cast<const float4*>(sb + row * GK_XT_LD + 4 * tid);
 #pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    re.hi[r][h][q] ^= 0x80000000u;
-                    re.lo[r][h][q] ^= 0x80000000u;
-                }
+            for (int q = 0; q < 2; ++q) {
+                const float4 v = p[q];  // frames 2 tid + 8q, + 1: (re, im, re, im)
+                const float x0 = v.x * s, y0 = v.y * s, x1 = v.z * s, y1 = v.w * s;
+                re.hi[r][h][q] = f16x2(x0, x1);
+                im.hi[r][h][q] = f16x2(y0, y1);
+                const float2 rh = f16x2_to_float2(re.hi[r][h][q]), ih = f16x2_to_float2(im.hi[r][h][q]);
+                re.lo[r][h][q] = f16x2(x0 - rh.x, x1 - rh.y);
+                im.lo[r][h][q] = f16x2(y0 - ih.x, y1 - ih.y);
+            }
         }
+    }
+    // Re += Ar Br + Ai Bi; Im += Ai Br
 #pragma unroll
-        for (int t = 0; t < 5; ++t) {
-            if (t >= T.n) continue;
+    for (int t = 0; t < 5; ++t) {
+        if (t >= T.n) continue;
 #pragma unroll
-            for (int h = 0; h < 2; ++h) mma3(acc[t][h][1], re, T.i[t], im, T.j[t], h);
+        for (int h = 0; h < 2; ++h) {
+            mma3(acc[t][h][0], re, T.i[t], re, T.j[t], h);
+            mma3(acc[t][h][0], im, T.i[t], im, T.j[t], h);
+            mma3(acc[t][h][1], im, T.i[t], re, T.j[t], h);
         }
+    }
+    // Im -= Ar Bi: negate Ar in place (the B operands left to use are all Bi), both halves
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        if (!(as & (1u << r))) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                re.hi[r][h][q] ^= 0x80008000u;
+                re.lo[r][h][q] ^= 0x80008000u;
+            }
+    }
+#pragma unroll
+    for (int t = 0; t < 5; ++t) {
+        if (t >= T.n) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) mma3(acc[t][h][1], re, T.i[t], im, T.j[t], h);
     }
 }
 
@@ -178,9 +230,12 @@ __host__ __device__ constexpr unsigned roles_of(unsigned CT) { return CT == 2 ? 
 struct RoundOp {  // a round of the warp's tiles
     Acc& acc;
     const float2* s;
+    const int* k;
+    const float* f;
+    bool rescale;
     unsigned gid, tid;
     template <int CT, int ROLE>
-    __device__ __forceinline__ void run() { round_tiles<CT, ROLE>(acc, s, gid, tid); }
+    __device__ __forceinline__ void run() { round_tiles<CT, ROLE>(acc, s, k, f, rescale, gid, tid); }
 };
 
 struct StoreOp {  // the warp's tiles into the epilogue's memory
@@ -224,12 +279,12 @@ __device__ __forceinline__ void tile_of(unsigned t, unsigned CT, unsigned& ti, u
 
 __device__ __forceinline__ void copy_async(float2* dst, const float* src, bool valid) {
     const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+    asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
 }
 
 __device__ __forceinline__ void copy_async(float2* dst, const float2* src, bool valid) {
     const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
+    asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
 }
 
 template <bool WIDE, class T>
@@ -237,6 +292,8 @@ __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __re
                                          gk_size_t sc, gk_size_t sf, gk_size_t sb, unsigned bins, unsigned N,
                                          unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
     __shared__ __align__(16) float sm[GK_XT_SMEM];
+    __shared__ int scale_k[GK_XT_BINS * GK_XT_ROWS];     // each row's scale exponent so far
+    __shared__ float scale_f[GK_XT_BINS * GK_XT_ROWS];   // this round's factor of its accumulators
     float2* stage = reinterpret_cast<float2*>(sm);  // 2 buffers of GK_XT_BUF
     const unsigned CT = (C + 15) / 16, tiles = CT * (CT + 1) / 2, rows = CT * 16, roles = roles_of(CT);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tid = lane & 3;
@@ -245,8 +302,8 @@ __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __re
     const unsigned f0 = g * N, rounds = (N + GK_XT_FRAMES - 1) / GK_XT_FRAMES;
     if (sizeof(T) == 4)  // real input: the copies fill .x only
         for (unsigned e = threadIdx.x; e < 2 * GK_XT_BUF; e += blockDim.x) stage[e] = make_float2(0.0f, 0.0f);
+    for (unsigned e = threadIdx.x; e < GK_XT_BINS * GK_XT_ROWS; e += blockDim.x) scale_k[e] = GK_XT_KMAX;
     __syncthreads();
-    // round r's frames of the CTA's bins into buffer r & 1
     // Each thread copies one bin's one frame of every (blockDim / 32)-th row: GK_XT_BINS *
     // GK_XT_FRAMES = 32 divides blockDim, so its bin, frame and first row are fixed, and a round
     // only moves its pointers (no index arithmetic per element)
@@ -255,7 +312,7 @@ __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __re
     const bool my_bin_valid = b0 + my_bin < b_end;
     const T* my_x = x + (gk_size_t)row0 * sc + (gk_size_t)(f0 + my_frame) * sf + (gk_size_t)(b0 + my_bin) * sb;
     const gk_size_t x_step = (gk_size_t)row_step * sc;
-    float2* my_stage = stage + (my_bin * GK_XT_ROWS + row0) * GK_XT_LD + my_frame;
+    float2* my_stage = stage + (my_bin * GK_XT_ROWS + row0) * GK_XT_LD + frame_slot(my_frame);
     // round r's frames of the CTA's bins into buffer r & 1
     auto fill = [&](unsigned r) {
         float2* dst = my_stage + (r & 1) * GK_XT_BUF;
@@ -285,9 +342,34 @@ __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __re
             asm volatile("cp.async.wait_group 0;\n" ::);
         }
         __syncthreads();
-        const float2* s = stage + (r & 1) * GK_XT_BUF + bb * GK_XT_ROWS * GK_XT_LD;
-        by_role<WIDE>(CT, role, RoundOp{acc, s, gid, tid});
-        __syncthreads();  // the buffer is read: the next round's copies may take it
+        const float2* s = stage + (r & 1) * GK_XT_BUF;
+        // each row's largest magnitude this round sets its scale; a fall rescales its accumulators
+        bool fell = false;
+        for (unsigned e = threadIdx.x; e < GK_XT_BINS * rows; e += blockDim.x) {
+            const unsigned bin = e / rows, row = e % rows;
+            const float4* p = reinterpret_cast<const float4*>(s + (bin * GK_XT_ROWS + row) * GK_XT_LD);
+            float m = 0.0f;
+#pragma unroll
+            for (int i = 0; i < GK_XT_FRAMES / 2; ++i) {
+                const float4 v = p[i];
+                m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+            }
+            // m = u 2^e, u in [0.5, 1): m 2^(TOP - e) in [2^(TOP-1), 2^TOP)
+            const int e2 = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
+            int k = GK_XT_TOP - e2;
+            k = k > GK_XT_KMAX ? GK_XT_KMAX : k < -GK_XT_KMAX ? -GK_XT_KMAX : k;
+            const int* kp = scale_k + bin * GK_XT_ROWS + row;
+            const int old = *kp;
+            const int knew = k < old ? k : old;
+            scale_k[bin * GK_XT_ROWS + row] = knew;
+            // 2^-(fall): 1 if none; below a float's range 0 (a row that was all zeros: so are its sums)
+            scale_f[bin * GK_XT_ROWS + row] = knew - old < -GK_XT_KMAX ? 0.0f : pow2(knew - old);
+            fell |= knew < old;
+        }
+        const bool rescale = __syncthreads_or(fell) && r > 0;  // round 0: the accumulators are zero
+        by_role<WIDE>(CT, role, RoundOp{acc, s + bb * GK_XT_ROWS * GK_XT_LD, scale_k + bb * GK_XT_ROWS,
+                                        scale_f + bb * GK_XT_ROWS, rescale, gid, tid});
+        __syncthreads();  // the buffer and the factors are read: the next round may take them
     }
     by_role<WIDE>(CT, role, StoreOp{acc, sm, bb, gid, tid});
     __syncthreads();
@@ -300,8 +382,10 @@ __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __re
         tile_of(tile, CT, I, J);
         const unsigned i = I * 16 + el / 16, j = J * 16 + el % 16, b = b0 + i0;
         if (i <= j && j < C && b < b_end) {
-            const float re = sm[((tile * 2) * GK_XT_BINS + i0) * GK_XT_RLD + el];
-            const float im = sm[((tile * 2 + 1) * GK_XT_BINS + i0) * GK_XT_RLD + el];
+            // undo the rows' scales one at a time: their product may leave a float's range
+            const float si = pow2(-scale_k[i0 * GK_XT_ROWS + i]), sj = pow2(-scale_k[i0 * GK_XT_ROWS + j]);
+            const float re = sm[((tile * 2) * GK_XT_BINS + i0) * GK_XT_RLD + el] * si * sj;
+            const float im = sm[((tile * 2 + 1) * GK_XT_BINS + i0) * GK_XT_RLD + el] * si * sj;
             const gk_size_t p = (gk_size_t)i * C - ((gk_size_t)i * (i - 1)) / 2 + (j - i);
             out[(p * G + g) * bins + b] = make_float2(re * scale, im * scale);
         }
