@@ -11,7 +11,7 @@ implementations:
   (FP32, all C x C entries), a kernel packing the pairs i <= j.
 
 ``auto`` takes ``tensor`` up to 64 inputs, cublas above: on an H200 (1024 bins, 256 frames, N = 64)
-the tensor kernel took 0.42 to 0.87 of the FP32 kernel's time at 8 to 64 inputs (183 against 287 us
+the tensor kernel took 0.44 to 0.83 of the FP32 kernel's time at 8 to 64 inputs (183 against 288 us
 at 64). Figures: docs/benchmarks.md.
 """
 
