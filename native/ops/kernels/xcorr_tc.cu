@@ -20,11 +20,12 @@
 // tiles, paired so that at 64 inputs each warp holds 5 tiles (80 accumulators). Frames stream
 // through shared memory in rounds of 16, double-buffered by cp.async (zero-filled past the
 // inputs, the bins and the run; each copy asks L2 for the 128 bytes around it, which the CTAs of
-// the next bins read: a CTA's 2 bins are 16 bytes of a row's frame), raw complex rows of GK_XT_LD 8-byte words with the frames in the
-// order 0 1 8 9 2 3 10 11 ...: a thread's four frames of a row are adjacent (two 16-byte loads)
-// and a warp's loads fall in distinct banks. The epilogue puts the tiles in shared memory (bins
-// innermost) and writes the pairs with the CTA's bins adjacent (coalesced along bins), divided
-// by the run's frame count and the rows' scales. Input element (c, f, b) at c*sc + f*sf + b*sb,
+// the next bins read: a CTA's 2 bins are 16 bytes of a row's frame), raw complex rows of
+// GK_XT_LD 8-byte words with the frames in the order 0 1 8 9 2 3 10 11 ...: a thread's four
+// frames of a row are adjacent (two 16-byte loads) and a warp's loads fall in distinct banks.
+// The epilogue puts the tiles in shared memory (bins innermost) and writes the pairs with the
+// CTA's bins adjacent (coalesced along bins), divided by the run's frame count and the rows'
+// scales. Input element (c, f, b) at c*sc + f*sf + b*sb,
 // as gk_xcorr_gather (kernels/xcorr.cu).
 #include "gk_common.cuh"
 
