@@ -139,21 +139,17 @@ def run_figures(stats: Path) -> dict[str, Any]:
 
 def run_planned(plan: list[dict[str, Any]], folder: Path, *, same_process: bool, client: bool, timeout: float,
                 cpus: str | None) -> list[dict[str, Any]]:
-    """Each planned run ({tag, argv, view}) in order: with ``same_process`` one after another in one
-    worker process (``--worker``: each run is gk-stream's own main), else a process each. The
+    """Each planned run ({tag, argv, view}) in order, through gk-stream's own main in a worker
+    process (``--worker``): all of them in one with ``same_process``, else a worker each. The
     WebSocket client of a view run reads from this process. Each run's figures, with what the
     client read."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     taskset = ["taskset", "-c", cpus] if cpus else []  # every run on the same CPUs (and memory node)
-    batches = [plan] if same_process else [[item] for item in plan]
     results: list[dict[str, Any]] = []
-    for batch in batches:
-        if same_process:
-            plan_file = folder / "plan.json"
-            plan_file.write_text(json.dumps(batch))
-            cmd = [*taskset, sys.executable, str(Path(__file__).resolve()), "--worker", str(plan_file)]
-        else:
-            cmd = [*taskset, sys.executable, "-m", "pygpukit_dsp.cli", *batch[0]["argv"]]
+    for i, batch in enumerate([plan] if same_process else [[item] for item in plan]):
+        plan_file = folder / f"plan_{i}.json"
+        plan_file.write_text(json.dumps(batch))
+        cmd = [*taskset, sys.executable, str(Path(__file__).resolve()), "--worker", str(plan_file)]
         results += _run_batch(cmd, batch, env, client, timeout * len(batch), folder)
     return results
 
@@ -162,7 +158,7 @@ def _run_batch(cmd: list[str], batch: list[dict[str, Any]], env: dict[str, str],
                folder: Path) -> list[dict[str, Any]]:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     watchers: list[ViewClient | None] = []  # one a view run, in order
-    done: list[int] = []  # each finished run's exit status, in order (a process per run: its own)
+    done: list[int] = []  # each finished run's exit status, in order
     err_lines: list[str] = []
 
     def read_stderr() -> None:
@@ -182,14 +178,10 @@ def _run_batch(cmd: list[str], batch: list[dict[str, Any]], env: dict[str, str],
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise SystemExit(f"view_cost: {batch[len(done)]['tag'] if len(done) < len(batch) else 'a run'} "
-                         f"ran past its {timeout:.0f} s")
+        raise SystemExit(f"view_cost: {batch[min(len(done), len(batch) - 1)]['tag']} ran past {timeout:.0f} s")
     reader.join(10)
-    if len(batch) == 1 and not done:
-        done.append(rc)
-    failed = next((i for i, r in enumerate(done) if r != 0), None)
-    if rc != 0 or failed is not None or len(done) != len(batch):
-        tag = batch[failed if failed is not None else min(len(done), len(batch) - 1)]["tag"]
+    if rc != 0 or len(done) != len(batch) or any(done):  # the first run that did not end well
+        tag = batch[next((i for i, r in enumerate(done) if r != 0), min(len(done), len(batch) - 1))]["tag"]
         raise SystemExit(f"view_cost: {tag} failed (exit {rc}):\n{''.join(err_lines)[-3000:]}")
     out, views = [], iter(watchers)
     for item in batch:
@@ -259,6 +251,17 @@ def spread(runs: list[dict[str, Any]], key: str) -> float | None:
     return max(plain) / min(plain) if plain else None
 
 
+def judged(w: dict[str, Any], figure: str, target: float, *, at_least: bool) -> dict[str, Any]:
+    """``w`` with its pairs' ratios of ``figure``, their median against ``target`` (at least it, or
+    at most), the spread of the runs without the view and the median's bootstrap interval."""
+    ratios = pair_ratios(w["runs"], figure)
+    ratio = statistics.median(ratios)
+    w.update(figure=figure, ratios=ratios, ratio=ratio, target=target,
+             meets=ratio >= target if at_least else ratio <= target,
+             plain_spread=spread(w["runs"], figure), interval_90=median_interval(ratios))
+    return w
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"))
@@ -290,20 +293,12 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         if "w2" in wanted:
             w2 = measure("w2", w2_file, args, ["--blocks", str(args.w2_blocks)], folder)
-            ratios = pair_ratios(w2["runs"], "samples_per_s")
-            w2.update(figure="samples_per_s", ratios=ratios, ratio=statistics.median(ratios), target=W2_TARGET,
-                      meets=statistics.median(ratios) >= W2_TARGET, plain_spread=spread(w2["runs"], "samples_per_s"),
-                      interval_90=median_interval(ratios))
-            report["workloads"]["w2"] = w2
+            report["workloads"]["w2"] = judged(w2, "samples_per_s", W2_TARGET, at_least=True)
         if "w1" in wanted:
             w1 = measure("w1", w1_file, args, ["--duration", str(args.seconds)], folder)
-            ratios = pair_ratios(w1["runs"], "p99_us")
             sched = pair_ratios(w1["runs"], "scheduler_p99_us")
-            w1.update(figure="p99_us", ratios=ratios, ratio=statistics.median(ratios), target=W1_TARGET,
-                      meets=statistics.median(ratios) <= W1_TARGET,
-                      scheduler_ratio=statistics.median(sched) if sched else None,
-                      plain_spread=spread(w1["runs"], "p99_us"), interval_90=median_interval(ratios))
-            report["workloads"]["w1"] = w1
+            w1["scheduler_ratio"] = statistics.median(sched) if sched else None
+            report["workloads"]["w1"] = judged(w1, "p99_us", W1_TARGET, at_least=False)
     for name, w in report["workloads"].items():
         lo, hi = w["interval_90"]
         print(f"{name}: with/without {w['figure']} {w['ratio']:.3f} (median of {args.pairs}, 90% {lo:.3f}-{hi:.3f}; "
