@@ -494,6 +494,20 @@ void bind_engine(py::module_& m) {
             },
             py::arg("slot"), py::arg("block"),
             "Copy a block into the (free) slot's pinned input and zero the tail.")
+        .def(
+            "fill_bytes",
+            [](gk::StreamEngine& e, int slot, int64_t offset, const py::array& block) {
+                if (!(block.flags() & py::array::c_style))
+                    throw std::invalid_argument("fill_bytes() takes a C-contiguous array");
+                if (offset < 0) throw std::invalid_argument("fill_bytes(): the offset is negative");
+                const void* src = block.data();
+                const size_t bytes = static_cast<size_t>(block.nbytes());
+                py::gil_scoped_release release;
+                e.fill_bytes(slot, static_cast<size_t>(offset), src, bytes);
+            },
+            py::arg("slot"), py::arg("offset"), py::arg("block"),
+            "Copy a C-contiguous array's bytes into the (free) slot's pinned input at a byte offset\n"
+            "(a graph's source into its slice), the rest of the input as it was.")
         .def("wait", &gk::StreamEngine::wait, py::arg("slot"), py::call_guard<py::gil_scoped_release>(),
              "Block until the slot's block is done; returns its valid output items.")
         .def("reset", &gk::StreamEngine::reset, py::call_guard<py::gil_scoped_release>())

@@ -229,6 +229,9 @@ public:
     // Copies `block` (channels x n_valid items, C order) into the free slot's pinned input and
     // zero-fills the tail (non-temporal stores where available). process() = fill + submit + wait.
     void fill(int slot, const void* block, int64_t n_valid);
+    // `bytes` bytes from `src` into the free slot's pinned input at byte `offset`, the rest of it as
+    // it was (a graph's source into its slice of the packed input; non-temporal stores as fill()).
+    void fill_bytes(int slot, size_t offset, const void* src, size_t bytes);
     // fill()'s argument checks alone (the slot exists and is free, 1 <= n_valid <= items).
     void check_fill(int slot, int64_t n_valid) const;
     // Non-finite input in the block last completed in `slot`: {count, index of the first} (the

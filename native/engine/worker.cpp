@@ -216,6 +216,23 @@ void StreamEngine::fill(int s, const void* block, int64_t n) {
     copy_into_slot(*slots_[static_cast<size_t>(s)], block, n);
 }
 
+void StreamEngine::fill_bytes(int s, size_t offset, const void* src, size_t bytes) {
+    if (s < 0 || s >= slots())
+        throw std::invalid_argument("slot " + std::to_string(s) + " does not exist (slots 0.." +
+                                    std::to_string(slots() - 1) + ")");
+    Slot& slot = *slots_[static_cast<size_t>(s)];
+    if (slot.state.load() != kFree)
+        throw std::invalid_argument("slot " + std::to_string(s) + " still holds a submitted block");
+    const size_t size = slot.h_in->nbytes();
+    if (offset > size || bytes > size - offset)
+        throw std::invalid_argument("fill_bytes(): bytes [" + std::to_string(offset) + ", " +
+                                    std::to_string(offset + bytes) + ") lie outside the slot's " +
+                                    std::to_string(size) + "-byte input");
+    init_input(slot);  // the bytes it does not write read as zeros
+    copy_to_pinned(static_cast<unsigned char*>(slot.h_in->data()) + offset, static_cast<const unsigned char*>(src),
+                   bytes);
+}
+
 void StreamEngine::check_fill(int s, int64_t n) const {
     // a graph's sources are written into their slices of the packed input (CudaGraphEngine), or
     // the packed input is written whole (a full block of every source: run_paced, the instrument)

@@ -128,8 +128,14 @@ class CudaGraphEngine(CudaEngine):
         if views is None:
             views = self._in_views[slot] = self._views(self._engine.input_slot(slot), self.plan.sources.values(),
                                                        self._src_specs)
-        for view, block in zip(views, blocks):
-            view[:, :n] = block
+        for view, block, (offset, _) in zip(views, blocks, self.plan.sources.values()):
+            b = np.asarray(block)
+            if n == view.shape[1] and b.dtype == view.dtype and b.flags.c_contiguous:
+                # a full block is its slice's bytes: one native copy, without the GIL, with the
+                # chain's non-temporal stores (the GPU then reads it from memory, not the CPU's caches)
+                self._engine.fill_bytes(slot, int(offset), b)
+                continue
+            view[:, :n] = b
             if n < view.shape[1]:
                 view[:, n:] = 0
         self._note_input(slot, n)

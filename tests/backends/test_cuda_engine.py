@@ -190,6 +190,27 @@ res["out_bad"] = bad
 e.close()
 res["after_close"] = bool(np.array_equal(y2, x + 2))  # the arrays own their memory
 
+# 2c. fill_bytes(): an array's bytes at an offset of the slot's input (a graph's source slice)
+e = _native.StreamEngine(dev, chain, use_graph=False)
+e.fill_bytes(0, 16 * 4, np.arange(16, dtype=np.float32) + 100)
+fb = {"row": e.input_slot(0)[1].tolist() == list(range(100, 116)),
+      "rest_zero": bool(np.all(e.input_slot(0)[[0, 2]] == 0))}
+e.submit(0, 16)
+e.wait(0)
+fb["through"] = bool(np.array_equal(e.output_slot(0)[1], np.arange(16) + 100))
+e.submit(1, 16)
+for label, args in {"past_end": (0, 3 * 16 * 4 - 4, np.zeros(2, np.float32)), "negative": (0, -4, np.zeros(1, np.float32)),
+                    "strided": (0, 0, np.zeros(8, np.float32)[::2]), "submitted": (1, 0, np.zeros(4, np.float32)),
+                    "no_slot": (7, 0, np.zeros(4, np.float32))}.items():
+    try:
+        e.fill_bytes(*args)
+        fb[label] = None
+    except ValueError as exc:
+        fb[label] = str(exc)
+e.wait(1)
+e.close()
+res["fill_bytes"] = fb
+
 # 3. Misuse is refused with clear errors.
 e = _native.StreamEngine(dev, [gain], use_graph=False)
 msgs = {}
@@ -289,6 +310,16 @@ def test_fake_final_partial_block_runs_eagerly(fake_results):
     assert (c["blocks"], c["h2d_copies"], c["d2h_copies"], c["completion_waits"]) == (51, 51, 51, 51)
     assert c["graph_launches"] == 50 and c["eager_blocks"] == 1
     assert fake_results["graphs_after_close"] == 0
+
+
+def test_fake_fill_bytes_writes_a_slice_and_refuses_what_lies_outside(fake_results):
+    fb = fake_results["fill_bytes"]
+    assert fb["row"] and fb["rest_zero"] and fb["through"]
+    assert "lie outside the slot's 192-byte input" in fb["past_end"]
+    assert "negative" in fb["negative"]
+    assert "C-contiguous" in fb["strided"]
+    assert "still holds a submitted block" in fb["submitted"]
+    assert "does not exist" in fb["no_slot"]
 
 
 def test_fake_data_moves_through_slots_and_edges(fake_results):

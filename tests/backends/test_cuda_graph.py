@@ -106,6 +106,42 @@ def test_counters_one_copy_per_source_and_sink_one_launch_per_block(options):
         eng.close()
 
 
+class _CountingFills:
+    """The native engine, counting its fill_bytes() calls."""
+
+    def __init__(self, engine):
+        self._native, self.fills = engine, 0
+
+    def fill_bytes(self, *args):
+        self.fills += 1
+        return self._native.fill_bytes(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._native, name)
+
+
+@pytest.mark.parametrize("options", [{}, {"mapped_io": True}])
+def test_contiguous_full_blocks_fill_their_slices_natively_and_equal_strided_ones(options):
+    g = mixed(64)
+    x = _mixed_inputs(64 * 6 + 9)
+    fast, slow = _engine(g, MIXED_FORMAT, **options), _engine(g, MIXED_FORMAT, **options)
+    fast._engine, slow._engine = _CountingFills(fast._engine), _CountingFills(slow._engine)
+    cpu = open_backend(g, g.specs(MIXED_FORMAT), "cpu")
+    try:
+        for k in range(7):
+            strided = (x["a"][:, 64 * k:64 * (k + 1)], x["b"][:, 64 * k:64 * (k + 1)])
+            contiguous = tuple(np.ascontiguousarray(b) for b in strided)
+            assert not strided[0].flags.c_contiguous and contiguous[0].flags.c_contiguous
+            final = k == 6  # 9 items: the partial final block goes through the slices' views
+            got, ref, want = fast.process(contiguous, final), slow.process(strided, final), cpu.process(strided, final)
+            for a, b, c in zip(got, ref, want):
+                assert np.array_equal(a, b) and rel_err(a, c) < 1e-6
+        assert fast._engine.fills == 2 * 6 and slow._engine.fills == 0
+    finally:
+        fast.close()
+        slow.close()
+
+
 def test_submit_collect_views_per_sink_and_a_graph_run_accounts_each_sink(tmp_path):
     g = mixed(128)
     x = _mixed_inputs(128 * 2)
