@@ -10,7 +10,7 @@ bins a CTA, laid out as the kernel lays them. Needs CuPy.
 import numpy as np, cupy as cp
 
 src = r'''
-// the tensor kernel's fill: CTA (BINS bins, run y); a thread copies one bin's one frame of every
+// the tensor kernel's fill: CTA (BINS bins, output frame blockIdx.y); a thread copies one bin's one frame of every
 // (blockDim / (BINS * 16))-th input, 16 frames a round
 extern "C" __global__ void read_pattern(float* sink, const float2* x, unsigned F, unsigned B, unsigned N,
                                         unsigned BINS, unsigned C) {
@@ -25,7 +25,7 @@ extern "C" __global__ void read_pattern(float* sink, const float2* x, unsigned F
         }
     if (s == 123.0f) sink[0] = s;  // never: keeps the loads
 }
-// the epilogue: CTA (BINS bins, run y) writes every pair of its bins, consecutive threads its bins
+// the epilogue: CTA (BINS bins, output frame blockIdx.y) writes every pair of its bins, consecutive threads its bins
 extern "C" __global__ void write_pattern(float2* out, unsigned P, unsigned G, unsigned B, unsigned BINS) {
     const unsigned b0 = blockIdx.x * BINS, g = blockIdx.y;
     for (unsigned e = threadIdx.x; e < P * BINS; e += blockDim.x)
