@@ -148,6 +148,10 @@ class HostStandIn:
     def input_slot(self, s):
         return self._in[s]
 
+    def fill_bytes(self, s, offset, block):
+        flat = self._in[s].reshape(-1).view("uint8")
+        flat[offset:offset + block.nbytes] = block.reshape(-1).view("uint8")
+
     def output_slot(self, s):
         return self._out[s]
 
