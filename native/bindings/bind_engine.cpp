@@ -11,6 +11,7 @@
 #include "../engine/dispatcher.h"
 #include "../engine/floor.h"
 #include "../engine/paced.h"
+#include "../engine/pinned_copy.h"
 #include "../engine/stream_engine.h"
 #include "../engine/wake.h"
 #include "bindings.h"
@@ -287,6 +288,39 @@ void bind_engine(py::module_& m) {
           py::arg("us"), "Tests: set the calling thread's wake guard (0 forgets what it learned).");
     m.def("wake_guard_next", &gk::wake_guard_next, py::arg("guard_ns"), py::arg("late_ns"),
           "Tests: the guard after a sleep that woke late_ns late.");
+    m.def("copy_threads", &gk::copy_threads,
+          "Threads a large copy into a slot's pinned input uses, the caller included (native/engine/pinned_copy.h).");
+    m.def("set_copy_threads", [](int n) {
+              if (n < 0) throw py::value_error("copy threads must be >= 1 (or 0: the default)");
+              gk::set_copy_threads(n);
+          },
+          py::arg("n"), "Threads a large copy into pinned memory uses (1: the caller alone; 0: the default, "
+          "GK_COPY_THREADS or a quarter of the cores, 1 to 4).");
+    m.def("copy_stats", [] {
+              const gk::CopyStats s = gk::copy_stats();
+              py::dict d;
+              d["split_copies"] = s.split_copies;
+              d["chunks"] = s.chunks;
+              d["helper_chunks"] = s.helper_chunks;
+              return d;
+          },
+          "Copies into pinned memory split over threads since the process started: split_copies, chunks, "
+          "helper_chunks (the chunks a helper thread took).");
+    m.def("copy_bytes", [](py::array dst, py::array src) {
+              if (!(dst.flags() & py::array::c_style) || !(src.flags() & py::array::c_style))
+                  throw py::value_error("copy_bytes() takes C-contiguous arrays");
+              if (!dst.writeable()) throw py::value_error("copy_bytes(): dst is read-only");
+              if (dst.nbytes() != src.nbytes())
+                  throw py::value_error("copy_bytes(): dst holds " + std::to_string(dst.nbytes()) + " bytes, src " +
+                                        std::to_string(src.nbytes()));
+              auto* d = static_cast<unsigned char*>(dst.mutable_data());
+              const auto* s = static_cast<const unsigned char*>(src.data());
+              const size_t n = static_cast<size_t>(src.nbytes());
+              py::gil_scoped_release release;
+              gk::copy_to_pinned(d, s, n);
+          },
+          py::arg("dst"), py::arg("src"),
+          "dst <- src as a slot's fill copies (non-temporal stores, large copies split over the copy threads).");
     m.def(
         "run_paced",
         [](py::list engines, std::vector<uint64_t> periods_ns, std::vector<uint64_t> phases_ns, py::list inputs,

@@ -4,9 +4,6 @@
 
 #include <chrono>
 #include <cstring>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <deque>
 #include <stdexcept>
 
@@ -15,6 +12,7 @@
 #include "gk/device.h"
 #include "gk/loader.h"
 #include "gk/memory.h"
+#include "pinned_copy.h"
 
 namespace gk {
 
@@ -23,24 +21,6 @@ using engine_detail::Clock;
 using engine_detail::kPollUs;
 using engine_detail::now_ns;
 
-namespace {
-// Copies into pinned memory with non-temporal stores where the CPU allows it: the GPU's DMA then
-// reads the block from memory instead of snooping the lines the CPU has just dirtied in its caches.
-void copy_to_pinned(unsigned char* dst, const unsigned char* src, size_t bytes) {
-#if defined(__SSE2__)
-    if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-        const size_t vecs = bytes / 16;
-        auto* d = reinterpret_cast<__m128i*>(dst);
-        const auto* v = reinterpret_cast<const __m128i*>(src);
-        for (size_t i = 0; i < vecs; ++i) _mm_stream_si128(d + i, _mm_loadu_si128(v + i));
-        std::memcpy(dst + vecs * 16, src + vecs * 16, bytes - vecs * 16);
-        _mm_sfence();
-        return;
-    }
-#endif
-    std::memcpy(dst, src, bytes);
-}
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The worker thread

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..arrays_interop import is_device_array as _is_device_array
 from ..errors import ConfigError, StreamFault
 from ..nonfinite import DEFAULT_POLICY, find_nonfinite
 from .cuda_engine import CudaEngine
@@ -94,15 +95,16 @@ class CudaGraphEngine(CudaEngine):
             raise StreamFault("the CUDA engine is closed")
         if isinstance(blocks, np.ndarray):
             blocks = (blocks,)
+        filled = self._fill_full(blocks)
+        if filled is not None:
+            return filled
         if len(blocks) != len(self._sources):
             raise ValueError(f"the graph reads {len(self._sources)} sources ({', '.join(self._sources)}); "
                              f"got {len(blocks)} blocks")
         slot = self._next
         if self._busy[slot]:
             raise ValueError(f"slot {slot} still holds an uncollected block: collect({slot}) first")
-        from ..arrays_interop import is_device_array
-
-        if any(is_device_array(b) for b in blocks):
+        if any(_is_device_array(b) for b in blocks):
             raise ConfigError("submit() and process_split() of a graph take host (NumPy) blocks: GPU arrays go "
                               "through process(), "
                               "which keeps them on the GPU", hint="call engine.process(blocks, final)")
@@ -131,13 +133,33 @@ class CudaGraphEngine(CudaEngine):
         for view, block, (offset, _) in zip(views, blocks, self.plan.sources.values()):
             b = np.asarray(block)
             if n == view.shape[1] and b.dtype == view.dtype and b.flags.c_contiguous:
-                # a full block is its slice's bytes: one native copy, without the GIL, with the
-                # chain's non-temporal stores (the GPU then reads it from memory, not the CPU's caches)
-                self._engine.fill_bytes(slot, int(offset), b)
+                self._engine.fill_bytes(slot, int(offset), b)  # as _fill_full
                 continue
             view[:, :n] = b
             if n < view.shape[1]:
                 view[:, n:] = 0
+        self._note_input(slot, n)
+        self._slot_n[slot] = n
+        return slot, n
+
+    def _fill_full(self, blocks: Any) -> "tuple[int, int] | None":
+        """The common step, checked in few operations: a full, C-contiguous NumPy block of each
+        source's shape and dtype goes into its slice natively. None: anything else, for the
+        checks and messages of the general path."""
+        slot = self._next
+        views = self._in_views[slot]
+        if views is None or self._busy[slot] or len(blocks) != len(views):
+            return None
+        for view, b in zip(views, blocks):
+            if type(b) is not np.ndarray or b.shape != view.shape or b.dtype != view.dtype \
+                    or not b.flags.c_contiguous or b.shape[1] != self._items:
+                return None
+        self._settle_device_blocks()  # device blocks queued before count their NaN/Inf first
+        for b, (offset, _) in zip(blocks, self.plan.sources.values()):
+            # the slice's bytes: one native copy, without the GIL, with the chain's non-temporal
+            # stores (the GPU then reads it from memory, not the CPU's caches), split over the copy threads
+            self._engine.fill_bytes(slot, int(offset), b)
+        n = int(blocks[0].shape[1])
         self._note_input(slot, n)
         self._slot_n[slot] = n
         return slot, n
@@ -178,10 +200,8 @@ class CudaGraphEngine(CudaEngine):
         (cuda_device_io.GraphDeviceBlocks)."""
         if out is not None:
             raise ValueError("a graph's engine returns one block per output: process(out=...) is for a chain")
-        from ..arrays_interop import is_device_array
-
         group = blocks if isinstance(blocks, (tuple, list)) else (blocks,)
-        on_gpu = [is_device_array(b) for b in group]
+        on_gpu = [type(b) is not np.ndarray and _is_device_array(b) for b in group]
         if any(on_gpu):
             if not all(on_gpu):
                 raise ConfigError("a graph's blocks of one step are all GPU arrays or all host arrays, got both",
