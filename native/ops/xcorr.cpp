@@ -9,7 +9,7 @@
 //
 // tensor: gk_xcorr_tc_* (kernels/xcorr_tc.cu) on the FP16 tensor cores (every SM 8.0+ GPU, which
 // pygpukit-dsp needs) at FP32 accuracy: each value scaled by its row's power of two and split in
-// two FP16 parts, three products with FP32 accumulation: 2 bins a CTA, 1 to 3 warps a bin, each
+// two FP16 parts, three products with FP32 accumulation: 4 bins a CTA, 1 to 3 warps a bin, each
 // holding its 16 x 16 tiles of pairs; the frames stream through shared memory by cp.async; reads
 // the input once, no scratch.
 // kernel: gk_xcorr_tiles_* (8 bins a CTA) or gk_xcorr_tiles7_* (7 bins, above 56 inputs) reads the
@@ -38,7 +38,10 @@ using dsp::launch;
 
 constexpr int64_t kIntMax = 2147483647;
 constexpr int64_t kKernelMaxInputs = 64;
-constexpr int64_t kTensorBins = 2;  // GK_XT_BINS of kernels/xcorr_tc.cu
+constexpr int64_t kTensorBins = 4;  // GK_XT_BINS of kernels/xcorr_tc.cu
+// its dynamic shared memory, GK_XT_SMEM floats: the epilogue's tiles (bins x 10 tiles x 2 parts
+// x GK_XT_RLD floats), larger than the two staging buffers (2 x bins x 64 rows x GK_XT_LD float2)
+constexpr int64_t kTensorSmemBytes = kTensorBins * 10 * 2 * 264 * 4;
 
 unsigned u32(int64_t v) { return static_cast<unsigned>(v); }
 unsigned long long u64(int64_t v) { return static_cast<unsigned long long>(v); }
@@ -91,6 +94,9 @@ public:
                                             : (c64 ? "gk_xcorr_tc_narrow_c64" : "gk_xcorr_tc_narrow_f32"));
             tile_bins_ = kTensorBins;
             tile_threads_ = 32 * kTensorBins * (ct == 2 ? 3 : wide ? 2 : 1);  // roles_of in kernels/xcorr_tc.cu
+            tile_smem_ = kTensorSmemBytes;
+            if (tiles_->attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) < tile_smem_)
+                tiles_->set_max_dynamic_shared_memory(static_cast<int>(tile_smem_));
             split_ = dsp::split_units(B_, C_ * F_ + P_ * G_, kTensorBins);
             use_kernel_ = true;
             return;
@@ -145,7 +151,8 @@ private:
         const int64_t nb = b1 - b0;
         if (nb <= 0) return;
         if (use_kernel_) {
-            launch(*tiles_, dim(u32(ceil_div(nb, tile_bins_)), u32(G_)), dim(u32(tile_threads_)), 0, s, out, in,
+            launch(*tiles_, dim(u32(ceil_div(nb, tile_bins_)), u32(G_)), dim(u32(tile_threads_)),
+                   static_cast<unsigned>(tile_smem_), s, out, in,
                    u32(C_), u64(sc_), u64(sf_), u64(sb_), u32(B_), u32(N_), u32(G_), u32(n_valid),
                    u32(b0), u32(b1));
             return;
@@ -177,7 +184,7 @@ private:
     std::shared_ptr<Module> module_;
     std::shared_ptr<Kernel> gather_, pack_, tiles_;
     bool use_kernel_ = false;
-    int64_t tile_threads_ = 64, tile_bins_ = 8;
+    int64_t tile_threads_ = 64, tile_bins_ = 8, tile_smem_ = 0;
     dsp::UnitSplit split_;
 };
 

@@ -12,28 +12,31 @@
 // operand comes from one set of fragments: with v[r][h][q] the frames k0 + 2 tid + 8q (and + 1)
 // of row 16r + 8h + gid, the B operand (col-major 16 x 8) of block r's half h is {v[r][h][0],
 // v[r][h][1]} and the A operand (row-major 16 x 16) of block r is {v[r][0][0], v[r][1][0],
-// v[r][0][1], v[r][1][1]}. So a warp loads each frame of each block it touches once a round,
-// splits it once, and uses it as A and as B of all its tiles.
+// v[r][0][1], v[r][1][1]}. So a warp splits a block's frames once and uses them as A and as B;
+// it keeps two blocks' fragments at a time (stream_tiles), so that 4 bins a CTA fit the 128
+// registers a thread has at 2 CTAs an SM (with four blocks' fragments live, ptxas spilled 332
+// bytes at 64 inputs; now 128).
 //
 // A CTA takes GK_XT_BINS bins; each bin has roles_of(CT) warps (CT = ceil(C / 16)): one up to 16
 // inputs, three (a tile each) up to 32, two above, which split its CT(CT+1)/2 tiles as rows of
 // tiles, paired so that at 64 inputs each warp holds 5 tiles (80 accumulators). Frames stream
 // through shared memory in rounds of 16, double-buffered by cp.async (zero-filled past the
 // inputs, the bins and the run; each copy asks L2 for the 128 bytes around it, which the CTAs of
-// the next bins read: a CTA's 2 bins are 16 bytes of a row's frame), raw complex rows of
+// the next bins read: a CTA's 4 bins are 32 bytes of a row's frame), raw complex rows of
 // GK_XT_LD 8-byte words with the frames in the order 0 1 8 9 2 3 10 11 ...: a thread's four
 // frames of a row are adjacent (two 16-byte loads) and a warp's loads fall in distinct banks.
 // The epilogue puts the tiles in shared memory (bins innermost) and writes the pairs with the
-// CTA's bins adjacent (coalesced along bins), divided by the run's frame count and the rows'
-// scales. Input element (c, f, b) at c*sc + f*sf + b*sb,
-// as gk_xcorr_gather (kernels/xcorr.cu).
+// CTA's bins adjacent: whole 32-byte sectors (with 2 bins a CTA, half sectors, the writes alone ran
+// at 0.78 TB/s on an H200 against 2.09 whole; benchmarks/xcorr_memory_floor.py), divided by the
+// run's frame count and the rows' scales. Shared memory is dynamic (GK_XT_SMEM floats, over
+// 48 KiB). Input element (c, f, b) at c*sc + f*sf + b*sb, as gk_xcorr_gather (kernels/xcorr.cu).
 #include "gk_common.cuh"
 
 #ifndef GK_XT_BINS
-#define GK_XT_BINS 2  // bins a CTA (GK_XT_BINS * 96 threads at most)
+#define GK_XT_BINS 4  // bins a CTA (GK_XT_BINS * 96 threads at most): 32 bytes, a sector, of each output row
 #endif
 #ifndef GK_XT_MIN_CTAS
-#define GK_XT_MIN_CTAS 3  // CTAs an SM (__launch_bounds__)
+#define GK_XT_MIN_CTAS 2  // CTAs an SM (__launch_bounds__: 128 registers a thread)
 #endif
 #define GK_XT_FRAMES 16
 #define GK_XT_LD 18
@@ -42,7 +45,7 @@
 #define GK_XT_RLD 264  // floats per (tile, part, bin) 16 x 16 in the epilogue: bins 8 banks apart
 #define GK_XT_TILES 10
 #define GK_XT_EPI (GK_XT_BINS * GK_XT_TILES * 2 * GK_XT_RLD)
-#define GK_XT_SMEM (4 * GK_XT_BUF > GK_XT_EPI ? 4 * GK_XT_BUF : GK_XT_EPI)  // floats
+#define GK_XT_SMEM (4 * GK_XT_BUF > GK_XT_EPI ? 4 * GK_XT_BUF : GK_XT_EPI)  // floats (dynamic: kTensorSmemBytes of xcorr.cpp)
 #define GK_XT_TOP 14  // a row's largest magnitude so far, scaled, is below 2^GK_XT_TOP (FP16: 65504)
 #define GK_XT_KMAX 126  // scale exponents stay in [-126, 126] (a float's normal range)
 
@@ -73,16 +76,18 @@ __device__ __forceinline__ void mma(float (&d)[4], unsigned a0, unsigned a1, uns
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// A value split in two FP16 parts, as fragments: [block][half][q], two frames a register
-struct Split {
-    unsigned hi[4][2][2], lo[4][2][2];
+// One 16-row block's values split in two FP16 parts, as fragments: real and imaginary, hi and
+// lo, [half][q], two frames a register
+struct Frag {
+    unsigned rh[2][2], rl[2][2], ih[2][2], il[2][2];
 };
 
-// d += A(block I) B(block J, half h) from the split parts, small terms first
-__device__ __forceinline__ void mma3(float (&d)[4], const Split& a, int I, const Split& b, int J, int h) {
-    mma(d, a.lo[I][0][0], a.lo[I][1][0], a.lo[I][0][1], a.lo[I][1][1], b.hi[J][h][0], b.hi[J][h][1]);
-    mma(d, a.hi[I][0][0], a.hi[I][1][0], a.hi[I][0][1], a.hi[I][1][1], b.lo[J][h][0], b.lo[J][h][1]);
-    mma(d, a.hi[I][0][0], a.hi[I][1][0], a.hi[I][0][1], a.hi[I][1][1], b.hi[J][h][0], b.hi[J][h][1]);
+// d += A B(half h) for one part of A and one of B given as hi / lo fragments, small terms first
+__device__ __forceinline__ void mma3(float (&d)[4], const unsigned (&ah)[2][2], const unsigned (&al)[2][2],
+                                     const unsigned (&bh)[2][2], const unsigned (&bl)[2][2], int h) {
+    mma(d, al[0][0], al[1][0], al[0][1], al[1][1], bh[h][0], bh[h][1]);
+    mma(d, ah[0][0], ah[1][0], ah[0][1], ah[1][1], bl[h][0], bl[h][1]);
+    mma(d, ah[0][0], ah[1][0], ah[0][1], ah[1][1], bh[h][0], bh[h][1]);
 }
 
 // The tiles of a warp: rows of tiles, paired (row 0 with row 3 at CT = 4) so the warps of a bin
@@ -101,18 +106,6 @@ __device__ constexpr Tiles role_tiles(int CT, int role) {
                                   : Tiles{5, {1, 1, 1, 2, 2}, {1, 2, 3, 2, 3}});
 }
 
-__device__ constexpr unsigned blocks_of(const Tiles& t) {  // bit r: the warp reads block r
-    unsigned m = 0;
-    for (int k = 0; k < t.n; ++k) m |= (1u << t.i[k]) | (1u << t.j[k]);
-    return m;
-}
-
-__device__ constexpr unsigned a_blocks_of(const Tiles& t) {  // bit r: block r is an A operand
-    unsigned m = 0;
-    for (int k = 0; k < t.n; ++k) m |= 1u << t.i[k];
-    return m;
-}
-
 typedef float Acc[5][2][2][4];  // [tile][half][re, im][c0..c3]
 
 // Position of frame f (0..15) in a staged row: a thread's frames 2t, 2t+1, 2t+8, 2t+9 adjacent
@@ -126,13 +119,111 @@ struct Scales {
 
 __device__ __forceinline__ float pow2(int k) { return __uint_as_float((unsigned)(k + 127) << 23); }
 
+// Block r's rows of the staged round, scaled by their rows' scales and split
+__device__ __forceinline__ void load_frag(Frag& f, const float2* __restrict__ sb, const int* __restrict__ sk, int r,
+                                          unsigned gid, unsigned tid) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = r * 16 + h * 8 + gid;
+        const float s = pow2(sk[row]);
+        const float4* p = reinterpret_cast<const float4*>(sb + row * GK_XT_LD + 4 * tid);
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const float4 v = p[q];  // frames 2 tid + 8q, + 1: (re, im, re, im)
+            const float x0 = v.x * s, y0 = v.y * s, x1 = v.z * s, y1 = v.w * s;
+            f.rh[h][q] = f16x2(x0, x1);
+            f.ih[h][q] = f16x2(y0, y1);
+            const float2 rh = f16x2_to_float2(f.rh[h][q]), ih = f16x2_to_float2(f.ih[h][q]);
+            f.rl[h][q] = f16x2(x0 - rh.x, x1 - rh.y);
+            f.il[h][q] = f16x2(y0 - ih.x, y1 - ih.y);
+        }
+    }
+}
+
+__device__ __forceinline__ void negate_im(Frag& f) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            f.ih[h][q] ^= 0x80008000u;
+            f.il[h][q] ^= 0x80008000u;
+        }
+}
+
+// Tile (I, J) += X_I X_J^H over the round from the fragments of blocks I (a) and J (b), which
+// are one in a diagonal tile: Re += Ar Br + Ai Bi; Im += Ai Br - Ar Bi (Bi negated in place, in a
+// diagonal tile Ai with it once its products are done, then restored)
+__device__ __forceinline__ void tile_mma(float (&acc)[2][2][4], const Frag& a, Frag& b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        mma3(acc[h][0], a.rh, a.rl, b.rh, b.rl, h);
+        mma3(acc[h][0], a.ih, a.il, b.ih, b.il, h);
+        mma3(acc[h][1], a.ih, a.il, b.rh, b.rl, h);
+    }
+    negate_im(b);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) mma3(acc[h][1], a.rh, a.rl, b.ih, b.il, h);
+    negate_im(b);
+}
+
+// The warp's tiles of a round (acc numbered as role_tiles), with at most two blocks' fragments
+// live: at 64 inputs the fragments of four blocks and the 80 accumulators would not fit the 128
+// registers a thread has at two CTAs an SM (the second role splits block 2 twice for it)
+template <int CT, int ROLE>
+__device__ __forceinline__ void stream_tiles(Acc& acc, const float2* __restrict__ sb, const int* __restrict__ sk,
+                                             unsigned gid, unsigned tid) {
+    Frag P, Q;
+    if (CT == 4 && ROLE == 0) {  // (0,0) (0,1) (0,2) (0,3) (3,3)
+        load_frag(P, sb, sk, 0, gid, tid);
+        tile_mma(acc[0], P, P);
+        load_frag(Q, sb, sk, 1, gid, tid);
+        tile_mma(acc[1], P, Q);
+        load_frag(Q, sb, sk, 2, gid, tid);
+        tile_mma(acc[2], P, Q);
+        load_frag(Q, sb, sk, 3, gid, tid);
+        tile_mma(acc[3], P, Q);
+        tile_mma(acc[4], Q, Q);
+    } else if (CT == 4) {  // (1,1) (1,2) (1,3) (2,2) (2,3)
+        load_frag(P, sb, sk, 2, gid, tid);
+        tile_mma(acc[3], P, P);
+        load_frag(Q, sb, sk, 3, gid, tid);
+        tile_mma(acc[4], P, Q);
+        load_frag(P, sb, sk, 1, gid, tid);
+        tile_mma(acc[2], P, Q);
+        tile_mma(acc[0], P, P);
+        load_frag(Q, sb, sk, 2, gid, tid);
+        tile_mma(acc[1], P, Q);
+    } else if (CT == 3 && ROLE == 0) {  // (0,0) (0,1) (0,2)
+        load_frag(P, sb, sk, 0, gid, tid);
+        tile_mma(acc[0], P, P);
+        load_frag(Q, sb, sk, 1, gid, tid);
+        tile_mma(acc[1], P, Q);
+        load_frag(Q, sb, sk, 2, gid, tid);
+        tile_mma(acc[2], P, Q);
+    } else if (CT == 3) {  // (1,1) (1,2) (2,2)
+        load_frag(P, sb, sk, 1, gid, tid);
+        tile_mma(acc[0], P, P);
+        load_frag(Q, sb, sk, 2, gid, tid);
+        tile_mma(acc[1], P, Q);
+        tile_mma(acc[2], Q, Q);
+    } else {  // CT 1 and 2: a tile a warp
+        constexpr Tiles T = role_tiles(CT, ROLE);
+        load_frag(P, sb, sk, T.i[0], gid, tid);
+        if (T.i[0] == T.j[0]) {
+            tile_mma(acc[0], P, P);
+        } else {
+            load_frag(Q, sb, sk, T.j[0], gid, tid);
+            tile_mma(acc[0], P, Q);
+        }
+    }
+}
+
 // One round of a warp's tiles; sb: the bin's staged rows, sk / sf: its rows' scale exponents and
 // this round's factors; rescale: some row's scale fell this round
 template <int CT, int ROLE>
 __device__ __forceinline__ void round_tiles(Acc& acc, const float2* __restrict__ sb, const int* __restrict__ sk,
                                             const float* __restrict__ sf, bool rescale, unsigned gid, unsigned tid) {
     constexpr Tiles T = role_tiles(CT, ROLE);
-    constexpr unsigned need = blocks_of(T), as = a_blocks_of(T);
     if (rescale) {  // the accumulators to the rows' new scales: element (i, j) times f_i f_j
 #pragma unroll
         for (int t = 0; t < 5; ++t) {
@@ -151,56 +242,7 @@ __device__ __forceinline__ void round_tiles(Acc& acc, const float2* __restrict__
             }
         }
     }
-    Split re, im;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-        if (!(need & (1u << r))) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = r * 16 + h * 8 + gid;
-            const float s = pow2(sk[row]);
-            const float4* p = reinterpret_cast<const float4*>(sb + row * GK_XT_LD + 4 * tid);
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const float4 v = p[q];  // frames 2 tid + 8q, + 1: (re, im, re, im)
-                const float x0 = v.x * s, y0 = v.y * s, x1 = v.z * s, y1 = v.w * s;
-                re.hi[r][h][q] = f16x2(x0, x1);
-                im.hi[r][h][q] = f16x2(y0, y1);
-                const float2 rh = f16x2_to_float2(re.hi[r][h][q]), ih = f16x2_to_float2(im.hi[r][h][q]);
-                re.lo[r][h][q] = f16x2(x0 - rh.x, x1 - rh.y);
-                im.lo[r][h][q] = f16x2(y0 - ih.x, y1 - ih.y);
-            }
-        }
-    }
-    // Re += Ar Br + Ai Bi; Im += Ai Br
-#pragma unroll
-    for (int t = 0; t < 5; ++t) {
-        if (t >= T.n) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            mma3(acc[t][h][0], re, T.i[t], re, T.j[t], h);
-            mma3(acc[t][h][0], im, T.i[t], im, T.j[t], h);
-            mma3(acc[t][h][1], im, T.i[t], re, T.j[t], h);
-        }
-    }
-    // Im -= Ar Bi: negate Ar in place (the B operands left to use are all Bi), both halves
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-        if (!(as & (1u << r))) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                re.hi[r][h][q] ^= 0x80008000u;
-                re.lo[r][h][q] ^= 0x80008000u;
-            }
-    }
-#pragma unroll
-    for (int t = 0; t < 5; ++t) {
-        if (t >= T.n) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) mma3(acc[t][h][1], re, T.i[t], im, T.j[t], h);
-    }
+    stream_tiles<CT, ROLE>(acc, sb, sk, gid, tid);
 }
 
 // The warp's tiles into the epilogue's shared memory
@@ -292,7 +334,7 @@ template <bool WIDE, class T>
 __device__ __forceinline__ void xcorr_tc(float2* __restrict__ out, const T* __restrict__ x, unsigned C,
                                          gk_size_t sc, gk_size_t sf, gk_size_t sb, unsigned bins, unsigned N,
                                          unsigned G, unsigned n_valid, unsigned b_begin, unsigned b_end) {
-    __shared__ __align__(16) float sm[GK_XT_SMEM];
+    extern __shared__ __align__(16) float sm[];  // GK_XT_SMEM floats
     __shared__ int scale_k[GK_XT_BINS * GK_XT_ROWS];     // each row's scale exponent so far
     __shared__ float scale_f[GK_XT_BINS * GK_XT_ROWS];   // this round's factor of its accumulators
     float2* stage = reinterpret_cast<float2*>(sm);  // 2 buffers of GK_XT_BUF

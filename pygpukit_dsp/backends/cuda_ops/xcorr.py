@@ -4,7 +4,7 @@ implementations:
 * ``tensor`` (at most 64 inputs; every SM 8.0+ GPU has FP16 tensor cores): one launch that reads the
   input once; the tensor cores multiply 16 x 16 tiles of pairs at FP32 accuracy (each value scaled
   by a power of two per input and split into an FP16 high and low part, three products with FP32
-  accumulation), two bins a CTA, 1 to 3 warps a bin;
+  accumulation), four bins a CTA, 1 to 3 warps a bin;
 * ``kernel`` (at most 64 inputs): one launch that reads the input once; each thread accumulates
   an 8 x 8 tile of pairs of one bin in FP32 registers over a run of N frames;
 * ``cublas``: a gather kernel to (bins, F, C), cublasCgemmStridedBatched A A^H per bin and run
