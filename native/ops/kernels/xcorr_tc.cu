@@ -166,55 +166,40 @@ __device__ __forceinline__ void tile_mma(float (&acc)[2][2][4], const Frag& a, F
     negate_im(b);
 }
 
-// The warp's tiles of a round (acc numbered as role_tiles), with at most two blocks' fragments
-// live: at 64 inputs the fragments of four blocks and the 80 accumulators would not fit the 128
-// registers a thread has at two CTAs an SM (the second role splits block 2 twice for it)
+// A warp's round as steps: split block `block` into fragment set `load` (-1: none), then tile
+// `tile` of acc (-1: none) += sets a, b. Two sets live at a time: at 64 inputs the fragments of
+// four blocks and the 80 accumulators would not fit the 128 registers a thread has at two CTAs
+// an SM (the second role splits block 2 twice for it).
+struct Step {
+    int load, block, tile, a, b;
+};
+struct Schedule {
+    int n;
+    Step s[5];
+};
+
+__device__ constexpr Schedule schedule_of(int CT, int role) {
+    // acc numbered as role_tiles; CT 1 and 2: a tile a warp
+    return CT == 4 && role == 0 ? Schedule{5, {{0, 0, 0, 0, 0}, {1, 1, 1, 0, 1}, {1, 2, 2, 0, 1}, {1, 3, 3, 0, 1},
+                                               {-1, 0, 4, 1, 1}}}  // (0,0) (0,1) (0,2) (0,3) (3,3)
+           : CT == 4 ? Schedule{5, {{0, 2, 3, 0, 0}, {1, 3, 4, 0, 1}, {0, 1, 2, 0, 1}, {-1, 0, 0, 0, 0},
+                                    {1, 2, 1, 0, 1}}}  // (2,2) (2,3) (1,3) (1,1) (1,2)
+           : CT == 3 && role == 0 ? Schedule{3, {{0, 0, 0, 0, 0}, {1, 1, 1, 0, 1}, {1, 2, 2, 0, 1}}}
+           : CT == 3 ? Schedule{3, {{0, 1, 0, 0, 0}, {1, 2, 1, 0, 1}, {-1, 0, 2, 1, 1}}}
+           : CT == 2 && role == 1 ? Schedule{2, {{0, 0, -1, 0, 0}, {1, 1, 0, 0, 1}}}  // (0,1)
+                                  : Schedule{1, {{0, CT == 2 && role == 2 ? 1 : 0, 0, 0, 0}}};  // (0,0), (1,1)
+}
+
 template <int CT, int ROLE>
 __device__ __forceinline__ void stream_tiles(Acc& acc, const float2* __restrict__ sb, const int* __restrict__ sk,
                                              unsigned gid, unsigned tid) {
-    Frag P, Q;
-    if (CT == 4 && ROLE == 0) {  // (0,0) (0,1) (0,2) (0,3) (3,3)
-        load_frag(P, sb, sk, 0, gid, tid);
-        tile_mma(acc[0], P, P);
-        load_frag(Q, sb, sk, 1, gid, tid);
-        tile_mma(acc[1], P, Q);
-        load_frag(Q, sb, sk, 2, gid, tid);
-        tile_mma(acc[2], P, Q);
-        load_frag(Q, sb, sk, 3, gid, tid);
-        tile_mma(acc[3], P, Q);
-        tile_mma(acc[4], Q, Q);
-    } else if (CT == 4) {  // (1,1) (1,2) (1,3) (2,2) (2,3)
-        load_frag(P, sb, sk, 2, gid, tid);
-        tile_mma(acc[3], P, P);
-        load_frag(Q, sb, sk, 3, gid, tid);
-        tile_mma(acc[4], P, Q);
-        load_frag(P, sb, sk, 1, gid, tid);
-        tile_mma(acc[2], P, Q);
-        tile_mma(acc[0], P, P);
-        load_frag(Q, sb, sk, 2, gid, tid);
-        tile_mma(acc[1], P, Q);
-    } else if (CT == 3 && ROLE == 0) {  // (0,0) (0,1) (0,2)
-        load_frag(P, sb, sk, 0, gid, tid);
-        tile_mma(acc[0], P, P);
-        load_frag(Q, sb, sk, 1, gid, tid);
-        tile_mma(acc[1], P, Q);
-        load_frag(Q, sb, sk, 2, gid, tid);
-        tile_mma(acc[2], P, Q);
-    } else if (CT == 3) {  // (1,1) (1,2) (2,2)
-        load_frag(P, sb, sk, 1, gid, tid);
-        tile_mma(acc[0], P, P);
-        load_frag(Q, sb, sk, 2, gid, tid);
-        tile_mma(acc[1], P, Q);
-        tile_mma(acc[2], Q, Q);
-    } else {  // CT 1 and 2: a tile a warp
-        constexpr Tiles T = role_tiles(CT, ROLE);
-        load_frag(P, sb, sk, T.i[0], gid, tid);
-        if (T.i[0] == T.j[0]) {
-            tile_mma(acc[0], P, P);
-        } else {
-            load_frag(Q, sb, sk, T.j[0], gid, tid);
-            tile_mma(acc[0], P, Q);
-        }
+    constexpr Schedule S = schedule_of(CT, ROLE);
+    Frag F[2];
+#pragma unroll
+    for (int k = 0; k < 5; ++k) {
+        if (k >= S.n) continue;
+        if (S.s[k].load >= 0) load_frag(F[S.s[k].load], sb, sk, S.s[k].block, gid, tid);
+        if (S.s[k].tile >= 0) tile_mma(acc[S.s[k].tile], F[S.s[k].a], F[S.s[k].b]);
     }
 }
 
