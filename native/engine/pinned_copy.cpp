@@ -5,6 +5,7 @@
 // other find them awake), then sleep until the next.
 #include "pinned_copy.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -48,7 +49,13 @@ int default_threads() {
         const long v = std::strtol(e, &end, 10);
         if (end != e && *end == '\0' && v >= 1) return static_cast<int>(v < kMaxThreads ? v : kMaxThreads);
     }
-    const int quarter = static_cast<int>(std::thread::hardware_concurrency() / 4);
+    // the cores this process may run on (a taskset or cpuset narrows them), not the host's
+    int cores = static_cast<int>(std::thread::hardware_concurrency());
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+#endif
+    const int quarter = cores / 4;
     return quarter < 1 ? 1 : quarter > 4 ? 4 : quarter;
 }
 

@@ -20,7 +20,7 @@ constexpr size_t kCopySplitBytes = 256 * 1024;
 void copy_to_pinned(unsigned char* dst, const unsigned char* src, size_t bytes);
 
 // Threads a split copy uses, the caller included (>= 1). The default is GK_COPY_THREADS when it
-// is set, else a quarter of the host's cores, at least 1 and at most 4.
+// is set, else a quarter of the cores the process may run on, at least 1 and at most 4.
 int copy_threads();
 // n >= 1 sets it (1: every copy on its caller's thread); 0 restores the default.
 void set_copy_threads(int n);
