@@ -1,14 +1,16 @@
 // The pool behind copy_to_pinned (pinned_copy.h). A split copy is one job: its chunks are
 // claimed through one atomic word holding the job's number, the next chunk and the chunk count,
 // so a helper that wakes late can never take a chunk of another job; the caller returns when
-// every claimed chunk is copied. Helpers spin kHelperSpinUs after a job (blocks that follow each
-// other find them awake), then sleep until the next.
+// every claimed chunk is copied. Helpers spin kHelperSpinUs after a job when the job came within
+// that of the one before (blocks that follow each other find them awake), else sleep at once (a
+// paced stream of large blocks does not pay three spinning cores between its blocks).
 #include "pinned_copy.h"
 
 #include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -61,6 +63,7 @@ int default_threads() {
 
 std::atomic<int> g_threads{0};  // 0: not chosen yet
 std::atomic<uint64_t> g_split{0}, g_chunks{0}, g_helper_chunks{0};
+std::atomic<int> g_spin_us{0};  // the spin the last split copy left its helpers
 
 // claim word: job number (32 bits) | next chunk (16) | chunk count (16)
 constexpr uint64_t job_of(uint64_t w) { return w >> 32; }
@@ -73,6 +76,10 @@ public:
     bool run(unsigned char* dst, const unsigned char* src, size_t bytes, int threads) {
         std::unique_lock<std::mutex> job(job_mutex_, std::try_to_lock);
         if (!job.owns_lock()) return false;
+        const auto start = std::chrono::steady_clock::now();
+        const bool close = start - last_end_ < std::chrono::microseconds(kHelperSpinUs);
+        spin_us_.store(close ? kHelperSpinUs : 0);
+        g_spin_us.store(close ? kHelperSpinUs : 0, std::memory_order_relaxed);
         start_helpers(threads - 1);
         active_.store(threads - 1);
         size_t chunk = bytes / (2 * static_cast<size_t>(threads));
@@ -92,6 +99,7 @@ public:
         while (done_.load(std::memory_order_acquire) < count) cpu_relax();
         g_split.fetch_add(1, std::memory_order_relaxed);
         g_chunks.fetch_add(count, std::memory_order_relaxed);
+        last_end_ = std::chrono::steady_clock::now();
         return true;
     }
 
@@ -123,7 +131,7 @@ private:
     void helper_main(int index) {
         uint64_t seen = job_of(claim_.load());
         for (;;) {
-            wake_.wait([&] { return job_of(claim_.load()) != seen; }, kHelperSpinUs);
+            wake_.wait([&] { return job_of(claim_.load()) != seen; }, spin_us_.load());
             seen = job_of(claim_.load());
             if (index >= active_.load()) continue;  // fewer threads asked for than were started
             while (take(seen, true)) {
@@ -138,6 +146,8 @@ private:
     unsigned char* dst_ = nullptr;
     const unsigned char* src_ = nullptr;
     size_t bytes_ = 0, chunk_ = 0;
+    std::atomic<int> spin_us_{0};  // the helpers' spin after the current job
+    std::chrono::steady_clock::time_point last_end_{};  // the last job's end (under job_mutex_)
     SpinWaiter wake_;
     std::vector<std::thread> helpers_;
 };
@@ -186,6 +196,7 @@ CopyStats copy_stats() {
     s.split_copies = g_split.load();
     s.chunks = g_chunks.load();
     s.helper_chunks = g_helper_chunks.load();
+    s.helper_spin_us = g_spin_us.load();
     return s;
 }
 

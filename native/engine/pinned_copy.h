@@ -29,6 +29,7 @@ struct CopyStats {
     uint64_t split_copies = 0;  // copies cut into chunks
     uint64_t chunks = 0;        // their chunks
     uint64_t helper_chunks = 0; // of those, the ones a helper thread copied
+    int helper_spin_us = 0;     // the helpers' spin after the last split copy (0: they sleep at once)
 };
 CopyStats copy_stats();
 

@@ -76,7 +76,7 @@ def set_wake_guard_us(us: float) -> None: ...  # tests
 def wake_guard_next(guard_ns: int, late_ns: int) -> int: ...  # tests: the learning rule
 def copy_threads() -> int: ...  # threads a large copy into pinned memory uses, the caller included
 def set_copy_threads(n: int) -> None: ...  # 0: the default (GK_COPY_THREADS, or a quarter of the cores, 1..4)
-def copy_stats() -> dict[str, int]: ...  # split_copies, chunks, helper_chunks
+def copy_stats() -> dict[str, int]: ...  # split_copies, chunks, helper_chunks, helper_spin_us
 def copy_bytes(dst: np.ndarray, src: np.ndarray) -> None: ...  # a slot fill's copy (tests, benchmarks)
 # admission's rehearsal (and the capacity study); an engine or an instrument.RoundTripFloor per stream
 def run_paced(engines: list[StreamEngine | instrument.RoundTripFloor], periods_ns: list[int], phases_ns: list[int], inputs: list[list[np.ndarray]],

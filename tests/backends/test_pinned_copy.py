@@ -157,3 +157,20 @@ def test_the_default_counts_the_cores_the_process_may_run_on():
     # the host's count would give it 2 to 4 threads
     held = set(cores[:4] if len(cores) >= 8 else cores[:1])
     assert _default_threads(held) == 1
+
+
+def test_helpers_spin_only_after_copies_that_follow_each_other(threads):
+    threads(2)
+    src, dst = _data(SPLIT), np.empty(SPLIT, np.uint8)
+    native.copy_bytes(dst, src)
+    time.sleep(0.002)  # a paced stream's gap: the helpers sleep at once after the next copy
+    native.copy_bytes(dst, src)
+    assert native.copy_stats()["helper_spin_us"] == 0
+    spun = False
+    for _ in range(50):  # back to back (bounded: a preempted caller may leave a gap once)
+        native.copy_bytes(dst, src)
+        native.copy_bytes(dst, src)
+        if native.copy_stats()["helper_spin_us"] == 200:
+            spun = True
+            break
+    assert spun and np.array_equal(dst, src)
