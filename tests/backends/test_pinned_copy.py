@@ -129,34 +129,35 @@ def test_bad_arguments_are_refused(threads):
 
 
 @pytest.mark.parametrize("env, expected", [("3", 3), ("1", 1), ("99", 16)])
-def test_gk_copy_threads_sets_the_default(env, expected):
+def test_gk_copy_threads_sets_the_default(env, expected, tmp_path):
+    # run from a folder outside the checkout: the installed package, not the source tree
     code = "from pygpukit_dsp import _native as n; print(n.copy_threads())"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "GK_COPY_THREADS": env},
-                         capture_output=True, text=True, timeout=60, check=True)
+                         capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
     assert int(out.stdout) == expected
 
 
-def _default_threads(cpus: "set[int] | None" = None) -> int:
+def _default_threads(cwd, cpus: "set[int] | None" = None) -> int:
     code = "from pygpukit_dsp import _native as n; print(n.copy_threads())"
     if cpus is not None:  # the child runs on these cores only
         code = f"import os; os.sched_setaffinity(0, {sorted(cpus)!r}); " + code
     env = {k: v for k, v in os.environ.items() if k != "GK_COPY_THREADS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
-                         check=True)
+                         check=True, cwd=cwd)  # outside the checkout: the installed package
     return int(out.stdout)
 
 
-def test_the_default_is_a_quarter_of_the_cores_from_1_to_4():
-    assert _default_threads() == min(4, max(1, len(os.sched_getaffinity(0)) // 4))
+def test_the_default_is_a_quarter_of_the_cores_from_1_to_4(tmp_path):
+    assert _default_threads(tmp_path) == min(4, max(1, len(os.sched_getaffinity(0)) // 4))
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity")
-def test_the_default_counts_the_cores_the_process_may_run_on():
+def test_the_default_counts_the_cores_the_process_may_run_on(tmp_path):
     cores = sorted(os.sched_getaffinity(0))
     # held to 4 of 8 or more cores (else to one), the process copies on its caller alone, where
     # the host's count would give it 2 to 4 threads
     held = set(cores[:4] if len(cores) >= 8 else cores[:1])
-    assert _default_threads(held) == 1
+    assert _default_threads(tmp_path, held) == 1
 
 
 def test_helpers_spin_only_after_copies_that_follow_each_other(threads):
