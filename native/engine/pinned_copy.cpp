@@ -85,7 +85,7 @@ public:
         size_t chunk = bytes / (2 * static_cast<size_t>(threads));
         if (chunk < kMinChunkBytes) chunk = kMinChunkBytes;
         chunk = (chunk + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
-        const uint64_t count = (bytes + chunk - 1) / chunk;  // at most 2 threads + 1: fits the claim word's 16 bits
+        const uint64_t count = (bytes + chunk - 1) / chunk;  // at most 2 x threads + 1: fits the claim word's 16 bits
         dst_ = dst;
         src_ = src;
         bytes_ = bytes;
