@@ -604,6 +604,27 @@ void bind_engine(py::module_& m) {
             "runs it (on the calling thread when the engine is idle and inline_submit is on) and returns "
             "the first sink's valid items (sink_items(slot) has every sink's).")
         .def(
+            "process_graph",
+            [](gk::StreamEngine& e, int slot, const std::vector<py::array>& ins, std::vector<py::array> outs) {
+                std::vector<gk::HostBytes> in(ins.size()), out(outs.size());
+                for (size_t k = 0; k < ins.size(); ++k) {
+                    if (!(ins[k].flags() & py::array::c_style))
+                        throw std::invalid_argument("process_graph() takes C-contiguous source blocks");
+                    in[k] = gk::HostBytes{const_cast<void*>(ins[k].data()), static_cast<size_t>(ins[k].nbytes())};
+                }
+                for (size_t k = 0; k < outs.size(); ++k) {
+                    if (!(outs[k].flags() & py::array::c_style) || !outs[k].writeable())
+                        throw std::invalid_argument("process_graph() writes C-contiguous, writeable sink arrays");
+                    out[k] = gk::HostBytes{outs[k].mutable_data(), static_cast<size_t>(outs[k].nbytes())};
+                }
+                py::gil_scoped_release release;
+                return e.process_graph(slot, in, out);
+            },
+            py::arg("slot"), py::arg("ins"), py::arg("outs"),
+            "A graph engine's full, non-final block in one call: each source's array (the plan's order, its\n"
+            "full block) into its slice of the free slot, run, and each sink's full block into `outs`\n"
+            "(arrays of its slice's size). Returns the first sink's valid items.")
+        .def(
             "process_split_filled",
             [](gk::StreamEngine& e, int slot, int64_t n_valid, bool final, std::vector<int64_t> cuts) {
                 py::gil_scoped_release release;

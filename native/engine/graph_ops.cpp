@@ -8,11 +8,13 @@
 #include "stream_engine.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "gk/device.h"
 #include "gk/loader.h"
 #include "gk/memory.h"
+#include "engine_parts.h"
 
 namespace gk {
 
@@ -146,7 +148,7 @@ void StreamEngine::queue_graph_op(size_t i, int slot, CUstream stream, int64_t i
     }
 }
 
-int64_t StreamEngine::enqueue_graph_ops(int slot, int64_t n, bool final, bool capture) {
+int64_t StreamEngine::enqueue_graph_ops(int slot, int64_t n, bool final, bool capture, bool downloads) {
     const DriverApi& api = driver();
     const size_t N = ops_.size();
     std::vector<int64_t> valid(N, 0);
@@ -172,6 +174,9 @@ int64_t StreamEngine::enqueue_graph_ops(int slot, int64_t n, bool final, bool ca
                          what);
         }
         queue_graph_op(i, slot, stream, items, final);
+        if (downloads)
+            for (size_t k = 0; k < plan_.sinks.size(); ++k)
+                if (writes_sink(i, k)) enqueue_sink_download(slot, k, stream);
         if (lanes && node.signals) cu_check(api.cuEventRecord(op_events_[i], stream), "cuEventRecord", what);
         int64_t next = spec.out.items;
         if (final) {
@@ -193,8 +198,18 @@ int64_t StreamEngine::enqueue_graph_ops(int slot, int64_t n, bool final, bool ca
         }
     }
     for (const DeviceCopy& c : plan_.final_copies) enqueue_copy(c, slot, compute_);
+    if (downloads)
+        for (size_t k = 0; k < plan_.sinks.size(); ++k)
+            if (!writes_sink(static_cast<size_t>(plan_.sinks[k].op), k)) enqueue_sink_download(slot, k, compute_);
     note_sink_items(*slots_[static_cast<size_t>(slot)], final ? &valid : nullptr);
     return slots_[static_cast<size_t>(slot)]->sink_n_out.front();
+}
+
+bool StreamEngine::writes_sink(size_t op, size_t k) const {
+    // the op's output is the sink's slice itself (else a final copy fills the slice after the join)
+    const Transfer& t = plan_.sinks[k];
+    const BufferRef& out = plan_.nodes[op].out;
+    return static_cast<size_t>(t.op) == op && out.buffer == kSlotOutput && out.offset == t.offset;
 }
 
 void StreamEngine::note_sink_items(Slot& slot, const std::vector<int64_t>* valid) {
@@ -238,6 +253,38 @@ std::vector<int64_t> StreamEngine::sink_items(int s) const {
     if (s < 0 || s >= slots()) throw std::invalid_argument("no slot " + std::to_string(s));
     if (!plan_.enabled) throw std::invalid_argument("sink_items() is a graph engine's (a chain has one output)");
     return slots_[static_cast<size_t>(s)]->sink_n_out;
+}
+
+int64_t StreamEngine::process_graph(int s, const std::vector<HostBytes>& ins, const std::vector<HostBytes>& outs) {
+    if (closed_.load()) throw Error("StreamEngine.process_graph(): the engine is closed");
+    if (!plan_.enabled) throw std::invalid_argument("process_graph() is a graph engine's (a chain has process())");
+    engine_detail::check_slot(s, slots());
+    auto sizes = [](const std::vector<HostBytes>& got, const std::vector<Transfer>& want, const char* what) {
+        if (got.size() != want.size())
+            throw std::invalid_argument("process_graph(): " + std::to_string(got.size()) + " " + what + " arrays for " +
+                                        std::to_string(want.size()) + " " + what + "s");
+        for (size_t k = 0; k < got.size(); ++k)
+            if (got[k].bytes != want[k].bytes)
+                throw std::invalid_argument("process_graph(): " + std::string(what) + " " + std::to_string(k) +
+                                            "'s array holds " + std::to_string(got[k].bytes) + " bytes; its full block is " +
+                                            std::to_string(want[k].bytes));
+    };
+    sizes(ins, plan_.sources, "source");
+    sizes(outs, plan_.sinks, "sink");
+    for (size_t k = 0; k < ins.size(); ++k)
+        fill_bytes(s, static_cast<size_t>(plan_.sources[k].offset), ins[k].data, ins[k].bytes);
+    const int64_t n_out = process_filled(s, plan_.items, false);
+    const Slot& slot = *slots_[static_cast<size_t>(s)];
+    const auto* from = static_cast<const unsigned char*>(slot.h_out->data());
+    for (size_t k = 0; k < outs.size(); ++k) {
+        const Transfer& t = plan_.sinks[k];
+        if (slot.sink_n_out[k] != specs_[static_cast<size_t>(t.op)].out.items)
+            throw Error("StreamEngine.process_graph(): sink " + std::to_string(k) + " holds " +
+                        std::to_string(slot.sink_n_out[k]) + " items of a full block's " +
+                        std::to_string(specs_[static_cast<size_t>(t.op)].out.items));
+        std::memcpy(outs[k].data, from + t.offset, static_cast<size_t>(t.bytes));
+    }
+    return n_out;
 }
 
 }  // namespace gk

@@ -132,28 +132,30 @@ void StreamEngine::enqueue_upload(int s, CUstream stream) {
 }
 
 void StreamEngine::enqueue_download(int s, CUstream stream) {
+    const size_t slices = plan_.enabled ? plan_.sinks.size() : 1;  // a graph: one per sink
+    for (size_t k = 0; k < slices; ++k) enqueue_sink_download(s, k, stream);
+}
+
+void StreamEngine::enqueue_sink_download(int s, size_t k, CUstream stream) {
     const DriverApi& api = driver();
     Slot& slot = *slots_[static_cast<size_t>(s)];
-    const size_t slices = plan_.enabled ? plan_.sinks.size() : 1;  // a graph: one per sink
-    for (size_t k = 0; k < slices; ++k) {
-        const uint64_t off = plan_.enabled ? plan_.sinks[k].offset : 0;
-        unsigned long long nbytes = plan_.enabled ? plan_.sinks[k].bytes : output_desc().nbytes();
-        if (!options_.mapped_io) {
-            cu_check(api.cuMemcpyDtoHAsync(static_cast<unsigned char*>(slot.h_out->data()) + off,
-                                           slot.d_out->ptr() + static_cast<CUdeviceptr>(off),
-                                           static_cast<size_t>(nbytes), stream),
-                     "cuMemcpyDtoHAsync_v2", "copying a block from the GPU");
-            continue;
-        }
-        CUdeviceptr dst = slot.h_out->device_ptr() + static_cast<CUdeviceptr>(off);
-        CUdeviceptr src = slot.d_out->ptr() + static_cast<CUdeviceptr>(off);
-        const unsigned grid = plan_.enabled ? io_grid(static_cast<size_t>(nbytes), device_->properties().multiprocessors)
-                                            : io_push_grid_;
-        void* params[] = {&dst, &src, &nbytes};
-        const CUresult r = api.cuLaunchKernel(io_push_, grid, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
-        if (r != CUDA_SUCCESS)
-            cu_check(r, "cuLaunchKernel", "launching gk_io_push (a block's output to mapped host memory)");
+    const uint64_t off = plan_.enabled ? plan_.sinks[k].offset : 0;
+    unsigned long long nbytes = plan_.enabled ? plan_.sinks[k].bytes : output_desc().nbytes();
+    if (!options_.mapped_io) {
+        cu_check(api.cuMemcpyDtoHAsync(static_cast<unsigned char*>(slot.h_out->data()) + off,
+                                       slot.d_out->ptr() + static_cast<CUdeviceptr>(off), static_cast<size_t>(nbytes),
+                                       stream),
+                 "cuMemcpyDtoHAsync_v2", "copying a block from the GPU");
+        return;
     }
+    CUdeviceptr dst = slot.h_out->device_ptr() + static_cast<CUdeviceptr>(off);
+    CUdeviceptr src = slot.d_out->ptr() + static_cast<CUdeviceptr>(off);
+    const unsigned grid = plan_.enabled ? io_grid(static_cast<size_t>(nbytes), device_->properties().multiprocessors)
+                                        : io_push_grid_;
+    void* params[] = {&dst, &src, &nbytes};
+    const CUresult r = api.cuLaunchKernel(io_push_, grid, 1, 1, kIoThreads, 1, 1, 0, stream, params, nullptr);
+    if (r != CUDA_SUCCESS)
+        cu_check(r, "cuLaunchKernel", "launching gk_io_push (a block's output to mapped host memory)");
 }
 
 }  // namespace gk

@@ -305,8 +305,9 @@ void StreamEngine::zero_tail(CUdeviceptr buffer, const TensorDesc& desc, int64_t
                  "cuMemsetD8Async", "zeroing the tail of a final block");
 }
 
-int64_t StreamEngine::enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out, bool capture) {
-    if (plan_.enabled) return enqueue_graph_ops(slot, n, final, capture);
+int64_t StreamEngine::enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out, bool capture,
+                                  bool downloads) {
+    if (plan_.enabled) return enqueue_graph_ops(slot, n, final, capture, downloads);
     int64_t items = n;
     for (size_t i = 0; i < ops_.size(); ++i) {
         const OpSpec& spec = specs_[i];
@@ -375,9 +376,10 @@ CUgraphExec StreamEngine::capture_slot(int s, bool with_copies) {
         // direct_output the last op writes the mapped output and there is no push.
         const bool direct = with_copies && direct_output_;
         if (with_copies) enqueue_upload(s, compute_);
+        // a graph's sinks: each downloaded where its branch ends (enqueue_graph_ops)
         enqueue_ops(s, block_items(), false, direct ? slots_[static_cast<size_t>(s)]->h_out->device_ptr() : 0,
-                    true);
-        if (with_copies && !direct) enqueue_download(s, compute_);
+                    true, with_copies && plan_.enabled);
+        if (with_copies && !direct && !plan_.enabled) enqueue_download(s, compute_);
     } catch (...) {
         CUgraph broken = nullptr;
         api.cuStreamEndCapture(compute_, &broken);

@@ -83,6 +83,12 @@ struct Transfer {
     int op = -1;                     // sinks: the op whose valid items it holds
 };
 
+// A caller's host array of a graph's full block: its bytes (StreamEngine::process_graph).
+struct HostBytes {
+    void* data = nullptr;
+    size_t bytes = 0;
+};
+
 // A caller's GPU array of a device block: `rows` rows of items of `item_bytes`, row r at
 // ptr + r * row_bytes (StreamEngine::process_device_graph).
 struct DeviceRows {
@@ -218,6 +224,13 @@ public:
     // inline_submit and an idle engine (no hand-over to the worker and back), and returns the
     // first sink's valid items (sink_items(slot) has every sink's); the output stays in the slot.
     int64_t process_filled(int slot, int64_t n_valid, bool final);
+    // A graph engine's full, non-final block in one call (the GIL released around it): each
+    // source's bytes (`ins`, the plan's order, each its slice's size) into its slice of the free
+    // slot's pinned input, process_filled(), and each sink's slice of the pinned output into
+    // `outs` (the plan's order, each its slice's size). Returns the first sink's valid items
+    // (every sink's is its full block). One native call where the per-source and per-sink steps
+    // would be several, each with the interpreter's cost between them.
+    int64_t process_graph(int slot, const std::vector<HostBytes>& ins, const std::vector<HostBytes>& outs);
     // Non-blocking wait(): true (and the slot free again, *n_out its valid output items) once the
     // slot's block is done; false while it runs. A realtime stream under a dispatcher runs one
     // polling turn of the dispatcher first (help). Errors as wait().
@@ -387,6 +400,8 @@ private:
     void enqueue_upload(int slot, CUstream stream);
     // A block's D2H on `stream`: cuMemcpyDtoHAsync, or with mapped_io the gk_io_push kernel.
     void enqueue_download(int slot, CUstream stream);
+    // One sink's slice of it (a graph's sink k; a chain's output for k = 0).
+    void enqueue_sink_download(int slot, size_t sink, CUstream stream);
     std::shared_ptr<Module> io_module_;
     CUfunction io_pull_ = nullptr, io_push_ = nullptr;
     unsigned io_pull_grid_ = 1, io_push_grid_ = 1;
@@ -404,7 +419,10 @@ private:
     // with n valid items; returns the valid output items.
     // last_out: where the last op writes (0: the slot's device output).
     // capture: a graph's ops go on their lanes (fork/join), else all on the compute stream in order.
-    int64_t enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out = 0, bool capture = false);
+    // downloads (a graph's): the sinks' downloads too, each on its op's lane right after it where
+    // the op writes the sink's slice (a branch's D2H overlaps the others' work), else after the join.
+    int64_t enqueue_ops(int slot, int64_t n, bool final, CUdeviceptr last_out = 0, bool capture = false,
+                        bool downloads = false);
     // ---- a graph (native/engine/graph_ops.cpp) ----
     void check_plan();
     void build_graph_resources();
@@ -412,9 +430,10 @@ private:
     CUdeviceptr plan_ptr(const BufferRef& ref, int slot) const;
     void enqueue_copy(const DeviceCopy& c, int slot, CUstream stream);
     void queue_graph_op(size_t i, int slot, CUstream stream, int64_t items, bool final);
-    int64_t enqueue_graph_ops(int slot, int64_t n, bool final, bool capture);
+    int64_t enqueue_graph_ops(int slot, int64_t n, bool final, bool capture, bool downloads);
     void enqueue_graph_units(int slot, int64_t begin, int64_t end);
     void note_sink_items(Slot& slot, const std::vector<int64_t>* valid);
+    bool writes_sink(size_t op, size_t sink) const;  // op writes sink's slice of the output itself
     GraphPlan plan_;
     TensorDesc packed_in_, packed_out_;
     std::vector<std::unique_ptr<DeviceBuffer>> plan_buffers_;

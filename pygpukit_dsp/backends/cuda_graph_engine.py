@@ -142,18 +142,25 @@ class CudaGraphEngine(CudaEngine):
         self._slot_n[slot] = n
         return slot, n
 
-    def _fill_full(self, blocks: Any) -> "tuple[int, int] | None":
-        """The common step, checked in few operations: a full, C-contiguous NumPy block of each
-        source's shape and dtype goes into its slice natively. None: anything else, for the
-        checks and messages of the general path."""
+    def _full_slot(self, blocks: Any) -> "int | None":
+        """The common step, checked in few operations: the next slot when ``blocks`` are a full,
+        C-contiguous NumPy block of each source's shape and dtype (and the slot is free); None
+        for anything else, which takes the general path with its checks and messages."""
         slot = self._next
         views = self._in_views[slot]
-        if views is None or self._busy[slot] or len(blocks) != len(views):
+        if views is None or self._busy[slot] or self._closed or len(blocks) != len(views):
             return None
         for view, b in zip(views, blocks):
             if type(b) is not np.ndarray or b.shape != view.shape or b.dtype != view.dtype \
                     or not b.flags.c_contiguous or b.shape[1] != self._items:
                 return None
+        return slot
+
+    def _fill_full(self, blocks: Any) -> "tuple[int, int] | None":
+        """A full block of every source (_full_slot) into its slice natively; None: anything else."""
+        slot = self._full_slot(blocks)
+        if slot is None:
+            return None
         self._settle_device_blocks()  # device blocks queued before count their NaN/Inf first
         for b, (offset, _) in zip(blocks, self.plan.sources.values()):
             # the slice's bytes: one native copy, without the GIL, with the chain's non-temporal
@@ -207,6 +214,10 @@ class CudaGraphEngine(CudaEngine):
                 raise ConfigError("a graph's blocks of one step are all GPU arrays or all host arrays, got both",
                                   hint="copy them to one side first")
             return self.device_blocks().process(blocks, final, stream)
+        if not final:
+            slot = self._full_slot(group)
+            if slot is not None:
+                return self._process_full(slot, group)
         # one native call runs the filled slot: on this thread when the engine is idle (no hand-over
         # to the worker and back, as a chain's process())
         slot, n = self._fill_graph(blocks, final)
@@ -214,6 +225,18 @@ class CudaGraphEngine(CudaEngine):
         self._next = (slot + 1) % self._slots
         self._after(slot)
         return self._outputs_of(slot, copy=True)
+
+    def _process_full(self, slot: int, blocks: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
+        """A full, non-final block of every source (_full_slot) in one native call: the fills, the
+        run and each sink's block into a new array, without the GIL (as a chain's process())."""
+        self._settle_device_blocks()  # device blocks queued before count their NaN/Inf first
+        outs = tuple(np.empty(v.shape, v.dtype) for v in self._out_views[slot])
+        self._note_input(slot, self._items)
+        self._slot_n[slot] = self._items
+        self._engine.process_graph(slot, blocks, outs)
+        self._next = (slot + 1) % self._slots
+        self._after(slot)
+        return outs if len(outs) != 1 else outs[0]
 
     def process_split(self, blocks: Any, cuts: list[int],  # type: ignore[override]
                       final: bool = False) -> "np.ndarray | tuple[np.ndarray, ...]":

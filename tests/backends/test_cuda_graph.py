@@ -107,14 +107,20 @@ def test_counters_one_copy_per_source_and_sink_one_launch_per_block(options):
 
 
 class _CountingFills:
-    """The native engine, counting its fill_bytes() calls."""
+    """The native engine, counting the source slices it fills natively: fill_bytes() calls, and
+    each source of a process_graph() call (a full block's fills, run and outputs in one call)."""
 
     def __init__(self, engine):
-        self._native, self.fills = engine, 0
+        self._native, self.fills, self.graph_calls = engine, 0, 0
 
     def fill_bytes(self, *args):
         self.fills += 1
         return self._native.fill_bytes(*args)
+
+    def process_graph(self, slot, ins, outs):
+        self.fills += len(ins)
+        self.graph_calls += 1
+        return self._native.process_graph(slot, ins, outs)
 
     def __getattr__(self, name):
         return getattr(self._native, name)
@@ -137,6 +143,8 @@ def test_contiguous_full_blocks_fill_their_slices_natively_and_equal_strided_one
             for a, b, c in zip(got, ref, want):
                 assert np.array_equal(a, b) and rel_err(a, c) < 1e-6
         assert fast._engine.fills == 2 * 6 and slow._engine.fills == 0
+        # each slot's first block makes its views (two slots); the next four go in one call each
+        assert fast._engine.graph_calls == 4 and slow._engine.graph_calls == 0
     finally:
         fast.close()
         slow.close()
