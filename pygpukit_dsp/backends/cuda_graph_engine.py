@@ -46,6 +46,7 @@ class CudaGraphEngine(CudaEngine):
         self._out_views = [self._views(self._out[s], plan.outputs.values(), self._out_specs)
                            for s in range(self._slots)]
         self._slot_n = [0] * self._slots
+        self._out_blocks = [(v.shape, v.dtype) for v in self._out_views[0]]  # each output's full block
 
     def device_blocks(self) -> Any:
         """The engine's :class:`~pygpukit_dsp.backends.cuda_device_io.GraphDeviceBlocks` (made on first use)."""
@@ -150,9 +151,9 @@ class CudaGraphEngine(CudaEngine):
         views = self._in_views[slot]
         if views is None or self._busy[slot] or self._closed or len(blocks) != len(views):
             return None
-        for view, b in zip(views, blocks):
+        for view, b in zip(views, blocks):  # the view's shape is the source's full block
             if type(b) is not np.ndarray or b.shape != view.shape or b.dtype != view.dtype \
-                    or not b.flags.c_contiguous or b.shape[1] != self._items:
+                    or not b.flags.c_contiguous:
                 return None
         return slot
 
@@ -205,6 +206,11 @@ class CudaGraphEngine(CudaEngine):
         stay on the GPU: one GPU array per output, of the first source's framework, ready in
         stream order on ``stream`` (default: the framework's current stream), with no host copy
         (cuda_device_io.GraphDeviceBlocks)."""
+        group = blocks if type(blocks) is tuple or type(blocks) is list else (blocks,)
+        if not final and out is None:
+            slot = self._full_slot(group)
+            if slot is not None:
+                return self._process_full(slot, group)
         if out is not None:
             raise ValueError("a graph's engine returns one block per output: process(out=...) is for a chain")
         group = blocks if isinstance(blocks, (tuple, list)) else (blocks,)
@@ -214,10 +220,6 @@ class CudaGraphEngine(CudaEngine):
                 raise ConfigError("a graph's blocks of one step are all GPU arrays or all host arrays, got both",
                                   hint="copy them to one side first")
             return self.device_blocks().process(blocks, final, stream)
-        if not final:
-            slot = self._full_slot(group)
-            if slot is not None:
-                return self._process_full(slot, group)
         # one native call runs the filled slot: on this thread when the engine is idle (no hand-over
         # to the worker and back, as a chain's process())
         slot, n = self._fill_graph(blocks, final)
@@ -229,14 +231,16 @@ class CudaGraphEngine(CudaEngine):
     def _process_full(self, slot: int, blocks: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
         """A full, non-final block of every source (_full_slot) in one native call: the fills, the
         run and each sink's block into a new array, without the GIL (as a chain's process())."""
-        self._settle_device_blocks()  # device blocks queued before count their NaN/Inf first
-        outs = tuple(np.empty(v.shape, v.dtype) for v in self._out_views[slot])
+        if self._device_blocks is not None:
+            self._device_blocks.settle()  # device blocks queued before count their NaN/Inf first
+        outs = [np.empty(shape, dtype) for shape, dtype in self._out_blocks]
         self._note_input(slot, self._items)
         self._slot_n[slot] = self._items
         self._engine.process_graph(slot, blocks, outs)
         self._next = (slot + 1) % self._slots
-        self._after(slot)
-        return outs if len(outs) != 1 else outs[0]
+        if self._nf_flags[slot]:
+            self._take_nonfinite(slot)
+        return tuple(outs) if len(outs) != 1 else outs[0]
 
     def process_split(self, blocks: Any, cuts: list[int],  # type: ignore[override]
                       final: bool = False) -> "np.ndarray | tuple[np.ndarray, ...]":
