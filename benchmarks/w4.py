@@ -7,8 +7,13 @@ call is timed with perf_counter_ns after a warmup, one implementation after anot
 
 * ``ours``: the graph engine (one CUDA graph per block; one H2D per source, one D2H per sink).
   Its counters before and after the timed blocks give H2D / D2H copies and graph launches per block.
-* ``separate``: what users do without graphs: two chains (channelizer -> power -> avg, and
-  channelizer -> select -> lp), each block through both in turn (two host round trips).
+* ``joined``: the graph as users join pipelines without graphs (over zmq/ipc links): three chains,
+  the channelizer, then power -> avg and select -> lp, each branch fed the channelizer's block on
+  the host (in one process, the least a link costs): a host round trip and a copy per branch.
+  The target's baseline ("the same graph as separate chains joined as users must do today").
+* ``separate``: the other way users have without graphs: copies of the pipeline, two chains
+  (channelizer -> power -> avg, and channelizer -> select -> lp), each block through both in
+  turn (the channelizer twice, no join).
 * ``cupy``: the same math written with CuPy (cp.asarray in, cp.asnumpy of both outputs out).
 * ``torch_graph``: the same math in PyTorch captured in one torch.cuda.CUDAGraph on static
   tensors (pinned host -> static input, replay, copies out to pinned host tensors, synchronize).
@@ -179,6 +184,31 @@ def separate_chains(g, backend: str):
 
     def step(x: np.ndarray):
         return a.process(x), b.process(x)
+
+    return step, engines
+
+
+def joined_chains(g, backend: str):
+    """The graph as chains joined on the host, as pipelines are joined without graphs (over a zmq
+    or ipc link, here in one process: the least a link costs): the channelizer as one chain, its
+    block handed on the host to the two branch chains (a host round trip and a copy per branch)."""
+    from pygpukit_dsp import Pipeline
+    from pygpukit_dsp.backends import open_backend
+
+    st = {s.name: s for s in g.stages}
+    specs = g.specs()
+    engines = []
+    for name, path, src in (("w4_channelizer", ["ch"], specs.nodes[g.stage_inputs["ch"][0]]),
+                            ("w4_spectrum_tail", ["pw", "avg"], specs.nodes["ch"]),
+                            ("w4_carriers_tail", ["sel", "lp"], specs.nodes["ch"])):
+        p = Pipeline([copy.deepcopy(st[s]) for s in path], name=name, sample_rate=src.sample_rate,
+                     channels=src.channels, block_size=src.block_size, dtype=src.dtype, qos=g.qos, backend=backend)
+        engines.append(open_backend(p, p.specs(), backend))
+    head, a, b = engines
+
+    def step(x: np.ndarray):
+        y = head.process(x)
+        return a.process(y), b.process(y)
 
     return step, engines
 
@@ -388,6 +418,17 @@ def run(backend: str, blocks: int, warmup: int) -> dict[str, Any]:
         for e in engines:
             e.close()
 
+    step, engines = joined_chains(g, backend)
+    try:
+        befores = [e.counters() if counted else {} for e in engines]
+        results["joined"], _ = time_blocks(step, pool, blocks, warmup, reference)
+        if counted:  # the three chains' together
+            each = [per_block(b, e.counters(), total) for b, e in zip(befores, engines)]
+            results["joined"]["counters"] = {k: sum(c[k] for c in each) for k in each[0]}
+    finally:
+        for e in engines:
+            e.close()
+
     hand: list[tuple[str, Callable[[], Callable]]]
     if backend == "cpu":
         hand = [("numpy", lambda: numpy_w4(p))]
@@ -405,7 +446,7 @@ def run(backend: str, blocks: int, warmup: int) -> dict[str, Any]:
     results["floor"], _ = time_blocks(floor_w4(p, backend), pool, blocks, warmup, None)
 
     ratios: dict[str, float] = {}
-    for other in ("separate", "torch_graph", "cupy"):
+    for other in ("joined", "separate", "torch_graph", "cupy"):
         if other in results:
             ratios[f"ours_over_{other}"] = results["ours"]["p50_us"] / results[other]["p50_us"]
     costlier = max(results["chain_spectrum"]["p50_us"], results["chain_carriers"]["p50_us"])
@@ -427,7 +468,7 @@ def print_table(out: dict[str, Any]) -> None:
     for name, r in out["results"].items():
         err = (f"{r['max_rel_err']:.2e}" if "max_rel_err" in r else "(reference)" if name == "ours" else "-")
         print(f"{name:<14} {r['p50_us']:>10.1f} {r['p99_us']:>10.1f} {err:>12}")
-    for name in ("ours", "separate"):
+    for name in ("ours", "joined", "separate"):
         c = out["results"][name].get("counters")
         if c:
             print(f"{name} per block: " + ", ".join(f"{k} {v:g}" for k, v in c.items()))
