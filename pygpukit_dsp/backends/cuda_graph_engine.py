@@ -206,14 +206,13 @@ class CudaGraphEngine(CudaEngine):
         stay on the GPU: one GPU array per output, of the first source's framework, ready in
         stream order on ``stream`` (default: the framework's current stream), with no host copy
         (cuda_device_io.GraphDeviceBlocks)."""
-        group = blocks if type(blocks) is tuple or type(blocks) is list else (blocks,)
+        group = blocks if isinstance(blocks, (tuple, list)) else (blocks,)
         if not final and out is None:
             slot = self._full_slot(group)
             if slot is not None:
                 return self._process_full(slot, group)
         if out is not None:
             raise ValueError("a graph's engine returns one block per output: process(out=...) is for a chain")
-        group = blocks if isinstance(blocks, (tuple, list)) else (blocks,)
         on_gpu = [type(b) is not np.ndarray and _is_device_array(b) for b in group]
         if any(on_gpu):
             if not all(on_gpu):
@@ -231,15 +230,13 @@ class CudaGraphEngine(CudaEngine):
     def _process_full(self, slot: int, blocks: Any) -> "np.ndarray | tuple[np.ndarray, ...]":
         """A full, non-final block of every source (_full_slot) in one native call: the fills, the
         run and each sink's block into a new array, without the GIL (as a chain's process())."""
-        if self._device_blocks is not None:
-            self._device_blocks.settle()  # device blocks queued before count their NaN/Inf first
+        self._settle_device_blocks()  # device blocks queued before count their NaN/Inf first
         outs = [np.empty(shape, dtype) for shape, dtype in self._out_blocks]
         self._note_input(slot, self._items)
         self._slot_n[slot] = self._items
         self._engine.process_graph(slot, blocks, outs)
         self._next = (slot + 1) % self._slots
-        if self._nf_flags[slot]:
-            self._take_nonfinite(slot)
+        self._after(slot)
         return tuple(outs) if len(outs) != 1 else outs[0]
 
     def process_split(self, blocks: Any, cuts: list[int],  # type: ignore[override]
